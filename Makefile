@@ -1,0 +1,32 @@
+# Two entry points: `make demo` and `make test`. Both create .venv and install into it.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+# --system-site-packages lets a machine's preinstalled CuPy be seen inside the venv.
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	@if command -v nvidia-smi >/dev/null 2>&1 && ! $(PY) -c 'import cupy' >/dev/null 2>&1; then \
+	  echo "GPU found: installing the cuda extra (CuPy)"; \
+	  $(PY) -m pip install -q -e '.[cuda]' || echo "could not install CuPy; the demo will use recorded data"; \
+	fi
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/klaraptor demo
+
+test: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info

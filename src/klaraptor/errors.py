@@ -1,0 +1,43 @@
+"""Exceptions raised by klaraptor. Every error a user can cause is a KlaraptorError."""
+
+from __future__ import annotations
+
+
+class KlaraptorError(Exception):
+    """Base class of every error klaraptor raises on bad input or a failed step."""
+
+
+class SpecError(KlaraptorError):
+    """A KernelSpec (or an annotated .cu file) is malformed."""
+
+
+class ProgramError(KlaraptorError):
+    """A rational program is malformed or cannot be evaluated / generated."""
+
+
+class FitError(KlaraptorError):
+    """Samples or degree bounds do not allow a rational fit."""
+
+
+class StoreError(KlaraptorError):
+    """The SQLite store is missing, corrupt, foreign or locked."""
+
+
+class CompileError(KlaraptorError):
+    """NVRTC rejected the kernel source; `log` holds the compiler's log."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(f"{message}\n--- NVRTC log ---\n{log}" if log else message)
+        self.log = log
+
+
+class LaunchError(KlaraptorError):
+    """The device rejected a launch, or a launch configuration is impossible."""
+
+
+class CollectError(KlaraptorError):
+    """Data collection could not run (no GPU, worker failure, ncu failure)."""
+
+
+class BuildError(KlaraptorError):
+    """A kernel could not be built, or no build exists for it."""

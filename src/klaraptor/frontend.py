@@ -1,0 +1,272 @@
+"""KLARAPTOR's annotation front-end: a `.cu` file with `#pragma kernel_info_*` lines → KernelSpecs.
+
+The original tool (thesis §5.1) reads two pragmas per kernel K:
+
+    #pragma kernel_info_size_param_idx_K = i;   // argument i of K carries the data size
+    #pragma kernel_info_dim_K = d;              // K uses d-dimensional thread blocks
+
+plus, per kernel, a small Python-syntax file with the block constraints and the grid formula.
+Here that file is `<stem>.<K>.py` beside the `.cu` file. It is parsed, never executed; every
+value must be a literal:
+
+    grid = ("ceil(n / bx)", "ceil(n / by)", "1")   # over the size parameter's name and bx, by, bz
+    constraints = ["bx <= n", "by <= n"]            # optional
+    arrays = {"A": "n * n", "x": "n"}               # element count of each pointer argument
+    scalars = {"alpha": 1.5}                        # values of the other scalar arguments
+    dynamic_smem = "bx * 4"                         # optional, bytes
+    sizes = [256, 512, 768, 1024]                   # optional training sizes
+    default_block = [256, 1, 1]                     # optional
+
+Because collection needs inputs for any size, `arrays` and `scalars` extend the original format:
+KLARAPTOR ran the user's whole program, we only need the kernel. NVRTC cannot compile host code,
+so only `#define`s, `__device__` helpers and the annotated `__global__` kernels are kept, and the
+kernels are wrapped in `extern "C"` so their names stay unmangled.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from klaraptor.errors import SpecError
+from klaraptor.program import parse_expr
+from klaraptor.spec import Data, DataParam, KernelSpec, evaluate_exprs
+
+_SIZE_PRAGMA = re.compile(r"^\s*#\s*pragma\s+kernel_info_size_param_idx_(\w+)\s*=\s*(\d+)\s*;?", re.M)
+_DIM_PRAGMA = re.compile(r"^\s*#\s*pragma\s+kernel_info_dim_(\w+)\s*=\s*(\d+)\s*;?", re.M)
+_DEFINE = re.compile(r"^\s*#\s*define\s+.*$", re.M)
+_FUNC_HEAD = re.compile(r"(?:extern\s+\"C\"\s+)?(__global__|__device__)[^;{()]*?\b(\w+)\s*\(", re.S)
+
+_C_DTYPES = {
+    "float": np.float32,
+    "double": np.float64,
+    "int": np.int32,
+    "unsigned": np.uint32,
+    "long": np.int64,
+    "short": np.int16,
+    "char": np.int8,
+    "int32_t": np.int32,
+    "int64_t": np.int64,
+    "uint32_t": np.uint32,
+    "size_t": np.uint64,
+}
+_CONFIG_KEYS = {"grid", "constraints", "arrays", "scalars", "dynamic_smem", "sizes", "default_block"}
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    """One parameter of a kernel's signature."""
+
+    name: str
+    ctype: str
+    pointer: bool
+
+    @property
+    def dtype(self) -> type[np.generic]:
+        base = self.ctype.split()[-1]
+        if base not in _C_DTYPES:
+            raise SpecError(f"parameter {self.name!r}: unsupported type {self.ctype!r}")
+        return _C_DTYPES[base]
+
+
+@dataclass(frozen=True)
+class AnnotatedArgs:
+    """Builds launch arguments for an annotated kernel from its config file.
+
+    A module-level class (not a closure) so specs built from `.cu` files can be pickled into the
+    collection worker.
+    """
+
+    kernel: str
+    params: tuple[KernelParam, ...]
+    size_param: str
+    arrays: tuple[tuple[str, str], ...]
+    scalars: tuple[tuple[str, float], ...]
+
+    def __call__(self, D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
+        arrays = dict(self.arrays)
+        scalars = dict(self.scalars)
+        counts = evaluate_exprs(
+            {name: parse_expr(text, tuple(D)) for name, text in arrays.items()},
+            {k: float(v) for k, v in D.items()},
+        )
+        out: list[Any] = []
+        for p in self.params:
+            if p.pointer:
+                n = int(counts[p.name])
+                if np.issubdtype(p.dtype, np.floating):
+                    host = (rng.random(n) + 0.5).astype(p.dtype)  # never zeros (hides bad writes)
+                else:
+                    host = rng.integers(1, 8, n).astype(p.dtype)
+                if device:
+                    import cupy
+
+                    out.append(cupy.asarray(host))
+                else:
+                    out.append(host)
+            elif p.name == self.size_param:
+                out.append(p.dtype(D[self.size_param]))
+            else:
+                out.append(p.dtype(scalars[p.name]))
+        return tuple(out)
+
+
+def read_annotated(path: str | Path) -> list[KernelSpec]:
+    """Every annotated kernel of a `.cu` file as a KernelSpec (one `<stem>.<K>.py` per kernel)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"{path}: no such .cu file")
+    text = path.read_text()
+    sizes = {k: int(i) for k, i in _SIZE_PRAGMA.findall(text)}
+    dims = {k: int(d) for k, d in _DIM_PRAGMA.findall(text)}
+    if not sizes and not dims:
+        raise SpecError(f"{path}: no '#pragma kernel_info_size_param_idx_<K> = i;' annotations found")
+    for k in sorted(set(sizes) ^ set(dims)):
+        missing = "kernel_info_dim" if k in sizes else "kernel_info_size_param_idx"
+        raise SpecError(f"{path}: kernel {k!r} is annotated but lacks '#pragma {missing}_{k} = ...;'")
+    functions = _functions(text)
+    device_code = _device_source(text, functions, set(sizes))
+    specs = []
+    for kernel in sorted(sizes):
+        if kernel not in functions or functions[kernel][0] != "__global__":
+            raise SpecError(f"{path}: annotated kernel {kernel!r} has no __global__ definition")
+        specs.append(_spec_for(path, kernel, sizes[kernel], dims[kernel], functions[kernel][1], device_code))
+    return specs
+
+
+def _spec_for(
+    path: Path, kernel: str, size_idx: int, dim: int, params_text: str, device_code: str
+) -> KernelSpec:
+    where = f"{path}: kernel {kernel!r}"
+    params = _parse_params(params_text, where)
+    if not 0 <= size_idx < len(params):
+        raise SpecError(f"{where}: size parameter index {size_idx} is outside its {len(params)} parameters")
+    size = params[size_idx]
+    if size.pointer or not np.issubdtype(size.dtype, np.integer):
+        raise SpecError(f"{where}: parameter {size_idx} ({size.ctype} {size.name}) is not an integer size")
+    cfg_path = path.with_name(f"{path.stem}.{kernel}.py")
+    cfg = _read_config(cfg_path)
+    grid = cfg.get("grid")
+    if not (isinstance(grid, (tuple, list)) and len(grid) == 3 and all(isinstance(g, str) for g in grid)):
+        raise SpecError(f"{cfg_path}: 'grid' must be three expression strings, got {grid!r}")
+    arrays = cfg.get("arrays", {})
+    scalars = cfg.get("scalars", {})
+    for p in params:
+        if p.pointer and p.name not in arrays:
+            raise SpecError(f"{cfg_path}: 'arrays' lacks the element count of pointer argument {p.name!r}")
+        if not p.pointer and p is not size and p.name not in scalars:
+            raise SpecError(f"{cfg_path}: 'scalars' lacks a value for argument {p.name!r}")
+    make_args = AnnotatedArgs(
+        kernel=kernel,
+        params=tuple(params),
+        size_param=size.name,
+        arrays=tuple((k, str(v)) for k, v in arrays.items()),
+        scalars=tuple((k, float(v)) for k, v in scalars.items()),
+    )
+    default_block = cfg.get("default_block")
+    meta: dict[str, Any] = {"source_file": str(path), "config_file": str(cfg_path)}
+    if "sizes" in cfg:
+        meta["train_sizes"] = tuple(int(s) for s in cfg["sizes"])
+    return KernelSpec(
+        name=f"{_store_name(path.stem)}.{kernel}",
+        source=device_code,
+        kernel=kernel,
+        data=(DataParam(size.name, arg=size_idx),),
+        dim=dim,
+        grid=tuple(grid),  # type: ignore[arg-type]
+        make_args=make_args,
+        constraints=tuple(cfg.get("constraints", ())),
+        dynamic_smem=cfg.get("dynamic_smem"),
+        default_block=tuple(default_block) if default_block else None,  # type: ignore[arg-type]
+        description=f"annotated kernel {kernel} from {path.name}",
+        meta=meta,
+    )
+
+
+def _read_config(cfg_path: Path) -> dict[str, Any]:
+    if not cfg_path.is_file():
+        raise SpecError(f"{cfg_path}: missing per-kernel config (grid, constraints, arrays, scalars)")
+    try:
+        tree = ast.parse(cfg_path.read_text(), filename=str(cfg_path))
+    except SyntaxError as e:
+        raise SpecError(f"{cfg_path}:{e.lineno}: not valid Python syntax: {e.msg}") from None
+    cfg: dict[str, Any] = {}
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            raise SpecError(f"{cfg_path}:{node.lineno}: only 'name = literal' assignments are allowed")
+        key = node.targets[0].id
+        if key not in _CONFIG_KEYS:
+            raise SpecError(f"{cfg_path}:{node.lineno}: unknown key {key!r} (allowed: {sorted(_CONFIG_KEYS)})")
+        try:
+            cfg[key] = ast.literal_eval(node.value)
+        except ValueError:
+            raise SpecError(f"{cfg_path}:{node.lineno}: the value of {key!r} must be a literal") from None
+    return cfg
+
+
+def _functions(text: str) -> dict[str, tuple[str, str]]:
+    """name -> (qualifier, parameter text) of every __global__/__device__ function definition."""
+    out: dict[str, tuple[str, str]] = {}
+    for m in _FUNC_HEAD.finditer(text):
+        close = _matching(text, m.end() - 1, "(", ")")
+        rest = text[close + 1 :].lstrip()
+        if rest.startswith("{"):
+            out[m.group(2)] = (m.group(1), text[m.end() : close])
+    return out
+
+
+def _device_source(text: str, functions: dict[str, tuple[str, str]], kernels: set[str]) -> str:
+    """`#define`s, __device__ helpers and the annotated kernels, kernels in `extern "C"`."""
+    parts = [m.group(0) for m in _DEFINE.finditer(text)]
+    for m in _FUNC_HEAD.finditer(text):
+        name, qual = m.group(2), m.group(1)
+        if name not in functions or (qual == "__global__" and name not in kernels):
+            continue
+        close = _matching(text, m.end() - 1, "(", ")")
+        body_open = text.index("{", close)
+        body_close = _matching(text, body_open, "{", "}")
+        definition = text[m.start() : body_close + 1]
+        if qual == "__global__" and not definition.startswith("extern"):
+            definition = 'extern "C" ' + definition
+        parts.append(definition)
+    return "\n\n".join(parts) + "\n"
+
+
+def _matching(text: str, i: int, open_ch: str, close_ch: str) -> int:
+    depth = 0
+    for j in range(i, len(text)):
+        if text[j] == open_ch:
+            depth += 1
+        elif text[j] == close_ch:
+            depth -= 1
+            if depth == 0:
+                return j
+    raise SpecError(f"unbalanced {open_ch!r} in the CUDA source")
+
+
+def _parse_params(params_text: str, where: str) -> list[KernelParam]:
+    params = []
+    for raw in params_text.split(","):
+        decl = re.sub(r"\b(const|__restrict__|__restrict|restrict|volatile)\b", " ", raw).strip()
+        if not decl:
+            continue
+        m = re.fullmatch(r"([\w\s]+?)\s*(\*?)\s*(\w+)", decl.replace("* ", " *").replace(" *", " *"))
+        if not m:
+            raise SpecError(f"{where}: cannot read parameter {raw.strip()!r}")
+        ctype, star, name = m.group(1).strip(), m.group(2), m.group(3)
+        if ctype.endswith("*"):
+            ctype, star = ctype.rstrip("*").strip(), "*"
+        param = KernelParam(name=name, ctype=ctype, pointer=bool(star))
+        param.dtype  # noqa: B018 - raises a SpecError for unsupported types now, not at collection
+        params.append(param)
+    return params
+
+
+def _store_name(stem: str) -> str:
+    name = re.sub(r"\W", "_", stem)
+    return name if name[:1].isalpha() else f"k_{name}"

@@ -1,0 +1,165 @@
+"""TunedKernel: read D from the call's arguments, select, launch through CuPy.
+
+The per-call path is: read D (precompiled readers), one dict lookup of the launch plan for that
+D, the CuPy launch. Everything else (evaluating the helper program, range checks, history) runs
+once per new D.
+
+Online refinement (`refine=k`, opt-in): for a new D, the first k real calls launch the model's
+top-k blocks in turn, each bracketed by CUDA events on the caller's stream; no extra launches
+and no synchronisation are added. Once every event has completed (checked without blocking on
+later calls), the fastest measured block is pinned for that D and persisted as a 'refined'
+history row, so the next process starts with it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from klaraptor.errors import LaunchError, SpecError
+from klaraptor.selector import Selection, Selector
+from klaraptor.spec import KernelSpec
+
+Block = tuple[int, int, int]
+
+
+@dataclass
+class _Plan:
+    grid: tuple[int, int, int]
+    block: Block
+    smem: int
+    # Refinement state: blocks still to try, and (block, start, end) events of tried ones.
+    todo: list[tuple[Block, tuple[int, int, int], int]] = field(default_factory=list)
+    timed: list[tuple[Block, Any, Any]] = field(default_factory=list)
+
+
+def data_reader(spec: KernelSpec) -> Callable[[tuple[Any, ...]], tuple[int, ...]]:
+    """A fast `args -> D tuple` for the spec's data parameters (no range checks)."""
+    getters: list[Callable[[tuple[Any, ...]], Any]] = []
+    for p in spec.data:
+        if p.arg is not None:
+            getters.append(operator.itemgetter(p.arg))
+        elif p.shape_of is not None:
+            i, axis = p.shape_of
+            getters.append(lambda a, i=i, axis=axis: a[i].shape[axis])
+        elif p.reader is not None:
+            getters.append(p.reader)
+        else:
+            raise SpecError(f"data parameter {p.name!r} has no read method")
+    if len(getters) == 1:
+        g0 = getters[0]
+        return lambda args: (int(g0(args)),)
+    return lambda args: tuple(int(g(args)) for g in getters)
+
+
+class TunedKernel:
+    """A kernel launcher that picks the block per call: `tuned(*args, stream=None)`."""
+
+    def __init__(self, spec: KernelSpec, selector: Selector, *, refine: int = 0) -> None:
+        from klaraptor import backend_cupy
+
+        if refine < 0:
+            raise LaunchError(f"refine must be >= 0, got {refine}")
+        self.spec = spec
+        self.selector = selector
+        self.refine = int(refine)
+        self._fn = backend_cupy.compile_kernel(spec.source, spec.kernel, spec.options)
+        self._read = data_reader(spec)
+        self._plans: dict[tuple[int, ...], _Plan] = {}
+        self._opted_smem = 0
+
+    def __call__(self, *args: Any, stream: Any | None = None) -> None:
+        try:
+            plan = self._plans[self._read(args)]
+        except KeyError:
+            plan = self._new_plan(args)
+        if plan.todo:
+            self._refining_call(plan, args, stream)
+            return
+        if plan.timed:
+            self._maybe_settle(plan)
+        if stream is None:
+            self._fn(plan.grid, plan.block, args, shared_mem=plan.smem)
+        else:
+            with stream:
+                self._fn(plan.grid, plan.block, args, shared_mem=plan.smem)
+
+    def plan_for(self, *args: Any) -> tuple[tuple[int, int, int], Block, int]:
+        """(grid, block, dynamic shared memory) the next call with these arguments would use."""
+        key = self._read(args)
+        plan = self._plans.get(key) or self._new_plan(args)
+        if plan.todo:
+            return plan.todo[0][1], plan.todo[0][0], plan.todo[0][2]
+        return plan.grid, plan.block, plan.smem
+
+    # -- once per new D -----------------------------------------------------------------------
+
+    def _new_plan(self, args: tuple[Any, ...]) -> _Plan:
+        D = self.spec.read_data(args)  # checked: integer, inside the sane range
+        sel: Selection = self.selector.select(D)
+        plan = _Plan(sel.grid, sel.block, self._smem(D, sel.block))
+        if self.refine > 1 and sel.source == "model" and len(sel.topk) > 1:
+            for block, _ in sel.topk[: self.refine]:
+                grid = self.selector.grid_for(sel.D, block)
+                plan.todo.append((block, grid, self._smem(D, block)))
+        self._plans[sel.D] = plan
+        return plan
+
+    def _smem(self, D: dict[str, int], block: Block) -> int:
+        nbytes = self.spec.dynamic_smem_for(D, block)
+        if nbytes > max(self._opted_smem, 48 * 1024):
+            from klaraptor import backend_cupy
+
+            backend_cupy.opt_in_dynamic_smem(self._fn, nbytes)
+            self._opted_smem = nbytes
+        return nbytes
+
+    # -- refinement ----------------------------------------------------------------------------
+
+    def _refining_call(self, plan: _Plan, args: tuple[Any, ...], stream: Any | None) -> None:
+        import cupy
+
+        block, grid, smem = plan.todo.pop(0)
+        s = stream if stream is not None else cupy.cuda.get_current_stream()
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(s)
+        with s:
+            self._fn(grid, block, args, shared_mem=smem)
+        end.record(s)
+        plan.timed.append((block, start, end))
+
+    def _maybe_settle(self, plan: _Plan) -> None:
+        """Pin the fastest measured block once all refinement launches have completed."""
+        import cupy
+
+        if not all(end.done for _, _, end in plan.timed):
+            return
+        times = [(cupy.cuda.get_elapsed_time(s, e), b) for b, s, e in plan.timed]
+        ms, block = min(times)
+        D = next(k for k, v in self._plans.items() if v is plan)
+        sel = self.selector.fix(D, block, ms)
+        plan.grid, plan.block = sel.grid, sel.block
+        plan.smem = self._smem(dict(zip(self.spec.data_names, D)), sel.block)
+        plan.timed = []
+
+    def settle(self) -> None:
+        """Wait for pending refinement timings and pin their winners (e.g. before exit)."""
+        for plan in self._plans.values():
+            for _, _, end in plan.timed:
+                end.synchronize()
+            if plan.timed:
+                self._maybe_settle(plan)
+        self.selector.flush()
+
+
+def launch_with(
+    spec: KernelSpec, grid: Sequence[int], block: Sequence[int], args: Sequence[Any]
+) -> None:
+    """A plain launch of the spec's kernel with an explicit configuration (for comparisons)."""
+    from klaraptor import backend_cupy
+
+    fn = backend_cupy.compile_kernel(spec.source, spec.kernel, spec.options)
+    D = spec.read_data(tuple(args))
+    backend_cupy.launch(fn, grid, block, args, spec.dynamic_smem_for(D, tuple(block)))  # type: ignore[arg-type]

@@ -1,0 +1,792 @@
+"""KernelSpec: what a kernel is, how its data parameters are read and how it is launched.
+
+INTERFACE PINNED by the lead (the fields of `DataParam` and `KernelSpec`); validation and
+expression handling are filled in by the spec owner.
+
+Spec expressions (grid, constraints, dynamic shared memory) are Python-syntax strings over the
+data-parameter names and `bx, by, bz`. They are parsed once into `program.Expr` (cached on the
+spec) and evaluated vectorised with NumPy, so the selector can evaluate them over every candidate
+at once and the generated Python / C helper programs use the very same formulas.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+import keyword
+import math
+import operator
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from klaraptor.errors import KlaraptorError, ProgramError, SpecError
+from klaraptor.program import Expr, Program, parse_expr
+
+Block = tuple[int, int, int]
+Data = Mapping[str, int]
+# A constraint is an expression over data names and bx, by, bz, or a callable (D, block) -> bool.
+Constraint = str | Callable[[Data, Block], bool]
+
+BLOCK_VARS: tuple[str, str, str] = ("bx", "by", "bz")
+# Names an expression may call; a data parameter must not shadow them.
+RESERVED_NAMES = frozenset({"ceil", "floor", "min", "max", "where", "and", "or", "not"})
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class DataParam:
+    """One data parameter (e.g. N) and how its value is read from a call's arguments.
+
+    Exactly one of `arg`, `shape_of` or `reader` is given:
+    - `arg=i`: the value is the integer argument `args[i]`;
+    - `shape_of=(i, axis)`: the value is `args[i].shape[axis]`;
+    - `reader`: a callable `args -> int`.
+    `lo`/`hi` bound the sane range (inclusive); values outside it are rejected.
+    """
+
+    name: str
+    arg: int | None = None
+    shape_of: tuple[int, int] | None = None
+    reader: Callable[[tuple[Any, ...]], int] | None = None
+    lo: int = 1
+    hi: int = 2**31 - 1
+
+    def read(self, args: Sequence[Any]) -> Any:
+        """The raw value of this parameter in a call's arguments (not yet checked)."""
+        if self.arg is not None:
+            if not -len(args) <= self.arg < len(args):
+                raise SpecError(
+                    f"data parameter {self.name!r} is argument {self.arg}, "
+                    f"but the call has {len(args)} arguments"
+                )
+            return args[self.arg]
+        if self.shape_of is not None:
+            i, axis = self.shape_of
+            if not -len(args) <= i < len(args):
+                raise SpecError(
+                    f"data parameter {self.name!r} is the shape of argument {i}, "
+                    f"but the call has {len(args)} arguments"
+                )
+            shape = getattr(args[i], "shape", None)
+            if shape is None:
+                raise SpecError(
+                    f"data parameter {self.name!r} reads args[{i}].shape[{axis}], but argument "
+                    f"{i} is a {type(args[i]).__name__} without a shape"
+                )
+            if not -len(shape) <= axis < len(shape):
+                raise SpecError(
+                    f"data parameter {self.name!r} reads axis {axis} of argument {i}, "
+                    f"whose shape is {tuple(shape)}"
+                )
+            return shape[axis]
+        if self.reader is not None:
+            try:
+                return self.reader(tuple(args))
+            except KlaraptorError:
+                raise
+            except Exception as exc:
+                raise SpecError(
+                    f"data parameter {self.name!r}: its reader raised {type(exc).__name__}: {exc}"
+                ) from exc
+        raise SpecError(f"data parameter {self.name!r} has no read method")
+
+    def check(self, value: Any) -> int:
+        """`value` as an int inside [lo, hi], or SpecError."""
+        if isinstance(value, (bool, np.bool_)):
+            raise SpecError(f"data parameter {self.name!r} must be an integer, got {value!r}")
+        try:
+            v = operator.index(value)
+        except TypeError:
+            # Accept integral floats (e.g. 4096.0 from a size computation), nothing fuzzier.
+            if isinstance(value, (float, np.floating)) and float(value).is_integer():
+                v = int(value)
+            else:
+                raise SpecError(
+                    f"data parameter {self.name!r} must be an integer, got "
+                    f"{type(value).__name__} {value!r}"
+                ) from None
+        if not self.lo <= v <= self.hi:
+            raise SpecError(
+                f"data parameter {self.name!r} = {v} is outside its range [{self.lo}, {self.hi}]"
+            )
+        return int(v)
+
+    def describe(self) -> str:
+        """How the value is read, in words ("arg 2", "args[0].shape[1]", "reader f")."""
+        if self.arg is not None:
+            return f"arg {self.arg}"
+        if self.shape_of is not None:
+            return f"args[{self.shape_of[0]}].shape[{self.shape_of[1]}]"
+        if self.reader is not None:
+            return f"reader {_callable_name(self.reader)}"
+        return "unread"
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """Everything klaraptor needs to compile, measure, model and launch one kernel.
+
+    - `name`: the store key, e.g. "polybench.gemm".
+    - `source`, `kernel`: CUDA C++ source for NVRTC and the `__global__` function's name
+      (declare it `extern "C"` so the name is not mangled).
+    - `data`: the data parameters, in order.
+    - `dim`: block dimensionality 1, 2 or 3 (unused block dims are 1).
+    - `grid`: three expressions over data names and bx, by, bz, e.g. ("ceil(N / bx)", "ceil(N / by)", "1").
+    - `make_args(D, rng)`: builds valid launch arguments (CuPy arrays and NumPy scalars) for data D.
+      It must be an importable top-level function: collection runs in a worker subprocess.
+    - `constraints`: extra conditions a block must satisfy (expressions or callables).
+    - `dynamic_smem`: expression for dynamic shared memory in bytes (None = 0).
+    - `options`: NVRTC options.
+    - `idempotent`: the kernel may be re-run on the same inputs (online refinement needs it).
+    - `default_block`: the block a user would hand-pick (the benchmark's default).
+    - `reference(D, host_args) -> {arg_index: expected ndarray}`: optional output check computed on
+      host copies of the inputs; `outputs` lists the argument indices the kernel writes.
+    - `rtol`: relative tolerance of the output check.
+
+    The spec validates itself on construction (SpecError listing every problem).
+    """
+
+    name: str
+    source: str
+    kernel: str
+    data: tuple[DataParam, ...]
+    dim: int
+    grid: tuple[str, str, str]
+    make_args: Callable[[Data, np.random.Generator], tuple[Any, ...]]
+    constraints: tuple[Constraint, ...] = ()
+    dynamic_smem: str | None = None
+    options: tuple[str, ...] = ("--std=c++17",)
+    idempotent: bool = True
+    default_block: Block | None = None
+    reference: Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]] | None = None
+    outputs: tuple[int, ...] = ()
+    rtol: float = 1e-3
+    description: str = ""
+    meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def data_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.data)
+
+    # -- construction and validation ----------------------------------------------------------
+
+    def __post_init__(self) -> None:
+        # Lists are accepted for convenience but stored as tuples, so the spec stays hashable.
+        for name in ("data", "grid", "constraints", "options", "outputs"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        if isinstance(self.default_block, list):
+            object.__setattr__(self, "default_block", tuple(self.default_block))
+        object.__setattr__(self, "_cache", {})
+        self.validate()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Parsed expressions are a cache: rebuild them in the receiving process.
+        state = dict(self.__dict__)
+        state.pop("_cache", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        object.__setattr__(self, "_cache", {})
+
+    @property
+    def allowed_names(self) -> tuple[str, ...]:
+        """Variables a spec expression may use: the data names and bx, by, bz."""
+        return (*self.data_names, *BLOCK_VARS)
+
+    def validate(self) -> None:
+        """Raise SpecError naming the spec and every bad field; parse and cache expressions."""
+        problems: list[str] = []
+
+        def bad(fld: str, msg: str) -> None:
+            problems.append(f"{fld}: {msg}")
+
+        # name, source, kernel
+        if not isinstance(self.name, str) or not _DOTTED.match(self.name):
+            bad("name", f"{self.name!r} is not a dotted identifier (e.g. 'polybench.gemm')")
+        if not isinstance(self.source, str) or not self.source.strip():
+            bad("source", "is empty")
+        if not isinstance(self.kernel, str) or not _IDENT.match(self.kernel):
+            bad("kernel", f"{self.kernel!r} is not a C identifier")
+        elif isinstance(self.source, str) and self.source.strip():
+            if not _has_global_function(self.source, self.kernel):
+                bad(
+                    "kernel",
+                    f"no __global__ function named {self.kernel!r} in the source "
+                    '(declare it `extern "C" __global__ void ' + self.kernel + "(...)`)",
+                )
+
+        # dim
+        dim_ok = isinstance(self.dim, int) and not isinstance(self.dim, bool) and 1 <= self.dim <= 3
+        if not dim_ok:
+            bad("dim", f"must be 1, 2 or 3, got {self.dim!r}")
+
+        # data parameters
+        names_ok = self._validate_data(bad)
+
+        # expressions: only when the names are sound, else every parse error would be noise
+        if names_ok:
+            self._validate_exprs(bad)
+
+        # make_args, reference, outputs, rtol, options, default_block
+        if not callable(self.make_args):
+            bad(
+                "make_args",
+                f"must be callable (D, rng) -> args, got {type(self.make_args).__name__}",
+            )
+        elif not _accepts_positional(self.make_args, 2):
+            bad("make_args", f"{_callable_name(self.make_args)} must accept (D, rng)")
+        if self.reference is not None:
+            if not callable(self.reference):
+                bad("reference", "must be callable (D, host_args) -> {index: ndarray}")
+            elif not _accepts_positional(self.reference, 2):
+                bad("reference", f"{_callable_name(self.reference)} must accept (D, host_args)")
+            if not self.outputs:
+                bad("outputs", "a reference is given but no output argument indices")
+        if not isinstance(self.outputs, tuple) or not all(
+            _is_int(i) and i >= 0 for i in self.outputs
+        ):
+            bad("outputs", f"must be non-negative argument indices, got {self.outputs!r}")
+        elif len(set(self.outputs)) != len(self.outputs):
+            bad("outputs", f"has duplicates: {self.outputs!r}")
+        try:
+            rtol_ok = float(self.rtol) > 0 and math.isfinite(float(self.rtol))
+        except (TypeError, ValueError):
+            rtol_ok = False
+        if not rtol_ok:
+            bad("rtol", f"must be a finite number > 0, got {self.rtol!r}")
+        if not isinstance(self.options, tuple) or not all(isinstance(o, str) for o in self.options):
+            bad("options", f"must be a tuple of strings, got {self.options!r}")
+        if not isinstance(self.idempotent, bool):
+            bad("idempotent", f"must be a bool, got {self.idempotent!r}")
+        if self.default_block is not None:
+            msg = _block_problem(self.default_block, self.dim if dim_ok else 3)
+            if msg:
+                bad("default_block", msg)
+        if not isinstance(self.meta, dict):
+            bad("meta", f"must be a dict, got {type(self.meta).__name__}")
+
+        if problems:
+            label = self.name if isinstance(self.name, str) else repr(self.name)
+            raise SpecError(f"invalid KernelSpec {label!r}:\n  - " + "\n  - ".join(problems))
+
+    def _validate_data(self, bad: Callable[[str, str], None]) -> bool:
+        if not isinstance(self.data, tuple) or not self.data:
+            bad("data", "needs at least one DataParam")
+            return False
+        ok = True
+        seen: set[str] = set()
+        for i, p in enumerate(self.data):
+            where = f"data[{i}]"
+            if not isinstance(p, DataParam):
+                bad(where, f"must be a DataParam, got {type(p).__name__}")
+                ok = False
+                continue
+            where = f"data[{i}] ({p.name!r})"
+            if not isinstance(p.name, str) or not _IDENT.match(p.name):
+                bad(where, "the name must be an identifier")
+                ok = False
+            elif (
+                p.name in BLOCK_VARS
+                or p.name in RESERVED_NAMES
+                or keyword.iskeyword(p.name)
+                or p.name.startswith("_kp_")  # program.py reserves it for generated code
+            ):
+                bad(where, f"the name {p.name!r} is reserved (block variable or function)")
+                ok = False
+            elif p.name in seen:
+                bad(where, f"duplicate data parameter name {p.name!r}")
+                ok = False
+            if isinstance(p.name, str):
+                seen.add(p.name)
+            given = [m for m in ("arg", "shape_of", "reader") if getattr(p, m) is not None]
+            if len(given) != 1:
+                bad(where, f"give exactly one of arg / shape_of / reader (got {given or 'none'})")
+            if p.arg is not None and not (_is_int(p.arg) and p.arg >= 0):
+                bad(where, f"arg must be a non-negative argument index, got {p.arg!r}")
+            if p.shape_of is not None and not (
+                isinstance(p.shape_of, tuple)
+                and len(p.shape_of) == 2
+                and all(_is_int(x) for x in p.shape_of)
+                and p.shape_of[0] >= 0
+            ):
+                bad(where, f"shape_of must be (argument index, axis), got {p.shape_of!r}")
+            if p.reader is not None and not callable(p.reader):
+                bad(where, f"reader must be callable args -> int, got {type(p.reader).__name__}")
+            if not (_is_int(p.lo) and _is_int(p.hi)):
+                bad(where, f"lo and hi must be integers, got {p.lo!r}, {p.hi!r}")
+            elif p.lo > p.hi:
+                bad(where, f"lo {p.lo} > hi {p.hi}")
+        return ok
+
+    def _validate_exprs(self, bad: Callable[[str, str], None]) -> None:
+        allowed = self.allowed_names
+        cache: dict[str, Any] = self.__dict__["_cache"]
+        grid_ok = (
+            isinstance(self.grid, tuple)
+            and len(self.grid) == 3
+            and all(isinstance(g, str) for g in self.grid)
+        )
+        if not grid_ok:
+            bad("grid", f"must be three expression strings (x, y, z), got {self.grid!r}")
+        else:
+            exprs = []
+            for axis, text in enumerate(self.grid):
+                e = _try_parse(text, allowed, f"grid[{axis}]", bad)
+                exprs.append(e)
+            if all(e is not None for e in exprs):
+                cache["grid"] = tuple(exprs)
+
+        if not isinstance(self.constraints, tuple):
+            bad("constraints", f"must be a tuple, got {type(self.constraints).__name__}")
+        else:
+            parsed: list[tuple[str, Any]] = []
+            for i, c in enumerate(self.constraints):
+                item = parse_constraint(c, allowed, f"constraints[{i}]", bad)
+                if item is not None:
+                    parsed.append(item)
+            if len(parsed) == len(self.constraints):
+                cache["constraints"] = tuple(parsed)
+
+        if self.dynamic_smem is not None:
+            if not isinstance(self.dynamic_smem, str):
+                bad(
+                    "dynamic_smem",
+                    f"must be an expression string or None, got {self.dynamic_smem!r}",
+                )
+            else:
+                e = _try_parse(self.dynamic_smem, allowed, "dynamic_smem", bad)
+                if e is not None:
+                    cache["smem"] = e
+
+    # -- reading a call's data parameters ------------------------------------------------------
+
+    def read_data(self, args: Sequence[Any]) -> dict[str, int]:
+        """The data parameters of a call, checked to be integers inside their [lo, hi] range."""
+        try:
+            return {p.name: p.check(p.read(args)) for p in self.data}
+        except SpecError as exc:
+            raise SpecError(f"kernel {self.name!r}: {exc}") from None
+
+    def normalize_data(self, D: Mapping[str, Any] | Sequence[Any] | int) -> dict[str, int]:
+        """D given as a mapping, a tuple ordered as data_names, or a bare int (one parameter)."""
+        names = self.data_names
+        if isinstance(D, Mapping):
+            missing = [n for n in names if n not in D]
+            extra = [k for k in D if k not in names]
+            if missing or extra:
+                raise SpecError(
+                    f"kernel {self.name!r}: data must name exactly {list(names)}; "
+                    f"missing {missing}, unknown {extra}"
+                )
+            values = [D[n] for n in names]
+        elif isinstance(D, (str, bytes)):
+            raise SpecError(f"kernel {self.name!r}: data {D!r} is not a size")
+        elif isinstance(D, Sequence) or isinstance(D, np.ndarray):
+            values = list(D)
+            if len(values) != len(names):
+                raise SpecError(
+                    f"kernel {self.name!r}: data {tuple(values)} must have {len(names)} values "
+                    f"ordered as {list(names)}"
+                )
+        else:
+            if len(names) != 1:
+                raise SpecError(
+                    f"kernel {self.name!r}: a bare size {D!r} is ambiguous with data "
+                    f"parameters {list(names)}"
+                )
+            values = [D]
+        try:
+            return {p.name: p.check(v) for p, v in zip(self.data, values)}
+        except SpecError as exc:
+            raise SpecError(f"kernel {self.name!r}: {exc}") from None
+
+    def data_tuple(self, D: Mapping[str, Any] | Sequence[Any] | int) -> tuple[int, ...]:
+        """D as a tuple ordered as data_names (the store's key)."""
+        d = self.normalize_data(D)
+        return tuple(d[n] for n in self.data_names)
+
+    # -- parsed expressions ----------------------------------------------------------------------
+
+    def _parsed(self) -> dict[str, Any]:
+        cache: dict[str, Any] = self.__dict__["_cache"]
+        if "grid" not in cache:  # emptied by pickling: parse again
+            self.validate()
+        return cache
+
+    def grid_exprs(self) -> tuple[Expr, Expr, Expr]:
+        """The grid formulas as program.Expr (x, y, z)."""
+        return self._parsed()["grid"]
+
+    def smem_expr(self) -> Expr | None:
+        """The dynamic shared memory formula as program.Expr, or None (no dynamic smem)."""
+        return self._parsed().get("smem")
+
+    def constraint_exprs(self) -> tuple[Expr, ...]:
+        """The expression constraints as program.Expr (callable constraints are not included)."""
+        return tuple(e for _, e in self._parsed()["constraints"] if not callable(e))
+
+    def constraint_items(self) -> tuple[tuple[str, Any], ...]:
+        """Every constraint as (label, Expr or callable), in the spec's order."""
+        return self._parsed()["constraints"]
+
+    # -- evaluation ---------------------------------------------------------------------------
+
+    def _env(self, D: Mapping[str, Any], bx: Any, by: Any, bz: Any) -> dict[str, Any]:
+        if not isinstance(D, Mapping):
+            D = self.normalize_data(D)  # a tuple ordered as data_names, or a bare int
+        missing = [n for n in self.data_names if n not in D]
+        if missing:
+            raise SpecError(f"kernel {self.name!r}: D={dict(D)} lacks data parameters {missing}")
+        env: dict[str, Any] = {n: D[n] for n in self.data_names}
+        env.update(bx=bx, by=by, bz=bz)
+        return env
+
+    def grid_arrays(
+        self, D: Mapping[str, Any], bx: Any, by: Any, bz: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The grid over arrays of block dims (and D values), as float64 arrays of one shape.
+
+        Entries are the formulas' raw values: a caller must treat non-finite, non-integral or
+        non-positive entries as unlaunchable (`grid_valid` does that).
+        """
+        env = self._env(D, bx, by, bz)
+        out = evaluate_exprs(dict(zip(("gx", "gy", "gz"), self.grid_exprs())), env)
+        # Broadcast to every input's shape: a formula may ignore some (e.g. the grid "1").
+        shape = _env_shape(env)
+        return (
+            np.array(np.broadcast_to(out["gx"], shape), dtype=np.float64),
+            np.array(np.broadcast_to(out["gy"], shape), dtype=np.float64),
+            np.array(np.broadcast_to(out["gz"], shape), dtype=np.float64),
+        )
+
+    @staticmethod
+    def grid_valid(gx: np.ndarray, gy: np.ndarray, gz: np.ndarray) -> np.ndarray:
+        """Mask of grid entries that are finite positive integers on every axis."""
+        ok = np.ones(np.broadcast(gx, gy, gz).shape, dtype=bool)
+        for g in (gx, gy, gz):
+            g = np.asarray(g, dtype=np.float64)
+            with np.errstate(invalid="ignore"):
+                ok &= np.isfinite(g) & (g >= 1) & (g == np.floor(g))
+        return ok
+
+    def grid_for(self, D: Mapping[str, Any], block: Block) -> tuple[int, int, int]:
+        """The launch grid for data D and a block; SpecError if it is not positive integers."""
+        bx, by, bz = block
+        vals = [float(np.asarray(a).reshape(-1)[0]) for a in self.grid_arrays(D, bx, by, bz)]
+        for axis, v in enumerate(vals):
+            if not (math.isfinite(v) and v >= 1 and v.is_integer()):
+                raise SpecError(
+                    f"kernel {self.name!r}: grid[{axis}] = {self.grid[axis]!r} gives {v:g} for "
+                    f"D={dict(D)}, block={tuple(block)}; a grid dimension must be a positive "
+                    "integer (use ceil(...) for a partial last block)"
+                )
+        return (int(vals[0]), int(vals[1]), int(vals[2]))
+
+    def dynamic_smem_arrays(self, D: Mapping[str, Any], bx: Any, by: Any, bz: Any) -> np.ndarray:
+        """Dynamic shared memory (bytes) over arrays of block dims, as float64 (0 when None)."""
+        env = self._env(D, bx, by, bz)
+        shape = _env_shape(env)
+        e = self.smem_expr()
+        if e is None:
+            return np.zeros(shape)
+        out = evaluate_exprs({"smem": e}, env)["smem"]
+        return np.array(np.broadcast_to(out, shape), dtype=np.float64)
+
+    def dynamic_smem_for(self, D: Mapping[str, Any], block: Block) -> int:
+        """Dynamic shared memory in bytes for data D and a block (0 when the spec has none)."""
+        if self.smem_expr() is None:
+            return 0
+        v = float(np.asarray(self.dynamic_smem_arrays(D, *block)).reshape(-1)[0])
+        if not (math.isfinite(v) and v >= 0 and v.is_integer()):
+            raise SpecError(
+                f"kernel {self.name!r}: dynamic_smem = {self.dynamic_smem!r} gives {v:g} for "
+                f"D={dict(D)}, block={tuple(block)}; it must be a non-negative integer of bytes"
+            )
+        return int(v)
+
+    def constraint_masks(
+        self, D: Mapping[str, Any], bx: Any, by: Any, bz: Any
+    ) -> list[tuple[str, np.ndarray]]:
+        """(label, satisfied mask) per constraint, over arrays of block dims."""
+        return constraint_masks(self.constraint_items(), self._env(D, bx, by, bz))
+
+    def satisfies_constraints(self, D: Mapping[str, Any], block: Block) -> tuple[bool, str]:
+        """(True, "") or (False, reason naming the first failing constraint)."""
+        for label, mask in self.constraint_masks(D, *block):
+            if not bool(np.asarray(mask).reshape(-1)[0]):
+                return False, f"constraint {label} is false"
+        return True, ""
+
+    # -- identity -------------------------------------------------------------------------------
+
+    def fingerprint(self) -> str:
+        """sha256 of everything that changes what the kernel computes or how it is launched.
+
+        Covers source, kernel, options, grid, constraints, dynamic_smem and dim, plus the data
+        parameter names (stored D tuples are ordered by them). A callable constraint enters by
+        its qualified name only: editing its body is not detected.
+        """
+        cache = self.__dict__["_cache"]
+        if "fingerprint" not in cache:
+            payload = {
+                "source": self.source,
+                "kernel": self.kernel,
+                "options": list(self.options),
+                "grid": list(self.grid),
+                "constraints": [_constraint_text(c) for c in self.constraints],
+                "dynamic_smem": self.dynamic_smem,
+                "dim": self.dim,
+                "data": list(self.data_names),
+            }
+            blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+            cache["fingerprint"] = hashlib.sha256(blob).hexdigest()
+        return cache["fingerprint"]
+
+    def to_summary(self) -> dict[str, Any]:
+        """A JSON-safe description of the spec (what the store keeps next to the fingerprint)."""
+        meta: dict[str, Any] = {}
+        for k, v in self.meta.items():
+            try:
+                json.dumps(v)
+            except (TypeError, ValueError):
+                v = repr(v)
+            meta[str(k)] = v
+        return {
+            "name": self.name,
+            "kernel": self.kernel,
+            "description": self.description,
+            "dim": self.dim,
+            "data": [
+                {"name": p.name, "read": p.describe(), "lo": p.lo, "hi": p.hi} for p in self.data
+            ],
+            "grid": list(self.grid),
+            "constraints": [_constraint_text(c) for c in self.constraints],
+            "dynamic_smem": self.dynamic_smem,
+            "options": list(self.options),
+            "idempotent": self.idempotent,
+            "default_block": list(self.default_block) if self.default_block else None,
+            "outputs": list(self.outputs),
+            "has_reference": self.reference is not None,
+            "rtol": float(self.rtol),
+            "make_args": _callable_name(self.make_args),
+            "fingerprint": self.fingerprint(),
+            "source_sha256": hashlib.sha256(self.source.encode()).hexdigest(),
+            "meta": meta,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Expression helpers shared with configspace
+
+
+def parse_expression(text: str, allowed: Sequence[str]) -> Expr:
+    """Parse a spec expression into program.Expr (ProgramError on bad syntax / unknown names)."""
+    return parse_expr(text, allowed)
+
+
+def _try_parse(
+    text: str, allowed: Sequence[str], where: str, bad: Callable[[str, str], None]
+) -> Expr | None:
+    if not text.strip():
+        bad(where, "is an empty expression")
+        return None
+    try:
+        e = parse_expression(text, allowed)
+    except ProgramError as exc:
+        bad(where, f"{text!r}: {exc} (allowed names: {', '.join(allowed)})")
+        return None
+    unknown = sorted(set(e.variables()) - set(allowed))
+    if unknown:
+        bad(where, f"{text!r} uses unknown variables {unknown} (allowed: {', '.join(allowed)})")
+        return None
+    return e
+
+
+def parse_constraint(
+    c: Any, allowed: Sequence[str], where: str, bad: Callable[[str, str], None]
+) -> tuple[str, Any] | None:
+    """(label, Expr or callable) for one constraint, or None after reporting a problem."""
+    if isinstance(c, str):
+        e = _try_parse(c, allowed, where, bad)
+        return None if e is None else (repr(c), e)
+    if callable(c):
+        if not _accepts_positional(c, 2):
+            bad(where, f"callable {_callable_name(c)} must accept (D, block) and return a bool")
+            return None
+        return (f"{_callable_name(c)}(D, block)", c)
+    bad(where, f"must be an expression string or a callable (D, block) -> bool, got {c!r}")
+    return None
+
+
+def parse_constraints(
+    constraints: Sequence[Any], allowed: Sequence[str], owner: str
+) -> tuple[tuple[str, Any], ...]:
+    """Parse constraints, raising one SpecError (naming `owner`) that lists every problem."""
+    problems: list[str] = []
+    out = []
+    for i, c in enumerate(constraints):
+        item = parse_constraint(
+            c, allowed, f"constraints[{i}]", lambda f, m: problems.append(f"{f}: {m}")
+        )
+        if item is not None:
+            out.append(item)
+    if problems:
+        raise SpecError(f"{owner}:\n  - " + "\n  - ".join(problems))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=512)
+def _program_for(items: tuple[tuple[str, Expr], ...], inputs: tuple[str, ...]) -> Program:
+    return Program("spec_exprs", inputs, items, tuple(n for n, _ in items))
+
+
+def evaluate_exprs(exprs: Mapping[str, Expr], env: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Evaluate named program.Expr over an environment of scalars / arrays (vectorised, IEEE).
+
+    The expressions run as one `program.Program` (cached per expression set), so the values are
+    exactly those of the generated Python and C code.
+    """
+    used: set[str] = set()
+    for e in exprs.values():
+        used |= set(e.variables())
+    missing = sorted(used - set(env))
+    if missing:
+        raise SpecError(f"cannot evaluate: no value for {missing}")
+    inputs = tuple(sorted(used))
+    # Output names must not collide with an input name (a data parameter may be called "o0").
+    internal: dict[str, str] = {}
+    for i, k in enumerate(exprs):
+        name = f"o{i}"
+        while name in used:
+            name += "_"
+        internal[k] = name
+    prog = _program_for(tuple((internal[k], e) for k, e in exprs.items()), inputs)
+    try:
+        result = prog.evaluate({n: env[n] for n in inputs})
+    except ProgramError as exc:
+        raise SpecError(f"cannot evaluate spec expressions: {exc}") from exc
+    return {k: result[internal[k]] for k in exprs}
+
+
+def constraint_masks(
+    items: Sequence[tuple[str, Any]], env: Mapping[str, Any]
+) -> list[tuple[str, np.ndarray]]:
+    """Satisfied-masks of parsed constraints over an environment (data names, bx, by, bz).
+
+    An expression holds when its value is non-zero (NaN counts as true, as everywhere in
+    program.py). Callables run once per block (they are scalar code).
+    """
+    shape = _env_shape(env)
+    exprs = {f"c{i}": e for i, (_, e) in enumerate(items) if not callable(e)}
+    values = evaluate_exprs(exprs, env) if exprs else {}
+    out: list[tuple[str, np.ndarray]] = []
+    for i, (label, e) in enumerate(items):
+        if callable(e):
+            out.append((label, _callable_mask(label, e, env, shape)))
+        else:
+            # Truth as in program.py (x != 0, so NaN is true): the generated code agrees.
+            v = np.broadcast_to(np.asarray(values[f"c{i}"], dtype=np.float64), shape)
+            out.append((label, np.not_equal(v, 0.0)))
+    return out
+
+
+def _callable_mask(
+    label: str, fn: Callable[..., Any], env: Mapping[str, Any], shape: tuple[int, ...]
+) -> np.ndarray:
+    arrays = {k: np.broadcast_to(np.asarray(v), shape) for k, v in env.items()}
+    mask = np.zeros(shape, dtype=bool)
+    for idx in np.ndindex(*shape):
+        vals = {k: a[idx].item() for k, a in arrays.items()}
+        block = (int(vals.pop("bx")), int(vals.pop("by")), int(vals.pop("bz")))
+        D = {k: int(v) for k, v in vals.items()}
+        try:
+            mask[idx] = bool(fn(D, block))
+        except Exception as exc:
+            raise SpecError(
+                f"constraint {label} raised {type(exc).__name__}: {exc} (D={D}, block={block})"
+            ) from exc
+    return mask
+
+
+# ---------------------------------------------------------------------------------------------
+# Small utilities
+
+
+def _env_shape(env: Mapping[str, Any]) -> tuple[int, ...]:
+    """The broadcast shape of an evaluation environment's values."""
+    try:
+        return np.broadcast_shapes(*(np.shape(v) for v in env.values()))
+    except ValueError as exc:
+        raise SpecError(f"data and block arrays do not broadcast together: {exc}") from None
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _block_problem(block: Any, dim: int) -> str:
+    """Why `block` is not a valid block of dimensionality `dim` ('' when it is)."""
+    if not isinstance(block, tuple) or len(block) != 3 or not all(_is_int(b) for b in block):
+        return f"must be three integers (bx, by, bz), got {block!r}"
+    if any(b < 1 for b in block):
+        return f"dimensions must be >= 1, got {block!r}"
+    unused = block[dim:]
+    if any(b != 1 for b in unused):
+        return f"{block!r} uses dimensions beyond dim={dim} (they must be 1)"
+    return ""
+
+
+def _callable_name(fn: Any) -> str:
+    mod = getattr(fn, "__module__", None) or "?"
+    qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{mod}.{qual}"
+
+
+def _constraint_text(c: Any) -> str:
+    return c if isinstance(c, str) else f"<callable {_callable_name(c)}>"
+
+
+def _accepts_positional(fn: Callable[..., Any], n: int) -> bool:
+    """Whether fn can be called with n positional arguments (True when it cannot be inspected)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return True  # builtins / C callables without a signature: give them the benefit
+    try:
+        sig.bind(*([None] * n))
+    except TypeError:
+        return False
+    return True
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def _has_global_function(source: str, kernel: str) -> bool:
+    """Whether `source` declares `kernel` as a __global__ function (comments ignored).
+
+    For each `kernel(` the declaration it belongs to runs back to the previous `;`, `{`, `}` or
+    preprocessor line; it must contain `__global__` (this allows `extern "C"`, templates,
+    `__launch_bounds__(...)` and either order of `void __global__`).
+    """
+    text = _COMMENT.sub(" ", source)
+    for m in re.finditer(rf"\b{re.escape(kernel)}\s*\(", text):
+        start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
+        if start >= 0 and text[start] == "#":
+            start = text.find("\n", start)
+            if start < 0 or start > m.start():
+                continue
+        segment = text[start + 1 : m.start()]
+        if re.search(r"\b__global__\b", segment):
+            return True
+    return False
