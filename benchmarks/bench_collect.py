@@ -86,13 +86,9 @@ NCU_TARGET_S = 120.0
 
 
 def _git_head() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"unknown ({exc})"
-    return out.stdout.strip() if out.returncode == 0 else f"unknown ({out.stderr.strip()})"
+    from klaraptor.provenance import commit
+
+    return commit()
 
 
 def _ncu_version(path: str | None) -> str:

@@ -19,7 +19,6 @@ import itertools
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -116,13 +115,9 @@ def summary(ns: np.ndarray) -> dict[str, float]:
 
 
 def commit() -> str | None:
-    try:
-        res = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return res.stdout.strip() if res.returncode == 0 else None
+    from klaraptor.provenance import commit as _commit
+
+    return _commit()
 
 
 def main() -> None:

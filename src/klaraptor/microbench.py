@@ -44,7 +44,8 @@ from klaraptor.errors import CollectError
 
 if TYPE_CHECKING:
     from klaraptor.device_profile import DeviceProfile
-    from klaraptor.store import Store
+    from klaraptor.provenance import commit
+from klaraptor.store import Store
 
 LINE = 128  # bytes per cache line
 WORDS_PER_LINE = LINE // 4
@@ -333,6 +334,7 @@ def run_microbenchmarks(
         "config": dataclasses.asdict(config),
         "cupy": getattr(b.cp, "__version__", "?"),
         "source": "klaraptor/cuda/microbench.cu",
+        "commit": commit(),
     }
     return values, prov
 

@@ -20,8 +20,7 @@ def add_parser(sub: Any) -> None:
     bs = b.add_subparsers(dest="bench_command", required=True)
     c = bs.add_parser("collect", help="GPU: training points and ground truth for suite kernels")
     c.add_argument("--kernels", default="polybench", help="suite prefix or comma-separated names")
-    c.add_argument("--phase", choices=("train", "truth", "both"), default="both")
-    c.add_argument("--ncu-sizes", default=None, help="training sizes that get counters (default: all)")
+    c.add_argument("--phase", default="time,ncu,truth", help="comma-separated: time, ncu, truth")
     c.add_argument("--budget", type=float, default=60.0, help="ground-truth seconds per (kernel, N)")
     c.add_argument("--log", default=None, help="append a JSON line per step here")
     c.set_defaults(bench_func=_collect)
@@ -49,29 +48,39 @@ def _specs(text: str) -> list[Any]:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from klaraptor.bench.truth import collect_training, collect_truth
+    from klaraptor.bench.truth import collect_counters, collect_timing, collect_truth
     from klaraptor.build import current_profile, gpu_available
     from klaraptor.cli import _store
 
     if not gpu_available():
         raise KlaraptorError("bench collect needs a CUDA GPU with CuPy")
+    phases = [p.strip() for p in args.phase.split(",") if p.strip()]
+    bad = sorted(set(phases) - {"time", "ncu", "truth"})
+    if bad:
+        raise KlaraptorError(f"unknown phase(s) {bad}: use time, ncu, truth")
     store = _store(args)
     device = current_profile(store)
-    ncu_sizes = None if args.ncu_sizes is None else [int(v) for v in args.ncu_sizes.split(",") if v]
-    for spec in _specs(args.kernels):
-        row: dict[str, Any] = {"kernel": spec.name, "device": device.key}
-        if args.phase in ("train", "both"):
+    specs = _specs(args.kernels)
+    # Phase by phase over all kernels, so an interrupted session leaves whole phases behind.
+    for phase in phases:
+        for spec in specs:
+            row: dict[str, Any] = {"kernel": spec.name, "phase": phase, "device": device.key}
             t = time.perf_counter()
-            reps = collect_training(spec, store, ncu_sizes=ncu_sizes, device=device)
-            row["train"] = {"wall_s": time.perf_counter() - t, "reports": [{"wall_s": r.wall_s, "counts": r.counts, "ncu": r.ncu_status, "worker": r.worker} for r in reps]}
-        if args.phase in ("truth", "both"):
-            decisions, rep, wall = collect_truth(spec, store, device, budget_s=args.budget)
-            row["truth"] = {"wall_s": wall, "decisions": {d.N: d.to_dict() for d in decisions},
-                            "counts": None if rep is None else rep.counts}
-        console.print(f"[bold]{spec.name}[/bold] {json.dumps({k: v for k, v in row.items() if k != 'device'}, default=str)[:400]}")
-        if args.log:
-            with Path(args.log).open("a") as fh:
-                fh.write(json.dumps(row, default=str) + "\n")
+            if phase == "time":
+                rep = collect_timing(spec, store, device=device)
+            elif phase == "ncu":
+                rep = collect_counters(spec, store, device=device)
+            else:
+                decisions, rep, _ = collect_truth(spec, store, device, budget_s=args.budget)
+                row["decisions"] = {d.N: d.to_dict() for d in decisions}
+            row["wall_s"] = time.perf_counter() - t
+            if rep is not None:
+                row.update(counts=rep.counts, steps=rep.wall_s, ncu=rep.ncu_status, ncu_reason=rep.ncu_reason,
+                           failures=[f"{f.D} {f.block}: {f.reason}" for f in rep.failures][:20])
+            console.print(f"[bold]{phase} {spec.name}[/bold] {row['wall_s']:.1f} s {row.get('counts')}")
+            if args.log:
+                with Path(args.log).open("a") as fh:
+                    fh.write(json.dumps(row, default=str) + "\n")
     return 0
 
 

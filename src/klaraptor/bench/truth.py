@@ -31,7 +31,17 @@ SLOWDOWN_ALLOWANCE = 3.0
 TRUTH_OPTIONS = CollectOptions(
     counters=False, check=False, warmup=1, min_time_ms=20.0, min_repeats=3, max_repeats=30, timeout_s=120.0
 )
-TRAIN_OPTIONS = CollectOptions(counters=False, check=True, warmup=2, min_time_ms=10.0, min_repeats=5)
+TRAIN_OPTIONS = CollectOptions(
+    counters=False, check=True, warmup=2, min_time_ms=5.0, min_repeats=5, max_repeats=30,
+    target_sample_ms=0.2, ncu_batch=150,
+)
+# Counters at three of the training sizes (the per-configuration fits need three to validate).
+NCU_SIZES = (512, 1024, 1536)
+NCU_SIZES_3D = (48, 64, 96)
+
+
+def ncu_sizes_for(spec: KernelSpec) -> tuple[int, ...]:
+    return NCU_SIZES_3D if spec.dim == 3 else NCU_SIZES
 
 
 def complexity_power(spec: KernelSpec) -> float:
@@ -97,23 +107,19 @@ def record_decisions(store: Store, spec: KernelSpec, device: str, decisions: Seq
     store.put_kernel(spec.name, spec.fingerprint(), summary)
 
 
-def collect_training(
-    spec: KernelSpec,
-    store: Store,
-    *,
-    sizes: Sequence[int] | None = None,
-    ncu_sizes: Sequence[int] | None = None,
-    device: Any | None = None,
-    progress: bool = True,
-) -> list[CollectReport]:
-    """Timing at every training size, then counters (one ncu session) at `ncu_sizes`."""
-    sizes = list(sizes or spec.meta["train_sizes"])
-    ncu_sizes = list(ncu_sizes if ncu_sizes is not None else sizes)
-    reports = [collect(spec, [{"N": n} for n in sizes], store=store, device=device, options=TRAIN_OPTIONS, progress=progress)]
-    if ncu_sizes:
-        opts = CollectOptions(**{**TRAIN_OPTIONS.__dict__, "timing": False, "counters": True})
-        reports.append(collect(spec, [{"N": n} for n in ncu_sizes], store=store, device=device, options=opts, progress=progress))
-    return reports
+def collect_timing(spec: KernelSpec, store: Store, *, device: Any, progress: bool = True) -> CollectReport:
+    """Timing (with the output check) of every candidate at every training size."""
+    sizes = [{"N": n} for n in spec.meta["train_sizes"]]
+    return collect(spec, sizes, store=store, device=device, options=TRAIN_OPTIONS, progress=progress)
+
+
+def collect_counters(
+    spec: KernelSpec, store: Store, *, device: Any, sizes: Sequence[int] | None = None, progress: bool = True
+) -> CollectReport:
+    """Hardware counters (one ncu session per batch) at the counter sizes (timed points only)."""
+    sizes = list(sizes or ncu_sizes_for(spec))
+    opts = CollectOptions(**{**TRAIN_OPTIONS.__dict__, "timing": False, "counters": True})
+    return collect(spec, [{"N": n} for n in sizes], store=store, device=device, options=opts, progress=progress)
 
 
 def collect_truth(

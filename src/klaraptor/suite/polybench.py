@@ -46,7 +46,7 @@ Reference = Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]]
 ALPHA = 1.5
 BETA = 0.5
 
-TRAIN_SIZES = (256, 512, 768, 1024)
+TRAIN_SIZES = (256, 512, 768, 1024, 1536)
 EVAL_SIZES = (2048, 4096, 8192)
 # 3DCONV works on N^3 volumes (384^3 floats = 226 MB per array).
 TRAIN_SIZES_3D = (32, 48, 64, 96)
