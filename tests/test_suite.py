@@ -135,7 +135,7 @@ def test_sizes(spec: KernelSpec) -> None:
     if spec.dim == 3:
         assert train == (32, 48, 64, 96) and evals == (128, 256, 384)
     else:
-        assert train == (256, 512, 768, 1024) and evals == (2048, 4096, 8192)
+        assert train == (256, 512, 768, 1024, 1536) and evals == (2048, 4096, 8192)
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
