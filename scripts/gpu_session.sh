@@ -1,27 +1,43 @@
 #!/usr/bin/env bash
-# One device session: stages named on the command line run in order; logs and data go to $OUT.
-# Usage (device, repo root): bash scripts/gpu_session.sh OUT stage [stage ...]
+# One device session: stages named on the command line run in order until the deadline; logs and
+# data go to $OUT. The SQLite store lives in .devstore/ (carried between sessions, so collection
+# resumes) and comes back as $OUT/store.sqlite.gz.
+# Usage (device, repo root): KLARAPTOR_COMMIT=<sha> bash scripts/gpu_session.sh OUT SECONDS stage...
+# Stages: tests, profile, demo, bench_<name> (benchmarks/bench_<name>.py OUT),
+#         time, ncu, truth (klaraptor bench collect --phase ...; $KERNELS selects kernels).
 set -u
-OUT=${1:?}; shift
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 KLARAPTOR_HOME=${KLARAPTOR_HOME:-$OUT/home}
+OUT=${1:?}; BUDGET=${2:?}; shift 2
+DEADLINE=$(( $(date +%s) + BUDGET ))
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 KLARAPTOR_HOME=$PWD/.devstore
 mkdir -p "$OUT/logs" "$KLARAPTOR_HOME"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv > "$OUT/logs/smi_start.csv" 2>&1
-stage() { echo "=== $1 $(date +%T)"; }
+left() { echo $(( DEADLINE - $(date +%s) )); }
 for s in "$@"; do
-  t0=$(date +%s)
+  t0=$(date +%s); T=$(left)
+  if [ "$T" -le 5 ]; then echo "=== $s skipped: deadline"; continue; fi
+  echo "=== $s $(date +%T) (up to ${T}s)"
   case "$s" in
-    tests)   stage tests; timeout 170 python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/ > "$OUT/logs/gpu_tests.log" 2>&1; echo "rc=$?"; tail -5 "$OUT/logs/gpu_tests.log";;
-    profile) stage profile; timeout 60 python3 -c "
+    tests)   timeout "$T" python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/ > "$OUT/logs/gpu_tests.log" 2>&1; echo "rc=$?"; tail -5 "$OUT/logs/gpu_tests.log";;
+    profile) timeout "$T" python3 -c "
 import json; from klaraptor.microbench import measure_profile
 p = measure_profile(0); json.dump(p.to_dict(), open('$OUT/h200_profile.json', 'w'), indent=1); print(p.key)
 " > "$OUT/logs/profile.log" 2>&1; echo "rc=$?"; tail -3 "$OUT/logs/profile.log";;
-    bench_collect) stage bench_collect; timeout 180 python3 benchmarks/bench_collect.py "$OUT/bench_collect.json" > "$OUT/logs/bench_collect.log" 2>&1; echo "rc=$?"; tail -15 "$OUT/logs/bench_collect.log";;
-    demo)    stage demo; timeout 150 python3 -m klaraptor.cli demo --gpu > "$OUT/logs/demo.log" 2>&1; echo "rc=$?"; tail -15 "$OUT/logs/demo.log";;
-    bench_*) stage "$s"; timeout 560 python3 "benchmarks/${s}.py" "$OUT" > "$OUT/logs/$s.log" 2>&1; echo "rc=$?"; tail -15 "$OUT/logs/$s.log";;
-    suite_*) stage "$s"; args=${s#suite_}; timeout 570 python3 -m klaraptor.cli bench collect ${SUITE_ARGS:-} --log "$OUT/logs/suite.jsonl" > "$OUT/logs/$s.log" 2>&1; echo "rc=$?"; tail -8 "$OUT/logs/$s.log";;
+    demo)    timeout "$T" python3 -m klaraptor.cli demo --gpu > "$OUT/logs/demo.log" 2>&1; echo "rc=$?"; tail -15 "$OUT/logs/demo.log";;
+    bench_*) timeout "$T" python3 "benchmarks/${s}.py" "$OUT" > "$OUT/logs/$s.log" 2>&1; echo "rc=$?"; tail -20 "$OUT/logs/$s.log";;
+    time|ncu|truth) timeout "$T" python3 -m klaraptor.cli bench collect --kernels "${KERNELS:-polybench}" --phase "$s" --log "$OUT/logs/suite.jsonl" > "$OUT/logs/$s.log" 2>&1; echo "rc=$?"; tail -4 "$OUT/logs/$s.log";;
+    *) echo "unknown stage $s";;
   esac
   echo "--- $s took $(( $(date +%s) - t0 )) s"
 done
+pkill -f klaraptor.worker 2>/dev/null; pkill -x ncu 2>/dev/null; sleep 1
+python3 - <<PY
+import gzip, shutil, sqlite3
+db = "$KLARAPTOR_HOME/klaraptor.sqlite"
+try:
+    c = sqlite3.connect(db, timeout=30); c.execute("PRAGMA wal_checkpoint(TRUNCATE)"); c.close()
+    with open(db, "rb") as f, gzip.open("$OUT/store.sqlite.gz", "wb", 6) as g: shutil.copyfileobj(f, g)
+except Exception as e: print("store copy failed:", e)
+PY
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv > "$OUT/logs/smi_end.csv" 2>&1
-tar czf "$OUT/session.tgz" -C "$OUT" logs home $(cd "$OUT" && ls *.json 2>/dev/null) 2>/dev/null
+tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$OUT/logs"
 ls -la "$OUT"
