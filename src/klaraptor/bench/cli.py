@@ -17,6 +17,7 @@ console = Console()
 
 def add_parser(sub: Any) -> None:
     b = sub.add_parser("bench", help="evaluation against exhaustive search (suite)")
+    b.set_defaults(func=run)
     bs = b.add_subparsers(dest="bench_command", required=True)
     c = bs.add_parser("collect", help="GPU: training points and ground truth for suite kernels")
     c.add_argument("--kernels", default="polybench", help="suite prefix or comma-separated names")
