@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from klaraptor.errors import CollectError
+from klaraptor.provenance import commit
 
 if TYPE_CHECKING:
     from klaraptor.device_profile import DeviceProfile
-    from klaraptor.provenance import commit
-from klaraptor.store import Store
+    from klaraptor.store import Store
 
 LINE = 128  # bytes per cache line
 WORDS_PER_LINE = LINE // 4
