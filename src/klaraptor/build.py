@@ -38,7 +38,9 @@ from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
 
 Block = tuple[int, int, int]
-DEFAULT_MODEL = "mwp_cwp"
+DEFAULT_MODEL = "auto"
+# Candidates of model="auto", in the order ties are broken (the first wins a tie).
+AUTO_MODELS = ("mwp_cwp", "time_fit")
 BLOCK_VARS = ("bx", "by", "bz")
 
 
@@ -186,6 +188,17 @@ class TrainingSet:
     def n(self) -> int:
         return len(self.derived)
 
+    def sizes(self) -> list[tuple[int, ...]]:
+        return sorted({tuple(int(v) for v in d) for d in self.D})
+
+    def subset(self, keep: Sequence[tuple[int, ...]]) -> TrainingSet:
+        """The points whose D is in `keep`."""
+        wanted = {tuple(k) for k in keep}
+        rows = [i for i, d in enumerate(self.D) if tuple(int(v) for v in d) in wanted]
+        return TrainingSet(
+            self.data_names, self.D[rows], self.blocks[rows], [self.derived[i] for i in rows], self.spread[rows]
+        )
+
 
 def training_set(store: Store, spec: KernelSpec, device_key: str, sizes: Sequence[Mapping[str, int]]) -> TrainingSet:
     """Successfully timed points of `spec` at the training `sizes` (with counters when collected)."""
@@ -222,8 +235,11 @@ def make_helper(
     fit: FitOptions | None = None,
 ) -> tuple[HelperProgram, dict[str, Any], dict[Block, str]]:
     """Fit the model's metrics on `train` and bind them into the model: the helper program."""
-    fit = fit or FitOptions()
     model = get_model(model_name)
+    fit = fit or FitOptions()
+    if hasattr(model, "fit_degrees"):
+        fit = FitOptions(**{**fit.__dict__, "max_degree": model.fit_degrees[0], "max_den_degree": model.fit_degrees[1]})
+    needs_counters = getattr(model, "needs_counters", True)
     space = space or ConfigSpace.for_spec(spec, max_threads=profile.max_threads_per_block)
     D0 = dict(zip(spec.data_names, (int(v) for v in train.D[0])))
     candidates, rejected = space.filter_launchable(list(space.candidates), D0, attrs, profile)
@@ -236,7 +252,7 @@ def make_helper(
     rows: list[tuple[int, dict[str, float]]] = []
     for i, d in enumerate(train.derived):
         b = tuple(int(v) for v in train.blocks[i])
-        if b not in index or "inst_per_warp" not in d:
+        if b not in index or (needs_counters and "inst_per_warp" not in d):
             continue
         if sync_per_warp is not None and "sync_per_warp" not in d:
             d = {**d, "sync_per_warp": float(sync_per_warp)}
@@ -285,6 +301,66 @@ def make_helper(
         info={"fits": report, "attributes": attrs.to_dict(), "device": profile.key},
     )
     return helper, report, {tuple(b): why for b, why in rejected}
+
+
+def select_model(
+    spec: KernelSpec,
+    profile: DeviceProfile,
+    attrs: KernelAttributes,
+    train: TrainingSet,
+    *,
+    sync_per_warp: float | None = None,
+    candidates: Sequence[str] = AUTO_MODELS,
+    fit: FitOptions | None = None,
+    folds: int = 2,
+) -> tuple[str, dict[str, Any]]:
+    """Pick the model that extrapolates best INSIDE the training data.
+
+    For each of the `folds` largest training sizes, every candidate is built on the sizes below
+    it and chooses a block there; the score is the geometric mean over folds of the measured
+    slowdown of those choices, r = t(choice) / t(best). Scores within the measured noise band of
+    the best are tied; among tied models the one whose predictions rank all candidates best
+    (mean Spearman correlation with the measured times over the folds) wins, then the earlier in
+    `candidates`. No evaluation-size data is used.
+    """
+    from scipy.stats import spearmanr
+
+    sizes = train.sizes()
+    if len(sizes) < folds + 2:
+        raise BuildError(f"{spec.name}: model='auto' needs at least {folds + 2} training sizes, got {sizes}")
+    band = float(np.nanmedian(train.spread)) if np.isfinite(train.spread).any() else 0.0
+    scores: dict[str, Any] = {}
+    for name in candidates:
+        rs, rhos, per = [], [], []
+        try:
+            for k in range(len(sizes) - folds, len(sizes)):
+                held = sizes[k]
+                helper, _, _ = make_helper(
+                    spec, name, profile, attrs, train.subset(sizes[:k]), sync_per_warp=sync_per_warp, fit=fit
+                )
+                measured = {
+                    tuple(int(v) for v in train.blocks[i]): train.derived[i]["time_ms"]
+                    for i in range(train.n)
+                    if tuple(int(v) for v in train.D[i]) == held
+                }
+                pred = helper.predict(held)
+                block = helper.candidates[int(pred.order[0])]
+                rs.append(measured[block] / min(measured.values()) if block in measured else math.inf)
+                both = [(float(pred.ms[i]), measured[b]) for i, b in enumerate(helper.candidates) if b in measured and pred.valid[i]]
+                rho = spearmanr(*zip(*both)).statistic if len(both) > 2 else math.nan
+                rhos.append(float(rho) if math.isfinite(rho) else -1.0)
+                per.append({"held_out": list(held), "block": list(block), "r": rs[-1], "spearman": rhos[-1]})
+        except (BuildError, KlaraptorError) as e:
+            scores[name] = {"error": str(e)}
+            continue
+        scores[name] = {"r": float(np.exp(np.mean(np.log(rs)))), "spearman": float(np.mean(rhos)), "folds": per}
+    ok = {n: s for n, s in scores.items() if "r" in s and math.isfinite(s["r"])}
+    if not ok:
+        raise BuildError(f"{spec.name}: no model could be validated: {scores}")
+    r_min = min(s["r"] for s in ok.values())
+    tied = [n for n in candidates if n in ok and ok[n]["r"] <= r_min * (1 + band)]
+    chosen = max(tied, key=lambda n: (ok[n]["spearman"], -tied.index(n)))
+    return chosen, {"folds": folds, "noise_band": band, "scores": scores, "chosen": chosen}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -431,9 +507,14 @@ def build(
         raise BuildError(f"{spec.name}: the store has no kernel attributes for {device.key!r}; collect first")
     attrs = KernelAttributes.from_dict(info["attributes"])
     train = training_set(store, spec, device.key, size_list)
+    selection = None
+    if model == "auto":
+        model, selection = select_model(spec, device, attrs, train, sync_per_warp=info.get("sync_per_warp"), fit=fit)
     helper, report, rejected = make_helper(
         spec, model, device, attrs, train, sync_per_warp=info.get("sync_per_warp"), fit=fit
     )
+    if selection is not None:
+        report["model_selection"] = selection
     build_report = {
         "sizes": [dict(s) for s in size_list],
         "model": model,
@@ -446,6 +527,8 @@ def build(
         "fits": report,
     }
     store.put_build(spec.name, device.key, model, {"helper": helper.to_dict(), "report": build_report})
+    if selection is not None:  # also findable as the "auto" build
+        store.put_build(spec.name, device.key, "auto", {"helper": helper.to_dict(), "report": build_report})
     return Kernel(helper, spec=spec, store=store, device_key=device.key, rejected=rejected, report=build_report)
 
 

@@ -44,7 +44,10 @@ class Model(Protocol):
 
 
 # name -> "module:attribute" of a zero-argument factory, imported on first use.
-_BUILTIN: dict[str, str] = {"mwp_cwp": "klaraptor.models.mwp_cwp:MwpCwpModel"}
+_BUILTIN: dict[str, str] = {
+    "mwp_cwp": "klaraptor.models.mwp_cwp:MwpCwpModel",
+    "time_fit": "klaraptor.models.time_fit:TimeFitModel",
+}
 _FACTORIES: dict[str, Callable[[], Model]] = {}
 
 

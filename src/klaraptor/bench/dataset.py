@@ -1,0 +1,197 @@
+"""The recorded dataset: real H200 measurements of the suite, compact, with provenance.
+
+It holds, per kernel: the kernel's attributes and budget decisions, the training timings (every
+candidate at every training size: median, quartiles), the hardware counters at the counter
+sizes, the exhaustive ground truth at the evaluation sizes, and the wall times each step took.
+The CPU tests and `klaraptor demo` (without a GPU) import it into a temporary Store and run the
+real pipeline on it: fit → helper program → select → compare with the recorded optimum.
+
+Raw timing samples are dropped (the quartiles are kept) and counter values are rounded to 7
+significant digits, which keeps the file at about a megabyte.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from klaraptor.errors import KlaraptorError
+from klaraptor.metrics import LAUNCH_COLUMNS, RAW_METRICS
+from klaraptor.spec import KernelSpec
+from klaraptor.store import Measurement, Store
+
+DATA_NAME = "h200_suite.json.gz"
+FORMAT = 1
+_KEEP_NCU = set(RAW_METRICS) | set(LAUNCH_COLUMNS) - {f"launch__{a}_dim_{x}" for a in ("block", "grid") for x in "xyz"}
+
+
+def _sig(v: float) -> float:
+    return float(f"{v:.7g}") if math.isfinite(v) else v
+
+
+@dataclass
+class KernelData:
+    """One kernel's recorded measurements."""
+
+    name: str
+    fingerprint: str
+    summary: dict[str, Any]
+    time: list[list[float]]  # [D..., bx, by, bz, median_ms, q1_ms, q3_ms]
+    ncu: list[list[Any]]  # [D..., bx, by, bz, {raw metric: value}]
+    costs: dict[str, float] = field(default_factory=dict)
+
+    def times(self) -> dict[tuple[tuple[int, ...], tuple[int, int, int]], tuple[float, float, float]]:
+        d = self.n_data
+        return {
+            (tuple(int(v) for v in r[:d]), tuple(int(v) for v in r[d : d + 3])): (r[d + 3], r[d + 4], r[d + 5])
+            for r in self.time
+        }
+
+    @property
+    def n_data(self) -> int:
+        return len(self.summary.get("data", [])) or 1
+
+    def sizes(self) -> list[tuple[int, ...]]:
+        d = self.n_data
+        return sorted({tuple(int(v) for v in r[:d]) for r in self.time})
+
+
+@dataclass
+class RecordedDataset:
+    provenance: dict[str, Any]
+    device: dict[str, Any]
+    kernels: dict[str, KernelData]
+
+    @property
+    def device_key(self) -> str:
+        from klaraptor.device_profile import DeviceProfile
+
+        return DeviceProfile.from_dict(self.device).key
+
+    def profile(self) -> Any:
+        from klaraptor.device_profile import DeviceProfile
+
+        return DeviceProfile.from_dict(self.device)
+
+    def to_store(self, path: str | Path, kernels: Iterable[str] | None = None) -> Store:
+        """A new Store at `path` holding the recorded data (as collection would have left it)."""
+        store = Store(path)
+        key = self.device_key
+        store.put_device_profile(key, self.device)
+        for name in kernels if kernels is not None else self.kernels:
+            k = self.kernels[name]
+            store.put_kernel(name, k.fingerprint, k.summary)
+            d = k.n_data
+            ms = [
+                Measurement(
+                    name, key, tuple(int(v) for v in r[:d]), tuple(int(v) for v in r[d : d + 3]), "time", "ok",
+                    {"median_ms": r[d + 3], "q1_ms": r[d + 4], "q3_ms": r[d + 5],
+                     "spread": (r[d + 5] - r[d + 4]) / r[d + 3] if r[d + 3] > 0 else math.nan},
+                )
+                for r in k.time
+            ]
+            ms += [
+                Measurement(name, key, tuple(int(v) for v in r[:d]), tuple(int(v) for v in r[d : d + 3]), "ncu", "ok", dict(r[d + 3]))
+                for r in k.ncu
+            ]
+            store.put_measurements(ms)
+        return store
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "provenance": self.provenance,
+            "device": self.device,
+            "kernels": {
+                n: {"fingerprint": k.fingerprint, "summary": k.summary, "time": k.time, "ncu": k.ncu, "costs": k.costs}
+                for n, k in self.kernels.items()
+            },
+        }
+
+    @staticmethod
+    def from_json(obj: Mapping[str, Any]) -> RecordedDataset:
+        if obj.get("format") != FORMAT:
+            raise KlaraptorError(f"recorded dataset format {obj.get('format')!r} is not {FORMAT}")
+        return RecordedDataset(
+            provenance=dict(obj["provenance"]),
+            device=dict(obj["device"]),
+            kernels={
+                n: KernelData(n, k["fingerprint"], k["summary"], k["time"], k["ncu"], k.get("costs", {}))
+                for n, k in obj["kernels"].items()
+            },
+        )
+
+
+def load_recorded(path: str | Path | None = None) -> RecordedDataset:
+    """The shipped dataset (or one at `path`)."""
+    try:
+        if path is None:
+            blob = (resources.files("klaraptor") / "data" / DATA_NAME).read_bytes()
+        else:
+            blob = Path(path).read_bytes()
+    except OSError as e:
+        raise KlaraptorError(f"recorded dataset not found ({path or DATA_NAME}): {e}") from None
+    return RecordedDataset.from_json(json.loads(gzip.decompress(blob)))
+
+
+def export_dataset(
+    store: Store,
+    specs: Sequence[KernelSpec],
+    out: Path,
+    *,
+    provenance: Mapping[str, Any] | None = None,
+    costs: Mapping[str, Mapping[str, float]] | None = None,
+) -> Path:
+    """Write the compact dataset of `specs` from `store` (one device) to `out` (.json.gz)."""
+    profiles = store.device_profiles()
+    if len(profiles) != 1:
+        raise KlaraptorError(f"export needs a store with exactly one device profile, found {list(profiles)}")
+    key, device = next(iter(profiles.items()))
+    kernels: dict[str, KernelData] = {}
+    for spec in specs:
+        kern = store.kernel(spec.name)
+        if kern is None:
+            continue
+        time = []
+        for m in store.measurements(spec.name, key, kind="time", status="ok"):
+            v = m.value
+            time.append([*m.D, *m.block, _sig(v["median_ms"]), _sig(v["q1_ms"]), _sig(v["q3_ms"])])
+        ncu = []
+        for m in store.measurements(spec.name, key, kind="ncu", status="ok"):
+            raw = {k: _sig(float(v)) for k, v in m.value.items() if k in _KEEP_NCU and isinstance(v, (int, float))}
+            ncu.append([*m.D, *m.block, raw])
+        summary = {k: v for k, v in kern["summary"].items()}
+        kernels[spec.name] = KernelData(
+            spec.name, kern["fingerprint"], summary, sorted(time), sorted(ncu, key=lambda r: r[:-1]),
+            dict((costs or {}).get(spec.name, {})),
+        )
+    data = RecordedDataset(dict(provenance or {}), device, kernels)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(gzip.compress(json.dumps(data.to_json(), separators=(",", ":")).encode(), 9))
+    return out
+
+
+def costs_from_logs(paths: Iterable[Path]) -> dict[str, dict[str, float]]:
+    """Per-kernel wall seconds of each collection phase from `bench collect --log` files.
+
+    Rows that only skipped points (a resumed session) add nothing; a phase split over sessions
+    is summed.
+    """
+    out: dict[str, dict[str, float]] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            row = json.loads(line)
+            counts = row.get("counts") or {}
+            kind = "ncu" if row["phase"] == "ncu" else "time"
+            if not (counts.get(kind) or {}).get("ok"):
+                continue
+            key = {"time": "train_time_s", "ncu": "train_ncu_s", "truth": "truth_s"}[row["phase"]]
+            per = out.setdefault(row["kernel"], {})
+            per[key] = per.get(key, 0.0) + float(row["wall_s"])
+    return out
