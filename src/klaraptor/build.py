@@ -290,7 +290,7 @@ def make_helper(
     admit = admit_program(
         "admit", spec.data_names, spec.grid_exprs(), spec.constraint_exprs(), spec.smem_expr(),
         static_smem=attrs.static_smem, smem_limit=profile.smem_per_block_optin,
-        max_grid=profile.max_grid_dim,
+        max_grid=profile.max_grid_dim, data_ranges=[(p.lo, p.hi) for p in spec.data],
     )
     spreads = train.spread[np.isfinite(train.spread)]
     band = float(np.median(spreads)) if spreads.size else 0.0
@@ -543,26 +543,36 @@ def load(
 ) -> Kernel:
     """A built kernel from the store, without touching the GPU.
 
-    `device` (a profile key) defaults to the build's own device; when this machine has a GPU whose
-    key differs from every build of `name`, BuildError explains it unless `force`.
+    `device` is the profile key of the GPU the choices are for; it defaults to this machine's GPU
+    when there is one, else to any build. A build made on another GPU is refused with BuildError
+    (its choices may not suit this GPU) unless `force`, which uses it with a warning.
     """
+    import warnings
+
     store = store or Store()
+    if device is None and gpu_available():
+        from klaraptor.device_profile import query_device
+
+        device = query_device().key
     rec = store.latest_build(name, device, model)
     if rec is None:
         builds = store.builds(name)
+        if model is not None:
+            builds = [b for b in builds if b["model"] == model]
         if not builds:
-            raise BuildError(f"no build of kernel {name!r} in {store.path} (run klaraptor build first)")
-        have = sorted({(b["device"], b["model"]) for b in builds})
-        raise BuildError(f"no build of {name!r} for device={device!r} model={model!r}; builds: {have}")
-    if device is None and not force and gpu_available():
-        from klaraptor.device_profile import query_device
-
-        here = query_device().key
-        if here != rec["device"]:
             raise BuildError(
-                f"{name} was built on {rec['device']!r} but this GPU is {here!r}; its choices may "
-                "not fit this GPU. Rebuild here, or pass force=True / --force to use it anyway"
+                f"no build of kernel {name!r}{'' if model is None else f' with model {model!r}'} in "
+                f"{store.path} (run klaraptor build first)"
             )
+        others = sorted({b["device"] for b in builds})
+        if not force:
+            raise BuildError(
+                f"{name} was built on {others}, not on {device!r}; its choices may not suit this GPU. "
+                "Rebuild here, or pass force=True (--force) to use it anyway"
+            )
+        warnings.warn(f"using the build of {name} made on {others[0]!r} for {device!r} (forced)", stacklevel=2)
+        rec = store.latest_build(name, others[0], model)
+        assert rec is not None
     payload = rec["payload"]
     helper = HelperProgram.from_dict(payload["helper"])
     report = payload.get("report", {})

@@ -124,9 +124,16 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace) -> Any:
+    import warnings
+
     from klaraptor.build import load
 
-    return load(args.kernel, store=_store(args), model=args.model, force=args.force)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        kern = load(args.kernel, store=_store(args), model=args.model, device=args.device, force=args.force)
+    for w in caught:
+        err_console.print(f"[yellow]warning:[/yellow] {w.message}")
+    return kern
 
 
 def cmd_select(args: argparse.Namespace) -> int:
@@ -251,6 +258,7 @@ def make_parser() -> argparse.ArgumentParser:
         s.add_argument("D", nargs="+", help="N=4096 (or just 4096)")
         s.add_argument("--model", default=None)
         s.add_argument("--force", action="store_true", help="use a build made on another GPU")
+        s.add_argument("--device", help="profile key of the GPU to choose for (default: this one)")
         if name == "select":
             s.add_argument("--json", action="store_true")
         else:
@@ -265,6 +273,7 @@ def make_parser() -> argparse.ArgumentParser:
     sh.add_argument("kernel")
     sh.add_argument("--model", default=None)
     sh.add_argument("--force", action="store_true")
+    sh.add_argument("--device")
     sh.set_defaults(func=cmd_show)
 
     ex = sub.add_parser("export", help="the helper program as a C header or a Python module")
@@ -273,6 +282,7 @@ def make_parser() -> argparse.ArgumentParser:
     ex.add_argument("-o", "--output")
     ex.add_argument("--model", default=None)
     ex.add_argument("--force", action="store_true")
+    ex.add_argument("--device")
     ex.set_defaults(func=cmd_export)
 
     dv = sub.add_parser("device", help="the GPU's profile (limits and microbenchmarks)")

@@ -307,11 +307,17 @@ def admit_program(
     static_smem: int,
     smem_limit: int,
     max_grid: Sequence[int],
+    data_ranges: Sequence[tuple[int, int]] = (),
 ) -> Program:
-    """The admission program: grid (gx, gy, gz) and ok for one (D, block)."""
+    """The admission program: grid (gx, gy, gz) and ok for one (D, block).
+
+    `ok` also requires every data parameter inside its sane range, so generated code refuses a D
+    the spec rejects (the C function then returns -1)."""
     inputs = tuple(data_names) + BLOCK_VARS
     asg: list[tuple[str, Expr]] = [("gx", grid[0]), ("gy", grid[1]), ("gz", grid[2])]
     conds: list[Expr] = []
+    for name, (lo, hi) in zip(data_names, data_ranges):
+        conds += [var(name) >= float(lo), var(name) <= float(hi)]
     for g, lim in zip(("gx", "gy", "gz"), max_grid):
         v = var(g)
         conds += [v >= 1, v <= float(lim), v.eq(floor(v))]
