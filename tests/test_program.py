@@ -542,3 +542,56 @@ def test_random_programs_agree_property(tmp_path: Path, seed: random.Random, n: 
     rng = random.Random(seed.getrandbits(64))
     cases = [rand_case(rng, i) for i in range(n)]
     check_backends(cases, tmp_path, rng)
+
+
+def test_specialize_exact_rewrites() -> None:
+    """specialize forwards identities (x * 1, x + -0, x and <all true>, where(<all true>, ..),
+    floor(ceil(x)), where(c, 1, 0) != 0), uses fmin/minimum (fmax/maximum) against fixed
+    operands free of nan and zeros, and drops dead temporaries: all bit-exact, nan, infinities
+    and signed zeros included."""
+    a = var("a")
+    y = N * a  # an array that depends on the remaining input N
+    c = y > 0
+    k_plain = np.array([2.0, -3.0, np.inf, -np.inf, 0.5, 7.0, -1e300])  # no nan, no zero
+    k_zero = np.array([2.0, -0.0, 0.0, 1.0, 0.5, 7.0, 3.0])  # zeros: the rewrite must not apply
+    k_nan = np.array([2.0, np.nan, 1.0, 1.0, 0.5, 7.0, 3.0])  # nan: likewise
+    exprs = {
+        "mul1": y * var("one"), "mul1r": var("one") * y, "div1": y / var("one"),
+        "addnz": y + var("nz"), "addnzr": var("nz") + y, "subpz": y - var("pz"),
+        "addpz": y + var("pz"),  # not an identity (-0 + 0 = +0): must stay an addition
+        "floorceil": floor(ceil(y)), "ceilfloor": ceil(floor(y)),
+        "and_t": where(c & var("tr"), 1.0, 2.0), "and_f": where(var("fa") & c, 1.0, 2.0),
+        "or_f": where(c | var("fa"), 1.0, 2.0), "or_t": where(var("tr") | c, 1.0, 2.0),
+        "where_t": where(var("tr"), y, N), "where_f": where(var("fa"), y, N),
+        "where_tk": where(var("tr"), var("kp"), y), "where_nan": where(var("nanv"), y, 5.0),
+        "ne_where": where(where(c, 1.0, 0.0).ne(0.0), y, -y),
+        "ne_where_r": where(const(0.0).ne(where(c, 3.0, -0.0)), y, -y),
+        "min_yk": minimum(y, var("kp")), "min_ky": minimum(var("kp"), y),
+        "max_yk": maximum(y, var("kp")), "max_ky": maximum(var("kp"), y),
+        "min_zero": minimum(y, var("kz")), "max_zero": maximum(var("kz"), y),
+        "min_nan": minimum(y, var("kn")), "max_nan": maximum(var("kn"), y),
+    }
+    fixed = {
+        "a": np.array([1.0, -1.0, 0.0, -0.0, np.nan, np.inf, 2.5]),
+        "one": np.ones(7), "nz": -0.0, "pz": np.zeros(7), "tr": np.array([1.0, -2.0, np.nan, 1, 1, 1, 1]),
+        "fa": np.zeros(7), "nanv": np.nan, "kp": k_plain, "kz": k_zero, "kn": k_nan,
+    }
+    prog = Program("rw", ["N", *fixed], list(exprs.items()), list(exprs))
+    fn = prog.specialize(fixed)
+    src = fn.source
+    assert "_np_fmin" in src and "_np_minimum" in src and "_np_fmax" in src and "_np_maximum" in src
+    assert "del " in src and "_np_logical_and" not in src and "_np_logical_or" not in src
+    for n in (1.5, -3.0, 0.0, -0.0, math.inf, -math.inf, math.nan, 1e-320):
+        got, want = fn(n), prog.evaluate(N=n, **fixed)
+        for k in exprs:
+            assert got[k].shape == want[k].shape == (7,), k
+            assert all(map(same, got[k], want[k])), (k, n, got[k], want[k])
+    tup = prog.specialize(fixed, outputs=["min_yk", "mul1"], as_tuple=True)
+    assert tup.outputs == ("min_yk", "mul1") and tup.inputs == ("N",)
+    r = tup(2.0)
+    assert isinstance(r, tuple) and len(r) == 2
+    np.testing.assert_array_equal(r[1], prog.evaluate(N=2.0, **fixed)["mul1"])
+    const_fn = prog.specialize({**fixed, "N": 3.0}, outputs=["where_t"])
+    assert "where_t" in const_fn.constant_outputs
+    with pytest.raises(ProgramError, match="outputs"):
+        prog.specialize(fixed, outputs=["nope"])
