@@ -1431,7 +1431,23 @@ def _eval_expr(
 
 # -- specialisation ------------------------------------------------------------------------------
 _FIXED, _SCALAR, _ARRAY = 0, 1, 2
-_TEMP_RE = re.compile(r"\b_kp_t\d+[fv]?\b")
+_TEMP_RE = re.compile(r"\b_kp_(?:t\d+[fv]?|b\d+)\b")
+# Elementwise arithmetic that `_Specializer.batches` may compute for several instructions at once.
+_BATCH_OPS = frozenset(("add", "sub", "mul", "div", "floordiv", "mod", "neg", "floor", "ceil"))
+
+
+class _Batch:
+    """A group of instructions computed as one NumPy operation (see `_Specializer.batches`)."""
+
+    __slots__ = ("op", "descs", "members", "stacked")
+
+    def __init__(
+        self, op: str, descs: tuple, members: list[int], stacked: dict[int, np.ndarray]
+    ) -> None:
+        self.op = op
+        self.descs = descs
+        self.members = members
+        self.stacked = stacked
 
 
 class _Specializer:
@@ -1608,6 +1624,103 @@ class _Specializer:
             self.const_names[key] = name
         return name
 
+    def batches(self, live: list[int]) -> tuple[list[_Batch], dict[int, tuple[int, int]]]:
+        """Groups of independent arithmetic instructions computed as one NumPy operation on
+        stacked operands (e.g. the per-configuration coefficients of several fitted metrics
+        times the same N): element for element the same IEEE operations, so the same bits.
+
+        A group shares the operation and, per operand position, either one operand (``x``),
+        fixed arrays of the full shape (stacked into one constant, ``K``), or rows of an earlier
+        group, row ``start + i * step`` for member i (``B``; a view of that group's result).
+        Returns the groups and each member's (group, row).
+        """
+        shape = self.shape
+        if not shape:
+            return [], {}
+        low = self.low
+        groups: list[_Batch] = []
+        member_of: dict[int, tuple[int, int]] = {}
+        cand = [
+            t for t in live
+            if self.kind[t] == _ARRAY and low.ops[t] in _BATCH_OPS and self.vshape[t] == shape
+        ]
+
+        def is_k(o: int) -> bool:  # fixed, and of the full shape or a scalar
+            v = self.value.get(o) if self.kind[o] == _FIXED else None
+            return isinstance(v, float) or (isinstance(v, np.ndarray) and v.shape == shape)
+
+        changed = True
+        while changed:
+            changed = False
+            # Shared operands and stacked constants.
+            by_sig: dict[tuple, list[int]] = {}
+            for t in cand:
+                if t in member_of:
+                    continue
+                descs = tuple("K" if is_k(o) else ("x", o) for o in self.opnds[t])
+                if "K" in descs:
+                    by_sig.setdefault((low.ops[t], descs), []).append(t)
+            # Rows of earlier groups: member i reads row start + i * step of each such group.
+            by_rows: dict[tuple, list[tuple[tuple[int, ...], int]]] = {}
+            for t in cand:
+                if t in member_of:
+                    continue
+                descs_r: list[Any] = []
+                rows: list[int] = []
+                for o in self.opnds[t]:
+                    if o in member_of:
+                        g, r = member_of[o]
+                        descs_r.append(("B", g))
+                        rows.append(r)
+                    else:
+                        descs_r.append("K" if is_k(o) else ("x", o))
+                if rows:
+                    by_rows.setdefault((low.ops[t], tuple(descs_r)), []).append((tuple(rows), t))
+            for (op, descs), members in by_sig.items():
+                if len(members) >= 2:
+                    self._add_batch(groups, member_of, op, descs, members)
+                    changed = True
+            for (op, descs), rowed in by_rows.items():
+                if len(rowed) < 2 or any(t in member_of for _, t in rowed):
+                    continue
+                rowed.sort()
+                slices = []
+                for p in range(len(rowed[0][0])):
+                    rs = [rows[p] for rows, _ in rowed]
+                    step = rs[1] - rs[0]
+                    if step < 1 or any(b - a != step for a, b in zip(rs, rs[1:])):
+                        break
+                    slices.append((rs[0], step))
+                else:
+                    it = iter(slices)
+                    descs = tuple(
+                        d if d == "K" or d[0] != "B" else ("B", d[1], *next(it)) for d in descs
+                    )
+                    self._add_batch(groups, member_of, op, descs, [t for _, t in rowed])
+                    changed = True
+        return groups, member_of
+
+    def _add_batch(
+        self,
+        groups: list[_Batch],
+        member_of: dict[int, tuple[int, int]],
+        op: str,
+        descs: tuple,
+        members: list[int],
+    ) -> None:
+        g = len(groups)
+        stacked: dict[int, np.ndarray] = {}
+        for p, d in enumerate(descs):
+            if d == "K":
+                k = np.stack(
+                    [np.broadcast_to(self.value[self.opnds[t][p]], self.shape) for t in members]
+                )
+                k.flags.writeable = False
+                stacked[p] = k
+        groups.append(_Batch(op, descs, members, stacked))
+        for i, t in enumerate(members):
+            member_of[t] = (g, i)
+
     def build(
         self, outputs: Sequence[str] | None = None, as_tuple: bool = False
     ) -> Callable[..., Any]:
@@ -1631,16 +1744,33 @@ class _Specializer:
         is_bool = {t for t in live if self.is_bool_array(t)}
         remaining = [n for n in self.prog.inputs if n not in self.fixed]
 
+        groups, member_of = self.batches(live)
+        # A group is computed where its first member (in program order) was: every member's
+        # operands, and the earlier groups they read, are ready there.
+        first = {min(g.members): gi for gi, g in enumerate(groups)}
+        # Members read one by one (by an unbatched instruction, as a group's shared operand, or
+        # as an output) are bound to their row of the group's result (a view).
+        as_row: set[int] = {t for t in roots if t in member_of}
+        for t in live:
+            if t not in member_of:
+                as_row.update(o for o in self.opnds[t] if o in member_of)
+        for g in groups:
+            as_row.update(d[1] for d in g.descs if d != "K" and d[0] == "x" and d[1] in member_of)
+
         # Scalars read by two or more array operations are converted to 0-d arrays once: NumPy
         # takes a 0-d array operand faster than a Python float (same float64 value and result).
         vector_uses: dict[int, int] = {}
         for t in live:
-            if self.kind[t] != _ARRAY:
+            if self.kind[t] != _ARRAY or t in member_of:
                 continue
             op = low.ops[t]
             for i, o in enumerate(self.opnds[t]):
                 if self.kind[o] == _SCALAR and not (op in _LOGICAL or (op == "where" and i == 0)):
                     vector_uses[o] = vector_uses.get(o, 0) + 1
+        for g in groups:
+            for d in g.descs:
+                if d != "K" and d[0] == "x" and self.kind[d[1]] == _SCALAR:
+                    vector_uses[d[1]] = vector_uses.get(d[1], 0) + 1
         as_0d = {o for o, n in vector_uses.items() if n >= 2}
 
         def fx(t: int, vector: bool = False) -> str:  # a float operand
@@ -1668,19 +1798,46 @@ class _Specializer:
                 return f"_np_not_equal({fx(t)}, 0.0)"
             return f"({fx(t)} != 0.0)"
 
-        body: list[tuple[int, str]] = []
+        body: list[tuple[str, str, int | None]] = []  # (target, expression, instruction)
         needs_float: set[int] = set()
         for t in live:
             op, ops = low.ops[t], self.opnds[t]
             k = self.kind[t]
+            if t in member_of:
+                gi = first.get(t)
+                if gi is None:
+                    continue  # computed with its group, at the group's first member
+                g = groups[gi]
+                fields = {}
+                for i, d in enumerate(g.descs):
+                    if d == "K":
+                        fields["abc"[i]] = self.const_name(g.stacked[i], ("batch", gi, i))
+                    elif d[0] == "B":
+                        _, src, start, step = d
+                        stop = start + step * len(g.members)
+                        whole = start == 0 and step == 1 and stop == len(groups[src].members)
+                        fields["abc"[i]] = (
+                            f"_kp_b{src}" if whole else f"_kp_b{src}[{start}:{stop}:{step}]"
+                        )
+                    else:
+                        fields["abc"[i]] = fx(d[1], vector=True)
+                        if d[1] in is_bool:
+                            needs_float.add(d[1])
+                body.append((f"_kp_b{gi}", _NP_OPS[g.op].format(**fields), None))
+                body.extend(
+                    (f"_kp_t{m}", f"_kp_b{gi}[{r}]", None)
+                    for r, m in enumerate(g.members)
+                    if m in as_row
+                )
+                continue
             if op == "input":
-                body.append((t, f"_kp_float({low.data[t]})"))
+                body.append((f"_kp_t{t}", f"_kp_float({low.data[t]})", t))
                 continue
             if k == _SCALAR:
                 fields = {"abc"[i]: fx(o) for i, o in enumerate(ops)}
                 if op == "table":
                     fields["T"] = self.const_name(low.data[t], ("table", t))
-                body.append((t, _PY_OPS[op].format(**fields)))
+                body.append((f"_kp_t{t}", _PY_OPS[op].format(**fields), t))
                 continue
             fields = {}
             for i, o in enumerate(ops):
@@ -1703,7 +1860,7 @@ class _Specializer:
                     template = "_np_fmin({a}, {b})" if op == "min" else "_np_fmax({a}, {b})"
                 elif self.plain_const(ops[0]):
                     template = "_np_minimum({a}, {b})" if op == "min" else "_np_maximum({a}, {b})"
-            body.append((t, template.format(**fields)))
+            body.append((f"_kp_t{t}", template.format(**fields), t))
         returns: list[str] = []
         constant_outputs: dict[str, np.ndarray] = {}
         for name, t in zip(names, roots):
@@ -1725,8 +1882,8 @@ class _Specializer:
         # Insert 1.0/0.0 conversions right after the bool arrays that need them, and 0-d copies
         # right after the scalars read by several array operations.
         lines: list[str] = []
-        for t, rhs in body:
-            lines.append(f"_kp_t{t} = {rhs}")
+        for target, rhs, t in body:
+            lines.append(f"{target} = {rhs}")
             if t in needs_float:
                 lines.append(f"_kp_t{t}f = _np_multiply(_kp_t{t}, 1.0)")
             if t in as_0d:
@@ -1736,7 +1893,7 @@ class _Specializer:
         # is a large part of the cost for arrays of tens of elements).
         arrays = {f"_kp_t{t}" for t in live if self.kind[t] == _ARRAY} | {
             f"_kp_t{t}{s}" for t in live for s in "fv"
-        }
+        } | {f"_kp_b{gi}" for gi in range(len(groups))}
         returned = set(_TEMP_RE.findall(" ".join(returns)))
         last: dict[str, int] = {}
         for i, ln in enumerate(lines):
