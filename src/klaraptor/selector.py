@@ -105,8 +105,8 @@ class Selector:
                 raise KlaraptorError(
                     f"{self.helper.kernel}: D={dict(D)} lacks data parameter {e.args[0]!r}"
                 ) from None
-        elif isinstance(D, (int, np.integer)):
-            vals = (D,)
+        elif isinstance(D, (int, float, np.integer, np.floating, np.bool_)):
+            vals = (D,)  # a bare value for a kernel with one data parameter
         else:
             try:
                 vals = tuple(D)  # type: ignore[arg-type]
