@@ -542,3 +542,164 @@ def test_random_programs_agree_property(tmp_path: Path, seed: random.Random, n: 
     rng = random.Random(seed.getrandbits(64))
     cases = [rand_case(rng, i) for i in range(n)]
     check_backends(cases, tmp_path, rng)
+
+
+def test_specialize_exact_rewrites() -> None:
+    """specialize forwards identities (x * 1, x + -0, x and <all true>, where(<all true>, ..),
+    floor(ceil(x)), where(c, 1, 0) != 0), uses fmin/minimum (fmax/maximum) against fixed
+    operands free of nan and zeros, and drops dead temporaries: all bit-exact, nan, infinities
+    and signed zeros included."""
+    a = var("a")
+    y = N * a  # an array that depends on the remaining input N
+    c = y > 0
+    k_plain = np.array([2.0, -3.0, np.inf, -np.inf, 0.5, 7.0, -1e300])  # no nan, no zero
+    k_zero = np.array([2.0, -0.0, 0.0, 1.0, 0.5, 7.0, 3.0])  # zeros: the rewrite must not apply
+    k_nan = np.array([2.0, np.nan, 1.0, 1.0, 0.5, 7.0, 3.0])  # nan: likewise
+    exprs = {
+        "mul1": y * var("one"), "mul1r": var("one") * y, "div1": y / var("one"),
+        "addnz": y + var("nz"), "addnzr": var("nz") + y, "subpz": y - var("pz"),
+        "addpz": y + var("pz"),  # not an identity (-0 + 0 = +0): must stay an addition
+        "floorceil": floor(ceil(y)), "ceilfloor": ceil(floor(y)),
+        "and_t": where(c & var("tr"), 1.0, 2.0), "and_f": where(var("fa") & c, 1.0, 2.0),
+        "or_f": where(c | var("fa"), 1.0, 2.0), "or_t": where(var("tr") | c, 1.0, 2.0),
+        "where_t": where(var("tr"), y, N), "where_f": where(var("fa"), y, N),
+        "where_tk": where(var("tr"), var("kp"), y), "where_nan": where(var("nanv"), y, 5.0),
+        "ne_where": where(where(c, 1.0, 0.0).ne(0.0), y, -y),
+        "ne_where_r": where(const(0.0).ne(where(c, 3.0, -0.0)), y, -y),
+        "min_yk": minimum(y, var("kp")), "min_ky": minimum(var("kp"), y),
+        "max_yk": maximum(y, var("kp")), "max_ky": maximum(var("kp"), y),
+        "min_zero": minimum(y, var("kz")), "max_zero": maximum(var("kz"), y),
+        "min_nan": minimum(y, var("kn")), "max_nan": maximum(var("kn"), y),
+    }
+    fixed = {
+        "a": np.array([1.0, -1.0, 0.0, -0.0, np.nan, np.inf, 2.5]),
+        "one": np.ones(7), "nz": -0.0, "pz": np.zeros(7), "tr": np.array([1.0, -2.0, np.nan, 1, 1, 1, 1]),
+        "fa": np.zeros(7), "nanv": np.nan, "kp": k_plain, "kz": k_zero, "kn": k_nan,
+    }
+    prog = Program("rw", ["N", *fixed], list(exprs.items()), list(exprs))
+    fn = prog.specialize(fixed)
+    src = fn.source
+    assert "_np_fmin" in src and "_np_minimum" in src and "_np_fmax" in src and "_np_maximum" in src
+    assert "del " in src and "_np_logical_and" not in src and "_np_logical_or" not in src
+    for n in (1.5, -3.0, 0.0, -0.0, math.inf, -math.inf, math.nan, 1e-320):
+        got, want = fn(n), prog.evaluate(N=n, **fixed)
+        for k in exprs:
+            assert got[k].shape == want[k].shape == (7,), k
+            assert all(map(same, got[k], want[k])), (k, n, got[k], want[k])
+    tup = prog.specialize(fixed, outputs=["min_yk", "mul1"], as_tuple=True)
+    assert tup.outputs == ("min_yk", "mul1") and tup.inputs == ("N",)
+    r = tup(2.0)
+    assert isinstance(r, tuple) and len(r) == 2
+    np.testing.assert_array_equal(r[1], prog.evaluate(N=2.0, **fixed)["mul1"])
+    const_fn = prog.specialize({**fixed, "N": 3.0}, outputs=["where_t"])
+    assert "where_t" in const_fn.constant_outputs
+    with pytest.raises(ProgramError, match="outputs"):
+        prog.specialize(fixed, outputs=["nope"])
+
+
+def test_specialize_batches_like_operations_exactly() -> None:
+    """Independent instructions of the same kind over per-candidate constants (fitted metrics:
+    rational functions of N with one coefficient per configuration) are computed as one NumPy
+    operation on stacked operands; the results are the same bits."""
+    rng = np.random.default_rng(7)
+    n_cfg = 9
+    cfg = var("cfg")
+
+    def coeffs() -> list[float]:
+        v = rng.normal(size=n_cfg) * 10.0 ** rng.integers(-3, 4, size=n_cfg)
+        v[rng.integers(0, n_cfg)] = rng.choice([0.0, -0.0, math.inf, -math.inf, math.nan])
+        return [float(x) for x in v]
+
+    subs = {}
+    for i in range(4):
+        num = table(cfg, coeffs()) + table(cfg, coeffs()) * N + table(cfg, coeffs()) * (N * N)
+        den = table(cfg, coeffs()) + table(cfg, coeffs()) * N
+        subs[f"m{i}"] = Program(f"m{i}", ["N", "cfg"], [("num", num), ("den", den), ("v", var("num") / var("den"))], ["v"])
+    BY = var("by")
+    prog = Program(
+        "fits", ["N", "cfg", "bx", "by"],
+        [
+            ("gx", ceil(N / BX)), ("gy", ceil(N / BY)), ("g", -floor(var("gx") * var("gy") / 7)),
+            *[(f"v{i}", call(f"m{i}")) for i in range(4)],
+            ("r", var("v0") * var("v1") - var("v2") / var("v3") + var("g")),
+        ],
+        ["r", "v0", "v3", "gx", "g"],
+        subs,
+    )
+    fixed = {
+        "cfg": np.arange(n_cfg, dtype=np.float64),
+        "bx": np.array([1.0, 2, 4, 8, 16, 32, 64, 3, 0.0]),
+        "by": np.array([32.0, 16, 8, 4, 2, 1, -0.0, 5, 7]),
+    }
+    fn = prog.specialize(fixed)
+    assert "_kp_b" in fn.source  # batched
+    for n in (0.0, -0.0, 1.0, 3.0, 1000.0, -7.5, 1e200, math.inf, -math.inf, math.nan):
+        got, want = fn(n), prog.evaluate(N=n, **fixed)
+        for k in prog.outputs:
+            assert all(map(same, got[k], want[k])), (k, n, got[k], want[k])
+
+
+def test_specialize_random_batchable_programs_agree() -> None:
+    """Random programs made of groups of like operations (per-candidate constants against a
+    shared operand, chains over earlier groups' results, every row or every other one, groups
+    combined with each other), their assignments in a random dependency-respecting order, agree
+    with `evaluate` bit for bit, nan, infinities and signed zeros included."""
+    rng = random.Random(31)
+    n_cfg = 5
+    specials = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 0.5, 3.0, 1e300, 5e-324]
+    binops = ["add", "sub", "mul", "div", "floordiv", "mod"]
+    batched = 0
+
+    def coeffs() -> Expr:
+        if rng.random() < 0.2:
+            return const(rng.choice(specials))
+        return table(var("cfg"), [
+            rng.choice(specials) if rng.random() < 0.2 else rng.uniform(-9, 9) for _ in range(n_cfg)
+        ])
+
+    for case in range(40):
+        items: list[tuple[str, Expr]] = []
+        layers: list[list[str]] = []
+        base: list[Expr] = [N, N * N, N / var("cfg")]
+        for li in range(rng.randint(2, 6)):
+            op = rng.choice(binops)
+            names: list[str] = []
+            kind = rng.choice(["shared", "chain", "chain", "pair", "unary"]) if layers else "shared"
+            if kind == "shared":
+                x = rng.choice(base + [var(n) for lay in layers for n in lay])
+                left = rng.random() < 0.5
+                exprs = [Expr(op, (coeffs(), x) if left else (x, coeffs())) for _ in range(rng.randint(2, 5))]
+            elif kind == "chain":
+                prev = rng.choice(layers)
+                rows = prev[:: rng.choice([1, 1, 2])]
+                left = rng.random() < 0.5
+                exprs = [Expr(op, (coeffs(), var(r)) if left else (var(r), coeffs())) for r in rows]
+            elif kind == "pair":
+                p1, p2 = rng.choice(layers), rng.choice(layers)
+                exprs = [Expr(op, (var(a), var(b))) for a, b in zip(p1, p2[::-1])]
+            else:
+                prev = rng.choice(layers)
+                exprs = [Expr(rng.choice(["floor", "ceil", "neg"]), (var(r),)) for r in prev]
+            for e in exprs:
+                names.append(f"l{li}_{len(names)}")
+                items.append((names[-1], e))
+            layers.append(names)
+        # A random order that respects the dependencies.
+        pending = dict(items)
+        done: set[str] = set()
+        asg: list[tuple[str, Expr]] = []
+        while pending:
+            ready = [n for n, e in pending.items() if e.variables() <= done | {"N", "cfg"}]
+            n = rng.choice(ready)
+            asg.append((n, pending.pop(n)))
+            done.add(n)
+        outs = sorted(rng.sample([n for n, _ in asg], min(4, len(asg))))
+        prog = Program(f"b{case}", ["N", "cfg"], asg, outs)
+        fixed = {"cfg": np.arange(n_cfg, dtype=np.float64)}
+        fn = prog.specialize(fixed)
+        batched += fn.source.count("_kp_b") > 0
+        for n in (rng.choice(specials), rng.uniform(-100, 100), float(rng.randint(1, 5000))):
+            got, want = fn(n), prog.evaluate(N=n, **fixed)
+            for k in outs:
+                assert all(map(same, got[k], want[k])), (case, k, n, fn.source)
+    assert batched >= 30

@@ -828,6 +828,41 @@ _NP_OPS = {
     "where": "_np_where({ba}, {b}, {c})",
     "table": "_np_table({a}, {T})",
 }
+
+
+def _errstate_fast() -> tuple[Callable[[], Any], Callable[[Any], None]]:
+    """(enter, exit) of ``np.errstate(all="ignore")`` for the specialised code's hot path.
+
+    NumPy keeps the error state in a context variable; setting it to a prebuilt state is several
+    times cheaper than entering an errstate object. Falls back to np.errstate where NumPy's
+    internals differ."""
+    try:
+        from numpy._core._multiarray_umath import _make_extobj
+        from numpy._core._ufunc_config import _extobj_contextvar
+
+        ignore = _make_extobj(all="ignore")
+        cv_set, cv_reset = _extobj_contextvar.set, _extobj_contextvar.reset
+        with np.errstate(all="ignore"):
+            expect = _extobj_contextvar.get()
+        token = cv_set(ignore)
+        try:
+            ok = np.geterr() == {k: "ignore" for k in np.geterr()}
+        finally:
+            cv_reset(token)
+        if ok and type(expect) is type(ignore):
+            return (lambda: cv_set(ignore)), cv_reset
+    except (ImportError, AttributeError, TypeError, ValueError, LookupError):
+        pass
+
+    def enter() -> Any:
+        state = np.errstate(all="ignore")
+        state.__enter__()
+        return state
+
+    return enter, (lambda state: state.__exit__(None, None, None))
+
+
+_errors_ignore, _errors_restore = _errstate_fast()
 _NP_NS: dict[str, Any] = {
     "_np_add": np.add,
     "_np_subtract": np.subtract,
@@ -848,8 +883,15 @@ _NP_NS: dict[str, Any] = {
     "_np_where": np.where,
     "_np_table": _np_table,
     "_np_full": np.full,
+    "_np_array": np.array,
     "_np_broadcast_to": np.broadcast_to,
     "_np_errstate": np.errstate,
+    "_np_fmin": np.fmin,
+    "_np_fmax": np.fmax,
+    "_np_minimum": np.minimum,
+    "_np_maximum": np.maximum,
+    "_np_errors_ignore": _errors_ignore,
+    "_np_errors_restore": _errors_restore,
 }
 _BOOL_OPS = frozenset((*_COMPARISONS, *_LOGICAL))
 
@@ -1230,20 +1272,38 @@ class Program:
         return {n: np.array(np.broadcast_to(scope[n], shape), dtype=np.float64) for n in names}
 
     # -- fast path ---------------------------------------------------------------------------
-    def specialize(self, fixed: Mapping[str, Any]) -> Callable[..., dict[str, np.ndarray]]:
+    def specialize(
+        self,
+        fixed: Mapping[str, Any],
+        *,
+        outputs: Sequence[str] | None = None,
+        as_tuple: bool = False,
+    ) -> Callable[..., Any]:
         """Fold the ``fixed`` inputs (scalars or arrays, e.g. candidate shapes and hardware
         constants) into generated code and return ``f(**remaining_scalar_inputs)``.
 
         Everything that depends only on fixed inputs is precomputed (cached, read-only arrays);
         what is left runs as plain Python floats where it is scalar and as NumPy ufuncs where it
         mixes in arrays. ``f`` returns the outputs as arrays of the fixed inputs' broadcast shape
-        (outputs that depend only on fixed inputs are shared read-only arrays). The generated
-        source is ``f.source``; the remaining input names, in order, ``f.inputs``.
+        (outputs that depend only on fixed inputs are shared read-only arrays): a dict by name,
+        or with ``as_tuple`` a tuple in order. ``outputs`` (default: all) selects which outputs
+        are computed, in that order; only what they depend on is evaluated. The generated
+        source is ``f.source``; the remaining input names, in order, ``f.inputs`` (they may also
+        be passed positionally); the output names ``f.outputs``; and the outputs that depend on
+        fixed inputs only, by name, ``f.constant_outputs``.
         """
         self._require_bound("specialize")
         unknown = sorted(set(fixed) - set(self.inputs))
         if unknown:
             raise ProgramError(f"specialize: {unknown} are not inputs of program {self.name!r}")
+        if outputs is not None:
+            outputs = tuple(outputs)
+            bad = [o for o in outputs if o not in self.outputs]
+            if bad or len(set(outputs)) != len(outputs) or not outputs:
+                raise ProgramError(
+                    f"specialize: outputs {list(outputs)} must be distinct outputs of program "
+                    f"{self.name!r} (outputs: {list(self.outputs)})"
+                )
         values = _coerce_inputs(self, dict(fixed), partial=True)
         try:
             shape = np.broadcast_shapes(*(a.shape for a in values.values()))
@@ -1251,7 +1311,7 @@ class Program:
             raise ProgramError(
                 f"specialize: fixed inputs do not broadcast together: {exc}"
             ) from None
-        return _Specializer(self, values, shape).build()
+        return _Specializer(self, values, shape).build(outputs, as_tuple)
 
     # -- (b) Python --------------------------------------------------------------------------
     def to_python(self, prefix: str = "") -> str:
@@ -1371,6 +1431,23 @@ def _eval_expr(
 
 # -- specialisation ------------------------------------------------------------------------------
 _FIXED, _SCALAR, _ARRAY = 0, 1, 2
+_TEMP_RE = re.compile(r"\b_kp_(?:t\d+[fv]?|b\d+)\b")
+# Elementwise arithmetic that `_Specializer.batches` may compute for several instructions at once.
+_BATCH_OPS = frozenset(("add", "sub", "mul", "div", "floordiv", "mod", "neg", "floor", "ceil"))
+
+
+class _Batch:
+    """A group of instructions computed as one NumPy operation (see `_Specializer.batches`)."""
+
+    __slots__ = ("op", "descs", "members", "stacked")
+
+    def __init__(
+        self, op: str, descs: tuple, members: list[int], stacked: dict[int, np.ndarray]
+    ) -> None:
+        self.op = op
+        self.descs = descs
+        self.members = members
+        self.stacked = stacked
 
 
 class _Specializer:
@@ -1384,11 +1461,18 @@ class _Specializer:
         self.value: dict[int, Any] = {}  # fixed values: float or read-only ndarray
         self.vshape: dict[int, tuple[int, ...]] = {}  # static shapes of array values
         self.consts: dict[str, Any] = {}
-        self.const_names: dict[int, str] = {}
+        self.const_names: dict[Any, str] = {}
+        # Operands after forwarding: an instruction whose value is, element for element and in
+        # the same representation, that of an earlier one (e.g. `x and <fixed, all true>`) is
+        # replaced by it (`rep`), and its users read the earlier one instead.
+        self.rep: dict[int, int] = {}
+        self.opnds: dict[int, tuple[int, ...]] = {}
 
     def fold(self, t: int) -> None:
         low = self.low
-        op, ops = low.ops[t], low.operands[t]
+        op = low.ops[t]
+        ops = tuple(self.rep.get(o, o) for o in low.operands[t])
+        self.opnds[t] = ops
         if op == "input":
             name = low.data[t]
             if name not in self.fixed:
@@ -1419,6 +1503,104 @@ class _Specializer:
         self.kind[t] = _ARRAY if array else _SCALAR
         if array:
             self.vshape[t] = np.broadcast_shapes(*(self.shape_of(o) for o in ops))
+            self.forward(t, op, ops)
+
+    # -- forwarding (exact: the replaced value is bit for bit the same) --------------------------
+    def truth(self, o: int) -> bool | None:
+        """True / False when `o` is fixed and its truth is the same everywhere, else None."""
+        if self.kind[o] != _FIXED:
+            return None
+        tv = np.not_equal(self.value[o], 0.0)
+        if np.all(tv):
+            return True
+        if not np.any(tv):
+            return False
+        return None
+
+    def plain_const(self, o: int) -> bool:
+        """`o` is fixed and has no nan and no zero of either sign."""
+        if self.kind[o] != _FIXED:
+            return False
+        v = np.asarray(self.value[o])
+        return not (np.any(np.isnan(v)) or np.any(v == 0.0))
+
+    def is_bool_array(self, o: int) -> bool:
+        return self.kind[o] == _ARRAY and self.low.ops[o] in _BOOL_OPS
+
+    def fixed_all(self, o: int, test: Callable[[np.ndarray], np.ndarray]) -> bool:
+        return self.kind[o] == _FIXED and bool(np.all(test(np.asarray(self.value[o]))))
+
+    def same_float(self, x: int, shape: tuple[int, ...]) -> bool:
+        """`x` is a float array of exactly `shape`, so `t = x` keeps value and representation."""
+        return self.kind[x] == _ARRAY and not self.is_bool_array(x) and self.shape_of(x) == shape
+
+    def forward(self, t: int, op: str, ops: tuple[int, ...]) -> None:
+        shape = self.vshape[t]
+        if op in ("mul", "div", "add", "sub"):
+            # IEEE identities, exact for every x (nan, inf and signed zeros included):
+            # x * 1 = 1 * x = x / 1 = x, x + (-0) = (-0) + x = x, x - (+0) = x.
+            one = lambda v: v == 1.0  # noqa: E731
+            neg0 = lambda v: (v == 0.0) & np.signbit(v)  # noqa: E731
+            pos0 = lambda v: (v == 0.0) & ~np.signbit(v)  # noqa: E731
+            a, b = ops
+            if op == "mul":
+                cands = [(a, b, one), (b, a, one)]
+            elif op == "div":
+                cands = [(a, b, one)]
+            elif op == "add":
+                cands = [(a, b, neg0), (b, a, neg0)]
+            else:
+                cands = [(a, b, pos0)]
+            for x, k, test in cands:
+                if self.same_float(x, shape) and self.fixed_all(k, test):
+                    self.rep[t] = x
+                    return
+        elif op in ("floor", "ceil"):
+            # floor and ceil of an integral value (or inf, nan, a signed zero) return it.
+            x = ops[0]
+            if self.same_float(x, shape) and self.low.ops[x] in ("floor", "ceil"):
+                self.rep[t] = x
+        elif op in ("and", "or"):
+            # x and <all true> = truth(x); x and <all false> = false (dually for or).
+            for x, f in ((ops[0], ops[1]), (ops[1], ops[0])):
+                tv = self.truth(f)
+                if tv is None:
+                    continue
+                if tv == (op == "or"):
+                    self.set_fixed(t, np.full(shape, 1.0 if tv else 0.0))
+                elif self.is_bool_array(x) and self.shape_of(x) == shape:
+                    self.rep[t] = x
+                return
+        elif op == "where":
+            tv = self.truth(ops[0])
+            if tv is None:
+                return
+            p = ops[1] if tv else ops[2]
+            if self.kind[p] == _FIXED:
+                self.set_fixed(t, np.broadcast_to(self.value[p], shape))
+            elif self.same_float(p, shape):
+                self.rep[t] = p
+        elif op == "ne":
+            # where(c, a, b) != 0 with fixed scalars a (true) and b (zero) is the truth of c.
+            for x, z in ((ops[0], ops[1]), (ops[1], ops[0])):
+                zv = self.value.get(z) if self.kind[z] == _FIXED else None
+                if not (isinstance(zv, float) and zv == 0.0):
+                    continue
+                if self.kind[x] != _ARRAY or self.low.ops[x] != "where":
+                    continue
+                c, a, b = self.opnds[x]
+                if (
+                    self.kind[a] == _FIXED
+                    and self.kind[b] == _FIXED
+                    and isinstance(self.value[a], float)
+                    and isinstance(self.value[b], float)
+                    and self.value[a] != 0.0
+                    and self.value[b] == 0.0
+                    and self.is_bool_array(c)
+                    and self.shape_of(c) == shape
+                ):
+                    self.rep[t] = c
+                    return
 
     def set_fixed(self, t: int, v: Any) -> None:
         a = np.asarray(v, dtype=np.float64)
@@ -1442,14 +1624,154 @@ class _Specializer:
             self.const_names[key] = name
         return name
 
-    def build(self) -> Callable[..., dict[str, np.ndarray]]:
+    def batches(self, live: list[int]) -> tuple[list[_Batch], dict[int, tuple[int, int]]]:
+        """Groups of independent arithmetic instructions computed as one NumPy operation on
+        stacked operands (e.g. the per-configuration coefficients of several fitted metrics
+        times the same N): element for element the same IEEE operations, so the same bits.
+
+        A group shares the operation and, per operand position, either one operand (``x``),
+        fixed arrays of the full shape (stacked into one constant, ``K``), or rows of an earlier
+        group, row ``start + i * step`` for member i (``B``; a view of that group's result).
+        Returns the groups and each member's (group, row).
+        """
+        shape = self.shape
+        if not shape:
+            return [], {}
         low = self.low
-        live = low.live(self.roots)
+        groups: list[_Batch] = []
+        member_of: dict[int, tuple[int, int]] = {}
+        cand = [
+            t for t in live
+            if self.kind[t] == _ARRAY and low.ops[t] in _BATCH_OPS and self.vshape[t] == shape
+        ]
+
+        def is_k(o: int) -> bool:  # fixed, and of the full shape or a scalar
+            v = self.value.get(o) if self.kind[o] == _FIXED else None
+            return isinstance(v, float) or (isinstance(v, np.ndarray) and v.shape == shape)
+
+        changed = True
+        while changed:
+            changed = False
+            # Shared operands and stacked constants.
+            by_sig: dict[tuple, list[int]] = {}
+            for t in cand:
+                if t in member_of:
+                    continue
+                descs = tuple("K" if is_k(o) else ("x", o) for o in self.opnds[t])
+                if "K" in descs:
+                    by_sig.setdefault((low.ops[t], descs), []).append(t)
+            # Rows of earlier groups: member i reads row start + i * step of each such group.
+            by_rows: dict[tuple, list[tuple[tuple[int, ...], int]]] = {}
+            for t in cand:
+                if t in member_of:
+                    continue
+                descs_r: list[Any] = []
+                rows: list[int] = []
+                for o in self.opnds[t]:
+                    if o in member_of:
+                        g, r = member_of[o]
+                        descs_r.append(("B", g))
+                        rows.append(r)
+                    else:
+                        descs_r.append("K" if is_k(o) else ("x", o))
+                if rows:
+                    by_rows.setdefault((low.ops[t], tuple(descs_r)), []).append((tuple(rows), t))
+            for (op, descs), members in by_sig.items():
+                if len(members) >= 2:
+                    self._add_batch(groups, member_of, op, descs, members)
+                    changed = True
+            for (op, descs), rowed in by_rows.items():
+                if len(rowed) < 2 or any(t in member_of for _, t in rowed):
+                    continue
+                rowed.sort()
+                slices = []
+                for p in range(len(rowed[0][0])):
+                    rs = [rows[p] for rows, _ in rowed]
+                    step = rs[1] - rs[0]
+                    if step < 1 or any(b - a != step for a, b in zip(rs, rs[1:])):
+                        break
+                    slices.append((rs[0], step))
+                else:
+                    it = iter(slices)
+                    descs = tuple(
+                        d if d == "K" or d[0] != "B" else ("B", d[1], *next(it)) for d in descs
+                    )
+                    self._add_batch(groups, member_of, op, descs, [t for _, t in rowed])
+                    changed = True
+        return groups, member_of
+
+    def _add_batch(
+        self,
+        groups: list[_Batch],
+        member_of: dict[int, tuple[int, int]],
+        op: str,
+        descs: tuple,
+        members: list[int],
+    ) -> None:
+        g = len(groups)
+        stacked: dict[int, np.ndarray] = {}
+        for p, d in enumerate(descs):
+            if d == "K":
+                k = np.stack(
+                    [np.broadcast_to(self.value[self.opnds[t][p]], self.shape) for t in members]
+                )
+                k.flags.writeable = False
+                stacked[p] = k
+        groups.append(_Batch(op, descs, members, stacked))
+        for i, t in enumerate(members):
+            member_of[t] = (g, i)
+
+    def build(
+        self, outputs: Sequence[str] | None = None, as_tuple: bool = False
+    ) -> Callable[..., Any]:
+        low = self.low
         with np.errstate(all="ignore"):
-            for t in live:
+            for t in low.live(self.roots):
                 self.fold(t)
-        is_bool = {t for t in live if self.kind[t] == _ARRAY and low.ops[t] in _BOOL_OPS}
+        names = tuple(self.prog.outputs if outputs is None else outputs)
+        by_name = dict(zip(self.prog.outputs, self.roots))
+        roots = [self.rep.get(by_name[n], by_name[n]) for n in names]
+        # What is left to compute: the non-fixed instructions the requested outputs depend on.
+        need: set[int] = set()
+        stack = list(roots)
+        while stack:
+            t = stack.pop()
+            if t in need or self.kind[t] == _FIXED:
+                continue
+            need.add(t)
+            stack.extend(self.opnds[t])
+        live = sorted(need)
+        is_bool = {t for t in live if self.is_bool_array(t)}
         remaining = [n for n in self.prog.inputs if n not in self.fixed]
+
+        groups, member_of = self.batches(live)
+        # A group is computed where its first member (in program order) was: every member's
+        # operands, and the earlier groups they read, are ready there.
+        first = {min(g.members): gi for gi, g in enumerate(groups)}
+        # Members read one by one (by an unbatched instruction, as a group's shared operand, or
+        # as an output) are bound to their row of the group's result (a view).
+        as_row: set[int] = {t for t in roots if t in member_of}
+        for t in live:
+            if t not in member_of:
+                as_row.update(o for o in self.opnds[t] if o in member_of)
+        for g in groups:
+            as_row.update(d[1] for d in g.descs if d != "K" and d[0] == "x" and d[1] in member_of)
+
+        # Scalars read by two or more array operations are converted to 0-d arrays once: NumPy
+        # takes a 0-d array operand faster than a Python float (same float64 value and result).
+        vector_uses: dict[int, int] = {}
+        for t in live:
+            if self.kind[t] != _ARRAY or t in member_of:
+                continue
+            op = low.ops[t]
+            for i, o in enumerate(self.opnds[t]):
+                if self.kind[o] == _SCALAR and not (op in _LOGICAL or (op == "where" and i == 0)):
+                    vector_uses[o] = vector_uses.get(o, 0) + 1
+        for g in groups:
+            for d in g.descs:
+                if d != "K" and d[0] == "x" and self.kind[d[1]] == _SCALAR:
+                    vector_uses[d[1]] = vector_uses.get(d[1], 0) + 1
+        as_0d = {o for o, n in vector_uses.items() if n >= 2}
 
         def fx(t: int, vector: bool = False) -> str:  # a float operand
             k = self.kind[t]
@@ -1461,7 +1783,9 @@ class _Specializer:
                 return (
                     self.const_name(np.array(v), ("0d", _float_key(v))) if vector else _py_float(v)
                 )
-            return f"_kp_t{t}f" if t in is_bool else f"_kp_t{t}"
+            if t in is_bool:
+                return f"_kp_t{t}f"
+            return f"_kp_t{t}v" if vector and t in as_0d else f"_kp_t{t}"
 
         def bx(t: int) -> str:  # a truth-value operand
             if t in is_bool:
@@ -1474,40 +1798,78 @@ class _Specializer:
                 return f"_np_not_equal({fx(t)}, 0.0)"
             return f"({fx(t)} != 0.0)"
 
-        body: list[tuple[int, str]] = []
+        body: list[tuple[str, str, int | None]] = []  # (target, expression, instruction)
         needs_float: set[int] = set()
         for t in live:
-            op, ops = low.ops[t], low.operands[t]
+            op, ops = low.ops[t], self.opnds[t]
             k = self.kind[t]
-            if k == _FIXED:
+            if t in member_of:
+                gi = first.get(t)
+                if gi is None:
+                    continue  # computed with its group, at the group's first member
+                g = groups[gi]
+                fields = {}
+                for i, d in enumerate(g.descs):
+                    if d == "K":
+                        fields["abc"[i]] = self.const_name(g.stacked[i], ("batch", gi, i))
+                    elif d[0] == "B":
+                        _, src, start, step = d
+                        stop = start + step * len(g.members)
+                        whole = start == 0 and step == 1 and stop == len(groups[src].members)
+                        fields["abc"[i]] = (
+                            f"_kp_b{src}" if whole else f"_kp_b{src}[{start}:{stop}:{step}]"
+                        )
+                    else:
+                        fields["abc"[i]] = fx(d[1], vector=True)
+                        if d[1] in is_bool:
+                            needs_float.add(d[1])
+                body.append((f"_kp_b{gi}", _NP_OPS[g.op].format(**fields), None))
+                body.extend(
+                    (f"_kp_t{m}", f"_kp_b{gi}[{r}]", None)
+                    for r, m in enumerate(g.members)
+                    if m in as_row
+                )
                 continue
             if op == "input":
-                body.append((t, f"_kp_float({low.data[t]})"))
+                body.append((f"_kp_t{t}", f"_kp_float({low.data[t]})", t))
                 continue
             if k == _SCALAR:
                 fields = {"abc"[i]: fx(o) for i, o in enumerate(ops)}
                 if op == "table":
                     fields["T"] = self.const_name(low.data[t], ("table", t))
-                body.append((t, _PY_OPS[op].format(**fields)))
+                body.append((f"_kp_t{t}", _PY_OPS[op].format(**fields), t))
                 continue
-            fields = {"abc"[i]: fx(o, vector=True) for i, o in enumerate(ops)}
+            fields = {}
             for i, o in enumerate(ops):
                 if op in _LOGICAL or (op == "where" and i == 0):
                     fields["b" + "abc"[i]] = bx(o)
-                elif o in is_bool:
-                    needs_float.add(o)
+                else:
+                    fields["abc"[i]] = fx(o, vector=True)
+                    if o in is_bool:
+                        needs_float.add(o)
             if op == "table":
                 fields["T"] = self.const_name(
                     np.asarray(low.data[t], dtype=np.float64), ("table", t)
                 )
-            body.append((t, _NP_OPS[op].format(**fields)))
+            template = _NP_OPS[op]
+            if op in ("min", "max"):
+                # With a fixed operand free of nan and of zeros, `a if a <= b else b` is exactly
+                # fmin(a, K) (a nan gives K) and minimum(K, b) (a nan b propagates); equal values
+                # are then the same bits. Likewise for max. One ufunc instead of two and a where.
+                if self.plain_const(ops[1]):
+                    template = "_np_fmin({a}, {b})" if op == "min" else "_np_fmax({a}, {b})"
+                elif self.plain_const(ops[0]):
+                    template = "_np_minimum({a}, {b})" if op == "min" else "_np_maximum({a}, {b})"
+            body.append((f"_kp_t{t}", template.format(**fields), t))
         returns: list[str] = []
-        for name, t in zip(self.prog.outputs, self.roots):
+        constant_outputs: dict[str, np.ndarray] = {}
+        for name, t in zip(names, roots):
             k = self.kind[t]
             if k == _FIXED:
                 full = np.array(np.broadcast_to(self.value[t], self.shape), dtype=np.float64)
                 full.flags.writeable = False
                 expr = self.const_name(full, ("out", t))
+                constant_outputs[name] = self.consts[expr]
             elif k == _SCALAR:
                 expr = f"_np_full(_kp_shape, {fx(t)})"
             else:
@@ -1516,27 +1878,61 @@ class _Specializer:
                 expr = fx(t)
                 if self.shape_of(t) != self.shape:
                     expr = f"_np_broadcast_to({expr}, _kp_shape).copy()"
-            returns.append(f"{name!r}: {expr}")
-        # Insert 1.0/0.0 conversions right after the bool arrays that need them.
+            returns.append(expr if as_tuple else f"{name!r}: {expr}")
+        # Insert 1.0/0.0 conversions right after the bool arrays that need them, and 0-d copies
+        # right after the scalars read by several array operations.
         lines: list[str] = []
-        for t, rhs in body:
-            lines.append(f"_kp_t{t} = {rhs}")
+        for target, rhs, t in body:
+            lines.append(f"{target} = {rhs}")
             if t in needs_float:
                 lines.append(f"_kp_t{t}f = _np_multiply(_kp_t{t}, 1.0)")
+            if t in as_0d:
+                lines.append(f"_kp_t{t}v = _np_array(_kp_t{t})")
+        # Drop each temporary right after its last use: freed arrays go back to NumPy's cache of
+        # small allocations, so the next results reuse them instead of growing the heap (this
+        # is a large part of the cost for arrays of tens of elements).
+        arrays = {f"_kp_t{t}" for t in live if self.kind[t] == _ARRAY} | {
+            f"_kp_t{t}{s}" for t in live for s in "fv"
+        } | {f"_kp_b{gi}" for gi in range(len(groups))}
+        returned = set(_TEMP_RE.findall(" ".join(returns)))
+        last: dict[str, int] = {}
+        for i, ln in enumerate(lines):
+            for name in _TEMP_RE.findall(ln.split(" = ", 1)[1]):
+                last[name] = i
+        dead_after: dict[int, list[str]] = {}
+        for name, i in last.items():
+            if name not in returned and name in arrays:
+                dead_after.setdefault(i, []).append(name)
+        lines = [
+            ln2
+            for i, ln in enumerate(lines)
+            for ln2 in ([ln, "del " + ", ".join(sorted(dead_after[i]))] if i in dead_after else [ln])
+        ]
         params = ", ".join(remaining)
         src = [f"def _kp_specialized({params}):"]
+        ret = (
+            "return (" + "".join(r + ", " for r in returns) + ")"
+            if as_tuple
+            else "return {" + ", ".join(returns) + "}"
+        )
         if any(self.kind[t] == _ARRAY for t in live):
-            src.append('    with _np_errstate(all="ignore"):')
+            # NumPy's floating-point errors are ignored (IEEE results, no warnings) for the body.
+            src.append("    _kp_tok = _np_errors_ignore()")
+            src.append("    try:")
             src.extend("        " + ln for ln in lines)
+            src.append("    finally:")
+            src.append("        _np_errors_restore(_kp_tok)")
         else:
             src.extend("    " + ln for ln in lines)
-        src.append("    return {" + ", ".join(returns) + "}")
+        src.append("    " + ret)
         source = "\n".join(src) + "\n"
         ns: dict[str, Any] = {**_PY_HELPER_NS, **_NP_NS, **self.consts, "_kp_shape": self.shape}
         exec(compile(source, f"<klaraptor specialized {self.prog.name}>", "exec"), ns)
         fn = ns["_kp_specialized"]
         fn.source = source
         fn.inputs = tuple(remaining)
+        fn.outputs = names
+        fn.constant_outputs = MappingProxyType(constant_outputs)
         return fn
 
 

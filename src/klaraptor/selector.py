@@ -10,6 +10,7 @@ preferred over the model when a later process starts.
 from __future__ import annotations
 
 import atexit
+import operator
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -82,22 +83,61 @@ class Selector:
     # -- D handling --------------------------------------------------------------------------
 
     def key(self, D: Mapping[str, int] | Sequence[int] | int) -> tuple[int, ...]:
-        """D as a tuple ordered like the data parameters."""
-        if isinstance(D, Mapping):
+        """D as a tuple of ints ordered like the data parameters.
+
+        Accepts a mapping by name, a sequence in order, or a bare integer for a kernel with one
+        data parameter; values must be integers (or integral floats such as 4096.0). Anything
+        else, or the wrong number of values, raises KlaraptorError.
+        """
+        names = self._names
+        if type(D) is tuple:
+            vals: tuple[Any, ...] = D
+        elif isinstance(D, Mapping):
+            unknown = sorted(str(k) for k in D if k not in names)
+            if unknown:
+                raise KlaraptorError(
+                    f"{self.helper.kernel}: D={dict(D)} has unknown data parameters {unknown} "
+                    f"(expected {names})"
+                )
             try:
-                return tuple(int(D[n]) for n in self._names)
+                vals = tuple(D[n] for n in names)
             except KeyError as e:
                 raise KlaraptorError(
                     f"{self.helper.kernel}: D={dict(D)} lacks data parameter {e.args[0]!r}"
                 ) from None
-        if isinstance(D, (int, np.integer)):
-            D = (int(D),)
-        t = tuple(int(v) for v in D)
-        if len(t) != len(self._names):
+        elif isinstance(D, (int, float, np.integer, np.floating, np.bool_)):
+            vals = (D,)  # a bare value for a kernel with one data parameter
+        else:
+            try:
+                vals = tuple(D)  # type: ignore[arg-type]
+            except TypeError:
+                raise KlaraptorError(
+                    f"{self.helper.kernel}: D={D!r} is not a mapping, a sequence or an integer "
+                    f"(data parameters {names})"
+                ) from None
+        if len(vals) != len(names):
             raise KlaraptorError(
-                f"{self.helper.kernel}: D={t} has {len(t)} values, expected {self._names}"
+                f"{self.helper.kernel}: D={vals} has {len(vals)} values, expected {len(names)} {names}"
             )
-        return t
+        if len(vals) == 1:
+            v = vals[0]
+            return vals if type(v) is int and type(vals) is tuple else (self._int(names[0], v),)
+        return tuple(v if type(v) is int else self._int(n, v) for n, v in zip(names, vals))
+
+    def _int(self, name: str, v: Any) -> int:
+        if type(v) is int:
+            return v
+        if isinstance(v, (bool, np.bool_)):
+            raise KlaraptorError(f"{self.helper.kernel}: data parameter {name} must be an integer, got {v!r}")
+        try:
+            return operator.index(v)
+        except TypeError:
+            if isinstance(v, (float, np.floating)) and float(v).is_integer():
+                return int(v)
+        raise KlaraptorError(
+            f"{self.helper.kernel}: data parameter {name} must be an integer, got "
+            f"{type(v).__name__} {v!r}"
+        )
 
     def _check_range(self, D: tuple[int, ...]) -> None:
         if self.spec is None:
@@ -120,21 +160,19 @@ class Selector:
 
     def _select_new(self, D: tuple[int, ...]) -> Selection:
         self._check_range(D)
-        pred = self.helper.predict(D)
-        if len(pred.order) == 0:
+        top, ms, grid = self.helper.choose(D, self.k)
+        if not top:
             raise KlaraptorError(
                 f"{self.helper.kernel}: no candidate block is admissible for D={D} "
                 f"(see explain({D}) for each candidate's reason)"
             )
         cand = self.helper.candidates
-        top = pred.order[: self.k]
-        best = int(top[0])
         sel = Selection(
             D=D,
-            block=cand[best],
-            grid=tuple(int(g) for g in pred.grid[best]),  # type: ignore[arg-type]
-            predicted_ms=float(pred.ms[best]),
-            topk=tuple((cand[int(i)], float(pred.ms[int(i)])) for i in top),
+            block=cand[top[0]],
+            grid=grid,  # type: ignore[arg-type]
+            predicted_ms=ms[0],
+            topk=tuple(zip([cand[i] for i in top], ms)),
             source="model",
         )
         with self._lock:
@@ -143,9 +181,8 @@ class Selector:
         return sel
 
     def grid_for(self, D: tuple[int, ...], block: Block) -> Grid:
-        pred = self.helper.predict(D)
         i = self.helper.candidates.index(tuple(block))
-        return tuple(int(g) for g in pred.grid[i])  # type: ignore[return-value]
+        return self.helper.grid(D, i)
 
     def fix(self, D: Mapping[str, int] | Sequence[int] | int, block: Block, measured_ms: float) -> Selection:
         """Pin D to a block measured on real calls (online refinement); persisted as 'refined'."""

@@ -1,0 +1,266 @@
+"""Benchmark of the per-call selection path.
+
+    python benchmarks/bench_select.py [OUTDIR] [--quick]
+
+(a) `Selector.select` for a NEW D (every timed call a D never seen before: distinct N values);
+(b) `Selector.select` for a cached D;
+(c) `launcher.data_reader` on a realistic argument tuple (arrays, scalars, N as argument 5), and
+    `TunedKernel.__call__` with the CuPy launch stubbed out (the launcher's own per-call cost);
+(d) with CuPy and a GPU only: host wall time per launch of an EMPTY kernel through
+    `TunedKernel.__call__` versus a plain `cupy.RawKernel` launch, over batches of 1000 launches
+    after warm-up, and their ratio (target <= 1.3).
+
+The helper program of (a) and (b) is an MWP-CWP helper of the 2-D suite kernel
+polybench.gemm.gemm over its 51 default candidate blocks, built by `make_helper` exactly as
+`build()` builds one: the metric VALUES it is fitted to are synthetic (tests/helpers_synthetic.py:
+formulas of N and the block instead of ncu measurements), but the program shape (fitted
+per-configuration rational functions bound into the MWP-CWP template, occupancy, admission
+program) is the real one. (d) uses a tiny synthetic helper over the 1-D default candidates: only
+the overhead is measured there, not the model.
+
+Timings use time.perf_counter_ns around each call (medians, p10, p90 in microseconds). Writes
+OUTDIR/bench_select.json (default benchmarks/results/) with the results and provenance
+(`klaraptor.provenance.stamp()`, GPU name or "cpu only"), and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT.parent / "tests"))
+
+import helpers_synthetic as hs  # noqa: E402
+from klaraptor.launcher import data_reader  # noqa: E402
+from klaraptor.provenance import stamp  # noqa: E402
+from klaraptor.selector import Selector  # noqa: E402
+
+TARGET_NEW_US = 50.0
+TARGET_CACHED_US = 2.0
+TARGET_LAUNCH_RATIO = 1.3
+
+
+def summary(ns: list[int] | np.ndarray, per: int = 1) -> dict[str, float]:
+    us = np.asarray(ns, dtype=np.float64) / 1e3 / per
+    return {
+        "median_us": float(np.median(us)),
+        "p10_us": float(np.percentile(us, 10)),
+        "p90_us": float(np.percentile(us, 90)),
+        "n": int(us.size),
+    }
+
+
+def time_each(fn: Callable[[int], Any], n: int) -> list[int]:
+    """perf_counter_ns around each of n calls fn(i) (GC off while timing)."""
+    clock = time.perf_counter_ns
+    out = [0] * n
+    gc.collect()
+    gc.disable()
+    try:
+        for i in range(n):
+            t0 = clock()
+            fn(i)
+            out[i] = clock() - t0
+    finally:
+        gc.enable()
+    return out
+
+
+def bench_new_d(helper: Any, spec: Any, n: int) -> dict[str, float]:
+    sel = Selector(helper, spec=spec)
+    sel.select(100)  # warm-up: first-call costs (imports, caches) are not per-D costs
+    for i in range(200):
+        sel.select(20000 + i)
+    sel._cache.clear()
+    # Distinct N never seen before (the cache is also cleared above), spread over the range.
+    Ds = [(int(v),) for v in np.linspace(101, 40000, n).round().astype(int)]
+    assert len(set(Ds)) == len(Ds)
+    return summary(time_each(lambda i: sel.select(Ds[i]), n))
+
+
+def bench_cached(helper: Any, spec: Any, n: int) -> dict[str, float]:
+    sel = Selector(helper, spec=spec)
+    D = (4096,)
+    sel.select(D)
+    # Timing one dict lookup per perf_counter pair would mostly time the clock: time batches.
+    batch = 100
+    out = time_each(lambda i: [sel.select(D) for _ in range(batch)], n // batch)
+    r = summary(out, per=batch)
+    r["batch"] = batch
+    return r
+
+
+def bench_data_reader(spec: Any, n: int) -> dict[str, float]:
+    read = data_reader(spec)
+    a = np.zeros((4, 4), np.float32)
+    args = (a, a, a, np.float32(1.5), np.float32(0.5), np.int32(4096))  # gemm's argument list
+    assert read(args) == (4096,)
+    batch = 100
+    out = time_each(lambda i: [read(args) for _ in range(batch)], n // batch)
+    r = summary(out, per=batch)
+    r["batch"] = batch
+    return r
+
+
+def bench_dispatch_stubbed(n: int) -> dict[str, float]:
+    """`TunedKernel.__call__` with the CuPy launch replaced by a no-op: the per-call overhead the
+    launcher adds (read D, plan lookup, checks), measurable without a GPU."""
+    from klaraptor.launcher import TunedKernel
+
+    spec = hs.empty_spec()
+    tuned = object.__new__(TunedKernel)  # skips NVRTC compilation (needs CuPy)
+    tuned.spec, tuned.selector, tuned.refine = spec, Selector(hs.tiny_1d_helper(spec), spec=spec), 0
+    tuned._fn = lambda grid, block, args, shared_mem=0: None
+    tuned._read, tuned._plans, tuned._opted_smem = data_reader(spec), {}, 0
+    a, nn = np.zeros(16, np.float32), np.int32(1 << 20)
+    tuned(a, nn)  # the first call makes the plan
+    batch = 100
+    out = time_each(lambda i: [tuned(a, nn) for _ in range(batch)], n // batch)
+    r = summary(out, per=batch)
+    r["batch"] = batch
+    return r
+
+
+def gpu_name() -> str | None:
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return None
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        name = props["name"]
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - no CuPy or no GPU: the launch benchmark is skipped
+        return None
+
+
+def bench_launch(batches: int) -> dict[str, Any]:
+    """Empty-kernel launch: TunedKernel.__call__ vs a plain cupy.RawKernel, host time per launch."""
+    import cupy
+
+    from klaraptor.launcher import TunedKernel
+
+    spec = hs.empty_spec()
+    selector = Selector(hs.tiny_1d_helper(spec), spec=spec)
+    tuned = TunedKernel(spec, selector)
+    raw = cupy.RawKernel(hs.EMPTY_SRC, "empty")
+    n = 1 << 20
+    a = cupy.zeros(n, dtype=cupy.float32)
+    nn = np.int32(n)
+    grid, block, _ = tuned.plan_for(a, nn)
+    per_batch = 1000
+
+    def run_tuned() -> None:
+        for _ in range(per_batch):
+            tuned(a, nn)
+
+    def run_raw() -> None:
+        for _ in range(per_batch):
+            raw(grid, block, (a, nn))
+
+    def measure(fn: Callable[[], None]) -> list[int]:
+        out = []
+        for _ in range(batches):
+            cupy.cuda.Device().synchronize()
+            t0 = time.perf_counter_ns()
+            fn()
+            out.append(time.perf_counter_ns() - t0)
+        cupy.cuda.Device().synchronize()
+        return out
+
+    for fn in (run_tuned, run_raw, run_tuned, run_raw):  # warm-up
+        fn()
+    cupy.cuda.Device().synchronize()
+    # Interleave the two so drift affects both alike.
+    t_tuned: list[int] = []
+    t_raw: list[int] = []
+    for _ in range(3):
+        t_tuned += measure(run_tuned)
+        t_raw += measure(run_raw)
+    tuned_s, raw_s = summary(t_tuned, per=per_batch), summary(t_raw, per=per_batch)
+    return {
+        "tuned": tuned_s,
+        "raw": raw_s,
+        "ratio_median": tuned_s["median_us"] / raw_s["median_us"],
+        "per_batch": per_batch,
+        "grid": list(grid),
+        "block": list(block),
+        "target_ratio": TARGET_LAUNCH_RATIO,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("outdir", nargs="?", default=str(ROOT / "results"))
+    ap.add_argument("--quick", action="store_true", help="fewer repeats (a smoke test)")
+    args = ap.parse_args(argv)
+    n_new = 300 if args.quick else 3000
+    n_cached = 2000 if args.quick else 50000
+
+    spec, helper, _, _ = hs.mwp_helper(hs.KERNEL_2D, "auto")
+    results: dict[str, Any] = {
+        "helper": {
+            "kernel": helper.kernel,
+            "model": helper.model_name,
+            "candidates": len(helper.candidates),
+            "metric_values": "synthetic (tests/helpers_synthetic.py); program shape real",
+        },
+        "select_new_D": bench_new_d(helper, spec, n_new),
+        "select_cached_D": bench_cached(helper, spec, n_cached),
+        "data_reader": bench_data_reader(spec, n_cached),
+        "tuned_call_launch_stubbed": bench_dispatch_stubbed(n_cached),
+    }
+    gpu = gpu_name()
+    if gpu is not None:
+        results["launch_empty_kernel"] = bench_launch(5 if args.quick else 20)
+    else:
+        results["launch_empty_kernel"] = None
+    results["targets"] = {"select_new_D_median_us": TARGET_NEW_US, "select_cached_D_median_us": TARGET_CACHED_US}
+    record = {
+        "provenance": stamp(
+            machine=platform.machine(),
+            processor=platform.processor() or platform.machine(),
+            python=platform.python_version(),
+            numpy=np.__version__,
+            gpu=gpu or "cpu only",
+        ),
+        "results": results,
+    }
+    out = Path(args.outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "bench_select.json"
+    path.write_text(json.dumps(record, indent=2) + "\n")
+
+    rows = [
+        ("select, new D", results["select_new_D"], f"< {TARGET_NEW_US:g}"),
+        ("select, cached D", results["select_cached_D"], f"< {TARGET_CACHED_US:g}"),
+        ("data_reader", results["data_reader"], ""),
+        ("TunedKernel, no launch", results["tuned_call_launch_stubbed"], ""),
+    ]
+    launch = results["launch_empty_kernel"]
+    if launch is not None:
+        rows += [("launch, TunedKernel", launch["tuned"], ""), ("launch, RawKernel", launch["raw"], "")]
+    print(f"helper: {helper.kernel} ({helper.model_name}, {len(helper.candidates)} candidates, synthetic metric values)")
+    print(f"{'what':22s} {'median us':>10s} {'p10':>9s} {'p90':>9s} {'n':>7s}  target")
+    for name, r, target in rows:
+        print(f"{name:22s} {r['median_us']:10.3f} {r['p10_us']:9.3f} {r['p90_us']:9.3f} {r['n']:7d}  {target}")
+    if launch is not None:
+        print(f"launch ratio TunedKernel / RawKernel: {launch['ratio_median']:.3f} (target <= {TARGET_LAUNCH_RATIO})")
+    else:
+        print("launch overhead: skipped (no CuPy or no GPU: cpu only)")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
