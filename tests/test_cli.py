@@ -80,7 +80,7 @@ def test_export_c_compiles_and_agrees(store_path: Path, capsys, tmp_path: Path) 
         (("select", "polybench.nothing", "4096"), "no build of kernel"),
         (("select", KERNEL, "N=0"), "outside its range"),
         (("select", KERNEL, "N=abc"), "not an integer"),
-        (("select", KERNEL, "M=4096"), "lacks data parameter"),
+        (("select", KERNEL, "M=4096"), "unknown data parameters"),
         (("select", KERNEL, "4096", "--device", "NVIDIA A100|driver 1|1400 MHz"), "was built on"),
         (("build", "polybench.nothing"), "unknown kernel"),
         (("build", KERNEL), "no CUDA GPU"),
