@@ -262,9 +262,11 @@ def test_load_errors_name_the_problem(tmp_path: Path) -> None:
     store.put_build(spec.name, "dev-a", helper.model_name, {"helper": helper.to_dict()})
     with pytest.raises(BuildError, match=r"no build of kernel 'no\.such\.kernel'"):
         load("no.such.kernel", store=store)
-    with pytest.raises(BuildError, match=r"device='dev-b'.*builds: \[\('dev-a', 'mwp_cwp'\)\]"):
+    with pytest.raises(BuildError, match=r"built on \['dev-a'\], not on 'dev-b'.*force"):
         load(spec.name, store=store, device="dev-b")
-    with pytest.raises(BuildError, match=r"model='other'"):
+    with pytest.warns(UserWarning, match="forced"):
+        assert load(spec.name, store=store, device="dev-b", force=True).device_key == "dev-a"
+    with pytest.raises(BuildError, match=r"with model 'other'"):
         load(spec.name, store=store, model="other")
     empty.close()
     store.close()
