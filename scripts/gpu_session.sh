@@ -3,7 +3,7 @@
 # data go to $OUT. The SQLite store lives in .devstore/ (carried between sessions, so collection
 # resumes) and comes back as $OUT/store.sqlite.gz.
 # Usage (device, repo root): KLARAPTOR_COMMIT=<sha> bash scripts/gpu_session.sh OUT SECONDS stage...
-# Stages: tests, profile, demo, bench_<name> (benchmarks/bench_<name>.py OUT),
+# Stages: tests, profile, demo, annotated (build the annotated example), bench_<name> (benchmarks/bench_<name>.py OUT),
 #         time, ncu, truth (klaraptor bench collect --phase ...; $KERNELS selects kernels).
 set -u
 OUT=${1:?}; BUDGET=${2:?}; shift 2
@@ -24,6 +24,10 @@ p = measure_profile(0); json.dump(p.to_dict(), open('$OUT/h200_profile.json', 'w
 " > "$OUT/logs/profile.log" 2>&1; echo "rc=$?"; tail -3 "$OUT/logs/profile.log";;
     demo)    timeout "$T" python3 -m klaraptor.cli demo --gpu > "$OUT/logs/demo.log" 2>&1; echo "rc=$?"; tail -15 "$OUT/logs/demo.log";;
     bench_*) timeout "$T" python3 "benchmarks/${s}.py" "$OUT" > "$OUT/logs/$s.log" 2>&1; echo "rc=$?"; tail -20 "$OUT/logs/$s.log";;
+    annotated) { timeout "$T" python3 -m klaraptor.cli build examples/annotated/matvec.cu --sizes 256,512,768,1024 \
+                 && python3 -m klaraptor.cli select matvec.transpose 4096 && python3 -m klaraptor.cli select matvec.mv_rows 6000 \
+                 && python3 -m klaraptor.cli explain matvec.transpose 4096 --limit 8 \
+                 && python3 -m klaraptor.cli export matvec.transpose --lang c -o "$OUT/logs/matvec_transpose.h"; } > "$OUT/logs/annotated.log" 2>&1; echo "rc=$?"; tail -25 "$OUT/logs/annotated.log";;
     time|ncu|truth) timeout "$T" python3 -m klaraptor.cli bench collect --kernels "${KERNELS:-polybench}" --phase "$s" --log "$OUT/logs/suite.jsonl" > "$OUT/logs/$s.log" 2>&1; echo "rc=$?"; tail -4 "$OUT/logs/$s.log";;
     *) echo "unknown stage $s";;
   esac

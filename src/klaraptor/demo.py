@@ -45,6 +45,7 @@ def run(
 
 def _gpu_demo(console: Console, store_path: str | None) -> int:
     from klaraptor import suite
+    from klaraptor.bench.truth import TRAIN_OPTIONS
     from klaraptor.build import build
     from klaraptor.collect import CollectOptions, collect
     from klaraptor.store import Store
@@ -56,7 +57,7 @@ def _gpu_demo(console: Console, store_path: str | None) -> int:
     for name in GPU_KERNELS:
         spec = suite.get(name)
         console.print(f"[bold]building {name}[/bold]")
-        kern = build(spec, [{"N": n} for n in GPU_TRAIN], store=store)
+        kern = build(spec, [{"N": n} for n in GPU_TRAIN], store=store, collect_options=TRAIN_OPTIONS)
         sel = kern.select(GPU_EVAL)
         console.print(f"  chose block {sel.block}, grid {sel.grid}; now timing every candidate at N={GPU_EVAL}")
         collect(spec, [{"N": GPU_EVAL}], store=store, options=CollectOptions(counters=False, check=False))
