@@ -323,6 +323,8 @@ def select_model(
     (mean Spearman correlation with the measured times over the folds) wins, then the earlier in
     `candidates`. No evaluation-size data is used.
     """
+    import warnings
+
     from scipy.stats import spearmanr
 
     sizes = train.sizes()
@@ -347,7 +349,9 @@ def select_model(
                 block = helper.candidates[int(pred.order[0])]
                 rs.append(measured[block] / min(measured.values()) if block in measured else math.inf)
                 both = [(float(pred.ms[i]), measured[b]) for i, b in enumerate(helper.candidates) if b in measured and pred.valid[i]]
-                rho = spearmanr(*zip(*both)).statistic if len(both) > 2 else math.nan
+                with warnings.catch_warnings():  # a model may predict one time for every block
+                    warnings.simplefilter("ignore")
+                    rho = spearmanr(*zip(*both)).statistic if len(both) > 2 else math.nan
                 rhos.append(float(rho) if math.isfinite(rho) else -1.0)
                 per.append({"held_out": list(held), "block": list(block), "r": rs[-1], "spearman": rhos[-1]})
         except (BuildError, KlaraptorError) as e:

@@ -21,7 +21,6 @@ from rich.console import Console
 from rich.table import Table
 
 GPU_KERNELS = ("polybench.atax.k1", "polybench.conv2d.conv2d", "polybench.gemm.gemm")
-GPU_TRAIN = (256, 512, 768, 1024)
 GPU_EVAL = 2048
 
 
@@ -45,22 +44,26 @@ def run(
 
 def _gpu_demo(console: Console, store_path: str | None) -> int:
     from klaraptor import suite
-    from klaraptor.bench.truth import TRAIN_OPTIONS
-    from klaraptor.build import build
+    from klaraptor.bench.truth import collect_counters, collect_timing
+    from klaraptor.build import build, current_profile
     from klaraptor.collect import CollectOptions, collect
     from klaraptor.store import Store
 
     store = Store(store_path) if store_path else Store()
-    table = Table(title=f"klaraptor on this GPU: trained at N ≤ {max(GPU_TRAIN)}, chosen at N = {GPU_EVAL}")
-    for col in ("kernel", "chosen block", "chosen ms", "best block", "best ms", "worst ms", "slowdown"):
+    device = current_profile(store)
+    table = Table(title=f"klaraptor on {device.name}: trained at N ≤ 1536, chosen at N = {GPU_EVAL}")
+    for col in ("kernel", "model", "chosen block", "chosen ms", "best block", "best ms", "worst ms", "slowdown"):
         table.add_column(col)
     for name in GPU_KERNELS:
         spec = suite.get(name)
-        console.print(f"[bold]building {name}[/bold]")
-        kern = build(spec, [{"N": n} for n in GPU_TRAIN], store=store, collect_options=TRAIN_OPTIONS)
+        console.print(f"[bold]building {name}[/bold] (the benchmark suite's protocol: timing at "
+                      f"{list(spec.meta['train_sizes'])}, counters at three of them)")
+        collect_timing(spec, store, device=device)
+        collect_counters(spec, store, device=device)
+        kern = build(spec, [{"N": n} for n in spec.meta["train_sizes"]], store=store, device=device, collect_data=False)
         sel = kern.select(GPU_EVAL)
         console.print(f"  chose block {sel.block}, grid {sel.grid}; now timing every candidate at N={GPU_EVAL}")
-        collect(spec, [{"N": GPU_EVAL}], store=store, options=CollectOptions(counters=False, check=False))
+        collect(spec, [{"N": GPU_EVAL}], store=store, device=device, options=CollectOptions(counters=False, check=False))
         times = {
             m.block: float(m.value["median_ms"])
             for m in store.measurements(spec.name, kern.device_key, kind="time", status="ok")
@@ -69,7 +72,8 @@ def _gpu_demo(console: Console, store_path: str | None) -> int:
         best = min(times, key=times.__getitem__)
         worst = max(times, key=times.__getitem__)
         t = times.get(sel.block, math.nan)
-        table.add_row(name, str(sel.block), f"{t:.4f}", str(best), f"{times[best]:.4f}", f"{times[worst]:.4f}", f"{t / times[best]:.3f}")
+        table.add_row(name, kern.helper.model_name, str(sel.block), f"{t:.4f}", str(best), f"{times[best]:.4f}",
+                      f"{times[worst]:.4f}", f"{t / times[best]:.3f}")
     console.print(table)
     return 0
 
