@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor import suite
-from klaraptor.build import FitOptions, TrainingSet, make_helper
+from klaraptor.builder import FitOptions, TrainingSet, make_helper
 from klaraptor.configspace import ConfigSpace, KernelAttributes
 from klaraptor.device_profile import DeviceProfile
 from klaraptor.helper import HelperProgram, admit_program

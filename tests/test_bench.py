@@ -12,7 +12,7 @@ from klaraptor import suite
 from klaraptor.bench.dataset import load_recorded
 from klaraptor.bench.evaluate import METHODS, evaluate_kernel, summarize
 from klaraptor.bench.report import table_6_1, table_6_2
-from klaraptor.build import AUTO_MODELS, select_model, training_set
+from klaraptor.builder import AUTO_MODELS, select_model, training_set
 from klaraptor.configspace import KernelAttributes
 
 
@@ -100,7 +100,7 @@ def test_tables_have_a_row_per_pair_and_benchmark(data, store) -> None:  # noqa:
 
 
 def test_time_fit_model_needs_no_counters(data, store) -> None:  # noqa: ANN001
-    from klaraptor.build import build
+    from klaraptor.builder import build
 
     spec = suite.get("polybench.atax.k1")
     kern = build(spec, [{"N": n} for n in spec.meta["train_sizes"]], model="time_fit", store=store,
@@ -111,3 +111,15 @@ def test_time_fit_model_needs_no_counters(data, store) -> None:  # noqa: ANN001
     measured = {b: v[0] for (D, b), v in data.kernels[spec.name].times().items() if D == (1536,)}
     err = [abs(pred.ms[i] / measured[b] - 1) for i, b in enumerate(kern.helper.candidates) if b in measured]
     assert np.median(err) < 0.05  # it reproduces its own training sizes
+
+
+def test_recorded_demo_runs_the_pipeline(capsys) -> None:  # noqa: ANN001
+    from rich.console import Console
+
+    from klaraptor import demo
+
+    console = Console(width=140, force_terminal=False)
+    assert demo.run(gpu=False, console=console, kernels=["polybench.atax.k1", "polybench.gemm.gemm"]) == 0
+    out = capsys.readouterr().out
+    assert "recorded exhaustive optimum" in out and "atax.k1" in out and "gemm.gemm" in out
+    assert "geomean r" in out and "tune_once" in out

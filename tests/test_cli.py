@@ -11,7 +11,7 @@ import pytest
 
 from klaraptor import suite
 from klaraptor.bench.dataset import load_recorded
-from klaraptor.build import build
+from klaraptor.builder import build
 from klaraptor.cli import main
 
 KERNEL = "polybench.atax.k1"

@@ -55,7 +55,7 @@ SPEC = KernelSpec(
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):  # noqa: ANN001, ANN201
-    from klaraptor.build import build
+    from klaraptor.builder import build
     from klaraptor.collect import CollectOptions
     from klaraptor.store import Store
 
@@ -84,7 +84,7 @@ def test_tuned_output_equals_plain_launch_with_the_chosen_config(built) -> None:
 
 
 def test_refinement_tries_topk_then_pins_and_persists(built) -> None:  # noqa: ANN001
-    from klaraptor.build import load
+    from klaraptor.builder import load
 
     kern, store = built
     rng = np.random.default_rng(4)

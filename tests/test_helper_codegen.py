@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import helpers_synthetic as hs
-from klaraptor.build import Kernel, load
+from klaraptor.builder import Kernel, load
 from klaraptor.errors import BuildError, KlaraptorError
 from klaraptor.helper import HelperProgram
 from klaraptor.models import get_model
@@ -193,7 +193,7 @@ def test_make_helper_from_synthetic_training_set() -> None:
     assert rejected == {}
     assert len(helper.candidates) == 32 and helper.band == pytest.approx(0.02)
     # A metric made constant at every point becomes a constant fit too.
-    from klaraptor.build import FitOptions, make_helper
+    from klaraptor.builder import FitOptions, make_helper
 
     _, rep2, _ = make_helper(
         spec, "mwp_cwp", hs.profile(), hs.ATTRS,

@@ -1,7 +1,17 @@
-"""klaraptor: near-optimal CUDA thread-block configurations from rational programs."""
+"""klaraptor: near-optimal CUDA thread-block configurations from rational programs.
+
+The public API:
+- `KernelSpec`, `DataParam`: what a kernel is and how its data sizes are read;
+- `build(spec, sizes, model="auto")`: collect, fit and store the helper program (a `Kernel`);
+- `load(name)`: a built kernel from the store, without touching the GPU;
+- `Kernel.select(D)`, `.explain(D)`, `.tuned(*args)`, `.launcher(refine=k)`, `.export_c()`;
+- `fit_rational(X, y, ...)`: rational-function fitting (SVD least squares, degree search);
+- `Program`, `parse_expr`: rational programs.
+"""
 
 from __future__ import annotations
 
+from klaraptor.builder import Kernel, build, load
 from klaraptor.errors import (
     BuildError,
     CollectError,
@@ -13,6 +23,9 @@ from klaraptor.errors import (
     SpecError,
     StoreError,
 )
+from klaraptor.fitting import RationalFit, TableFit, fit_rational, fit_rational_table
+from klaraptor.program import Program, parse_expr
+from klaraptor.spec import DataParam, KernelSpec
 
 __version__ = "0.1.0"
 
@@ -20,11 +33,22 @@ __all__ = [
     "BuildError",
     "CollectError",
     "CompileError",
+    "DataParam",
     "FitError",
+    "Kernel",
+    "KernelSpec",
     "KlaraptorError",
     "LaunchError",
+    "Program",
     "ProgramError",
+    "RationalFit",
     "SpecError",
     "StoreError",
+    "TableFit",
     "__version__",
+    "build",
+    "fit_rational",
+    "fit_rational_table",
+    "load",
+    "parse_expr",
 ]

@@ -93,7 +93,7 @@ def _store(args: argparse.Namespace) -> Any:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from klaraptor.build import build, gpu_available
+    from klaraptor.builder import build, gpu_available
     from klaraptor.collect import CollectOptions, dry_run
     from klaraptor.configspace import format_dry_run
 
@@ -126,7 +126,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def _load(args: argparse.Namespace) -> Any:
     import warnings
 
-    from klaraptor.build import load
+    from klaraptor.builder import load
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -202,7 +202,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_device(args: argparse.Namespace) -> int:
-    from klaraptor.build import gpu_available
+    from klaraptor.builder import gpu_available
     from klaraptor.device_profile import format_profile, query_device, recorded_profile
 
     if args.recorded:

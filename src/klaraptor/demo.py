@@ -31,7 +31,7 @@ def run(
     console: Console | None = None,
     kernels: Sequence[str] | None = None,
 ) -> int:
-    from klaraptor.build import gpu_available
+    from klaraptor.builder import gpu_available
 
     # Tables need ~100 columns; a pipe (make, CI logs) would otherwise be cut at 80.
     console = console or Console(width=None if Console().is_terminal else 110)
@@ -45,7 +45,7 @@ def run(
 def _gpu_demo(console: Console, store_path: str | None) -> int:
     from klaraptor import suite
     from klaraptor.bench.truth import collect_counters, collect_timing
-    from klaraptor.build import build, current_profile
+    from klaraptor.builder import build, current_profile
     from klaraptor.collect import CollectOptions, collect
     from klaraptor.store import Store
 

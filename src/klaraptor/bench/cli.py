@@ -50,7 +50,7 @@ def _specs(text: str) -> list[Any]:
 
 def _collect(args: argparse.Namespace) -> int:
     from klaraptor.bench.truth import collect_counters, collect_timing, collect_truth
-    from klaraptor.build import current_profile, gpu_available
+    from klaraptor.builder import current_profile, gpu_available
     from klaraptor.cli import _store
 
     if not gpu_available():

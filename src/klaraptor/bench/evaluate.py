@@ -109,7 +109,7 @@ def evaluate_kernel(
 ) -> KernelResult:
     """Build the helper from the training sizes and score every method at every evaluated N."""
     from klaraptor import suite
-    from klaraptor.build import build
+    from klaraptor.builder import build
 
     spec = suite.get(name)
     kd = data.kernels[name]
