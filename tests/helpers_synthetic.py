@@ -21,51 +21,11 @@ import numpy as np
 from klaraptor import suite
 from klaraptor.builder import FitOptions, TrainingSet, make_helper
 from klaraptor.configspace import ConfigSpace, KernelAttributes
-from klaraptor.device_profile import DeviceProfile
+from klaraptor.device_profile import DeviceProfile, recorded_profile
 from klaraptor.helper import HelperProgram, admit_program
 from klaraptor.program import Program, ceil, const, floor, minimum, table, var, where
 from klaraptor.spec import DataParam, KernelSpec
 
-# The project's H200 as query_device() reports it, with plausible microbenchmark results
-# (the same values as tests/test_device_profile.py).
-H200_QUERY: dict[str, Any] = {
-    "name": "NVIDIA H200",
-    "cc": [9, 0],
-    "driver": "580.159.04",
-    "runtime": "13.2",
-    "sm_clock_mhz": 1980.0,
-    "mem_clock_mhz": 3201.0,
-    "sm_count": 132,
-    "warp_size": 32,
-    "max_threads_per_block": 1024,
-    "max_block_dim": [1024, 1024, 64],
-    "max_grid_dim": [2147483647, 65535, 65535],
-    "max_threads_per_sm": 2048,
-    "max_blocks_per_sm": 32,
-    "regs_per_sm": 65536,
-    "regs_per_block": 65536,
-    "smem_per_sm": 233472,
-    "smem_per_block": 49152,
-    "smem_per_block_optin": 232448,
-    "reserved_smem_per_block": 1024,
-    "l2_bytes": 62914560,
-    "mem_bus_width_bits": 6016,
-    "mem_latency_dram_cycles": None,
-    "mem_latency_l2_cycles": None,
-    "departure_delay_coal": None,
-    "departure_delay_uncoal": None,
-    "dram_bandwidth_gbs": None,
-    "issue_cycles": None,
-    "provenance": {"source": "device query: cudaDeviceGetAttribute via CuPy", "device_id": 0},
-}
-MICRO = {
-    "mem_latency_dram_cycles": 650.0,
-    "mem_latency_l2_cycles": 260.0,
-    "departure_delay_coal": 4.0,
-    "departure_delay_uncoal": 12.0,
-    "dram_bandwidth_gbs": 4200.0,
-    "issue_cycles": 4.0,
-}
 ATTRS = KernelAttributes(
     num_regs=32, static_smem=0, const_size=0, local_size=0,
     max_threads_per_block=1024, max_dynamic_smem=49152,
@@ -76,10 +36,8 @@ KERNEL_1D = "polybench.atax.k1"
 
 
 def profile() -> DeviceProfile:
-    """A measured-looking H200 profile (device query + synthetic microbenchmark results)."""
-    return DeviceProfile.from_dict(dict(H200_QUERY)).with_microbench(
-        {"source": "synthetic values for tests and benchmarks"}, **MICRO
-    )
+    """The committed, measured H200 profile (device query + microbenchmarks)."""
+    return recorded_profile("h200")
 
 
 def point_metrics(D: dict[str, int], block: tuple[int, int, int]) -> dict[str, float]:

@@ -20,19 +20,7 @@ from klaraptor.ncu import find_ncu
 from klaraptor.spec import DataParam, KernelSpec
 from klaraptor.store import Store
 
-
-def _gpu_problem() -> str | None:
-    try:
-        import cupy
-
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # noqa: BLE001 - any failure means: no usable GPU here
-        return f"no usable CUDA GPU ({type(exc).__name__}: {exc})"
-    return None if n > 0 else "no CUDA device"
-
-
-_PROBLEM = _gpu_problem()
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_PROBLEM is not None, reason=_PROBLEM or "")]
+pytestmark = pytest.mark.gpu
 
 # ---------------------------------------------------------------------------------------------
 # Kernels and their specs (callables at module level: they travel to worker processes)

@@ -39,7 +39,7 @@ from klaraptor.configspace import ConfigSpace, KernelAttributes, PlannedPoint
 from klaraptor.errors import CollectError, CompileError
 from klaraptor.metrics import RAW_METRICS
 from klaraptor.store import Measurement, Store
-from klaraptor.worker import EXIT_OK, EventReader, Point, write_job
+from klaraptor.worker import EXIT_OK, EventReader, Point, kill_group, write_job
 
 if TYPE_CHECKING:
     from klaraptor.device_profile import DeviceProfile
@@ -200,15 +200,6 @@ def _tail(path: Path, limit: int = 1500) -> str:
     return "\n".join(lines[-12:])
 
 
-def _kill_group(proc: subprocess.Popen[Any]) -> None:
-    # The worker leads its own session: killing the group also ends anything it started.
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-
-
 def _raise_fatal(ev: Mapping[str, Any], log_tail: str) -> None:
     if ev.get("error") == "CompileError":
         raise CompileError(str(ev.get("message") or "compilation failed"), str(ev.get("log", "")))
@@ -303,7 +294,7 @@ def run_isolated(
                     break
                 now = time.monotonic()
                 if current is not None and now - started > timeout_s:
-                    _kill_group(proc)
+                    kill_group(proc)
                     handle(reader.read())  # the result may have landed just before the kill
                     if current is not None:
                         timed_out = True
@@ -317,7 +308,7 @@ def run_isolated(
                         current = None
                     break
                 if current is None and now - last > startup_timeout_s:
-                    _kill_group(proc)
+                    kill_group(proc)
                     raise CollectError(
                         f"the collection worker did nothing for {startup_timeout_s:g} s "
                         f"(command: {' '.join(argv)}); output:\n{_tail(log_path)}"
@@ -325,7 +316,7 @@ def run_isolated(
                 time.sleep(poll_s)
         finally:
             if proc.poll() is None:
-                _kill_group(proc)
+                kill_group(proc)
         rc = proc.returncode
         if fatal is not None:
             _raise_fatal(fatal, _tail(log_path))
@@ -369,14 +360,14 @@ def run_once(
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
+            kill_group(proc)
             raise CollectError(
                 f"the collection worker did not finish within {timeout_s:g} s; output:\n"
                 f"{_tail(log_path)}"
             ) from None
         finally:
             if proc.poll() is None:
-                _kill_group(proc)
+                kill_group(proc)
     events = EventReader(events_path).read()
     for ev in events:
         if ev.get("event") == "fatal":

@@ -30,6 +30,7 @@ from typing import Any
 
 from klaraptor.errors import CollectError
 from klaraptor.metrics import LAUNCH_COLUMNS, RAW_METRICS
+from klaraptor.worker import kill_group
 
 NVTX_PREFIX = "kp:"
 _ID_IN_NAME = re.compile(r"(?:^|/)kp:(\d+)/")
@@ -497,7 +498,7 @@ def run_batch(
                 time.sleep(poll_s)
         finally:
             if proc.poll() is None:
-                _kill_group(proc)
+                kill_group(proc)
     wall = time.monotonic() - t0
     tail = _tail(out_file, 3000)
     text = log_file.read_text(encoding="utf-8", errors="replace") if log_file.is_file() else ""
@@ -546,16 +547,8 @@ def _stop(proc: subprocess.Popen[Any], worker_pid: int | None, grace_s: float = 
             return "killed the worker; ncu reported what it had profiled"
         except subprocess.TimeoutExpired:
             pass
-    _kill_group(proc)
+    kill_group(proc)
     return "killed ncu (its counters for this batch are lost)"
-
-
-def _kill_group(proc: subprocess.Popen[Any]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
 
 
 def _describe_rc(rc: int | None) -> str:

@@ -23,6 +23,8 @@ import json
 import os
 import pickle
 import runpy
+import signal
+import subprocess
 import sys
 import time
 import traceback
@@ -473,3 +475,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill a worker (or ncu) process and everything it started: it leads its own session."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
