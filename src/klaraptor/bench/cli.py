@@ -32,6 +32,8 @@ def add_parser(sub: Any) -> None:
     e = bs.add_parser("export", help="write the recorded dataset from a store")
     e.add_argument("--out", required=True)
     e.add_argument("--kernels", default="polybench")
+    e.add_argument("--logs", nargs="*", default=[], help="bench collect --log files (per-phase wall times)")
+    e.add_argument("--provenance", help="JSON file: GPU, dates, commands, commits of the collection")
     e.set_defaults(bench_func=_export)
 
 
@@ -92,9 +94,13 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from klaraptor.bench.dataset import export_dataset
+    from klaraptor.bench.dataset import costs_from_logs, export_dataset
     from klaraptor.cli import _store
 
-    path = export_dataset(_store(args), _specs(args.kernels), Path(args.out))
+    prov = json.loads(Path(args.provenance).read_text()) if args.provenance else {}
+    if not prov:
+        console.print("[yellow]warning:[/yellow] no --provenance given: the dataset will not say where it came from")
+    costs = costs_from_logs(Path(p) for p in args.logs)
+    path = export_dataset(_store(args), _specs(args.kernels), Path(args.out), provenance=prov, costs=costs)
     console.print(f"wrote {path}")
     return 0
