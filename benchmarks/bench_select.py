@@ -225,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         results["launch_empty_kernel"] = bench_launch(5 if args.quick else 20)
     else:
         results["launch_empty_kernel"] = None
-    results["targets"] = {"select_new_D_median_us": TARGET_NEW_US, "select_cached_D_median_us": TARGET_CACHED_US}
+    results["targets"] = {
+        "select_new_D_median_us": TARGET_NEW_US,
+        "select_cached_D_median_us": TARGET_CACHED_US,
+    }
     record = {
         "provenance": stamp(
             machine=platform.machine(),
@@ -249,13 +252,22 @@ def main(argv: list[str] | None = None) -> int:
     ]
     launch = results["launch_empty_kernel"]
     if launch is not None:
-        rows += [("launch, TunedKernel", launch["tuned"], ""), ("launch, RawKernel", launch["raw"], "")]
-    print(f"helper: {helper.kernel} ({helper.model_name}, {len(helper.candidates)} candidates, synthetic metric values)")
+        rows += [
+            ("launch, TunedKernel", launch["tuned"], ""),
+            ("launch, RawKernel", launch["raw"], ""),
+        ]
+    print(
+        f"helper: {helper.kernel} ({helper.model_name}, {len(helper.candidates)} candidates, synthetic metric values)"
+    )
     print(f"{'what':22s} {'median us':>10s} {'p10':>9s} {'p90':>9s} {'n':>7s}  target")
     for name, r, target in rows:
-        print(f"{name:22s} {r['median_us']:10.3f} {r['p10_us']:9.3f} {r['p90_us']:9.3f} {r['n']:7d}  {target}")
+        print(
+            f"{name:22s} {r['median_us']:10.3f} {r['p10_us']:9.3f} {r['p90_us']:9.3f} {r['n']:7d}  {target}"
+        )
     if launch is not None:
-        print(f"launch ratio TunedKernel / RawKernel: {launch['ratio_median']:.3f} (target <= {TARGET_LAUNCH_RATIO})")
+        print(
+            f"launch ratio TunedKernel / RawKernel: {launch['ratio_median']:.3f} (target <= {TARGET_LAUNCH_RATIO})"
+        )
     else:
         print("launch overhead: skipped (no CuPy or no GPU: cpu only)")
     print(f"wrote {path}")

@@ -27,8 +27,12 @@ from klaraptor.program import Program, ceil, const, floor, minimum, table, var, 
 from klaraptor.spec import DataParam, KernelSpec
 
 ATTRS = KernelAttributes(
-    num_regs=32, static_smem=0, const_size=0, local_size=0,
-    max_threads_per_block=1024, max_dynamic_smem=49152,
+    num_regs=32,
+    static_smem=0,
+    const_size=0,
+    local_size=0,
+    max_threads_per_block=1024,
+    max_dynamic_smem=49152,
 )
 TRAIN_N = (256, 512, 768, 1024)
 KERNEL_2D = "polybench.gemm.gemm"
@@ -46,14 +50,23 @@ def point_metrics(D: dict[str, int], block: tuple[int, int, int]) -> dict[str, f
     n = float(max(D.values()))
     sec = min(32.0, 4.0 * 32 / min(block[0], 32))
     return {
-        "time_ms": 1.0, "inst_per_warp": 10 + 6.0 * n, "gld_per_warp": 2.0 * n,
-        "gst_per_warp": 1.0, "gld_sectors_per_req": sec, "gst_sectors_per_req": 4.0,
-        "l2_sectors_per_warp": 0.5 * n * sec, "sync_per_warp": 0.0, "warps": 1.0,
+        "time_ms": 1.0,
+        "inst_per_warp": 10 + 6.0 * n,
+        "gld_per_warp": 2.0 * n,
+        "gst_per_warp": 1.0,
+        "gld_sectors_per_req": sec,
+        "gst_sectors_per_req": 4.0,
+        "l2_sectors_per_warp": 0.5 * n * sec,
+        "sync_per_warp": 0.0,
+        "warps": 1.0,
     }
 
 
 def training_set(
-    spec: KernelSpec, sizes: list[dict[str, int]] | None = None, *, constant: dict[str, float] | None = None
+    spec: KernelSpec,
+    sizes: list[dict[str, int]] | None = None,
+    *,
+    constant: dict[str, float] | None = None,
 ) -> TrainingSet:
     """Synthetic training points of `spec` at `sizes` (default N in TRAIN_N) over its default
     candidates; `constant` overrides metrics with a value that is the same at every point."""
@@ -109,13 +122,21 @@ def tie_helper(band: float = 0.05) -> HelperProgram:
     )
     occ = table(var("cfg"), [(0.25, 0.5, 0.5, 1.0)[i % 4] for i in range(len(cands))])
     model = Program(
-        "tie_model", ("N", "bx", "by", "bz", "cfg"),
+        "tie_model",
+        ("N", "bx", "by", "bz", "cfg"),
         [("cycles", cycles), ("occupancy", occ), ("threads", threads)],
         ("cycles", "occupancy", "threads"),
     )
     return HelperProgram(
-        kernel=spec.name, model_name="tie", data_names=("N",), candidates=tuple(cands),
-        model=model, admit=_admit(spec), hw={}, clock_mhz=1980.0, band=band,
+        kernel=spec.name,
+        model_name="tie",
+        data_names=("N",),
+        candidates=tuple(cands),
+        model=model,
+        admit=_admit(spec),
+        hw={},
+        clock_mhz=1980.0,
+        band=band,
     )
 
 
@@ -131,10 +152,15 @@ def make_mn_args(D: dict[str, int], rng: np.random.Generator) -> tuple[Any, ...]
 def mn_spec() -> KernelSpec:
     """A 2-D kernel with two data parameters (M, N), a constraint and dynamic shared memory."""
     return KernelSpec(
-        name="synthetic.mn", source=MN_SRC, kernel="mn",
+        name="synthetic.mn",
+        source=MN_SRC,
+        kernel="mn",
         data=(DataParam("M", arg=1, hi=100000), DataParam("N", arg=2, hi=100000)),
-        dim=2, grid=("ceil(M / bx)", "ceil(N / by)", "1"), make_args=make_mn_args,
-        constraints=("bx <= 2 * M",), dynamic_smem="4 * bx * by",
+        dim=2,
+        grid=("ceil(M / bx)", "ceil(N / by)", "1"),
+        make_args=make_mn_args,
+        constraints=("bx <= 2 * M",),
+        dynamic_smem="4 * bx * by",
     )
 
 
@@ -146,7 +172,8 @@ def mn_helper(band: float = 0.1) -> HelperProgram:
     M, N, bx, by, bz = var("M"), var("N"), var("bx"), var("by"), var("bz")
     threads = bx * by * bz
     model = Program(
-        "mn_model", ("M", "N", "bx", "by", "bz"),
+        "mn_model",
+        ("M", "N", "bx", "by", "bz"),
         [
             ("cycles", ceil(M / bx) * ceil(N / by) * ceil(threads / 128.0) * 10.0),
             ("occupancy", minimum(1.0, floor(M * N / (threads * 64.0)) / 8.0)),
@@ -154,8 +181,15 @@ def mn_helper(band: float = 0.1) -> HelperProgram:
         ("cycles", "occupancy"),
     )
     return HelperProgram(
-        kernel=spec.name, model_name="mn", data_names=spec.data_names, candidates=tuple(cands),
-        model=model, admit=_admit(spec), hw={}, clock_mhz=1980.0, band=band,
+        kernel=spec.name,
+        model_name="mn",
+        data_names=spec.data_names,
+        candidates=tuple(cands),
+        model=model,
+        admit=_admit(spec),
+        hw={},
+        clock_mhz=1980.0,
+        band=band,
     )
 
 
@@ -170,8 +204,14 @@ def gated_helper() -> HelperProgram:
 def _admit(spec: KernelSpec) -> Program:
     prof = profile()
     return admit_program(
-        "admit", spec.data_names, spec.grid_exprs(), spec.constraint_exprs(), spec.smem_expr(),
-        static_smem=0, smem_limit=prof.smem_per_block_optin, max_grid=prof.max_grid_dim,
+        "admit",
+        spec.data_names,
+        spec.grid_exprs(),
+        spec.constraint_exprs(),
+        spec.smem_expr(),
+        static_smem=0,
+        smem_limit=prof.smem_per_block_optin,
+        max_grid=prof.max_grid_dim,
     )
 
 
@@ -187,8 +227,12 @@ EMPTY_SRC = 'extern "C" __global__ void empty(float* a, int n) {}\n'
 def empty_spec() -> KernelSpec:
     """An empty 1-D kernel with N read from argument 1 (for launch-overhead measurements)."""
     return KernelSpec(
-        name="synthetic.empty", source=EMPTY_SRC, kernel="empty",
-        data=(DataParam("N", arg=1),), dim=1, grid=("ceil(N / bx)", "1", "1"),
+        name="synthetic.empty",
+        source=EMPTY_SRC,
+        kernel="empty",
+        data=(DataParam("N", arg=1),),
+        dim=1,
+        grid=("ceil(N / bx)", "1", "1"),
         make_args=make_empty_args,
     )
 
@@ -201,12 +245,22 @@ def tiny_1d_helper(spec: KernelSpec | None = None) -> HelperProgram:
     N, bx = var("N"), var("bx")
     blocks = ceil(N / bx)
     model = Program(
-        "tiny", ("N", "bx", "by", "bz"),
-        [("cycles", ceil(blocks * bx / (132.0 * 2048.0)) * 1000.0 + blocks * 2.0),
-         ("occupancy", const(1.0))],
+        "tiny",
+        ("N", "bx", "by", "bz"),
+        [
+            ("cycles", ceil(blocks * bx / (132.0 * 2048.0)) * 1000.0 + blocks * 2.0),
+            ("occupancy", const(1.0)),
+        ],
         ("cycles", "occupancy"),
     )
     return HelperProgram(
-        kernel=spec.name, model_name="tiny", data_names=spec.data_names, candidates=tuple(cands),
-        model=model, admit=_admit(spec), hw={}, clock_mhz=1980.0, band=0.02,
+        kernel=spec.name,
+        model_name="tiny",
+        data_names=spec.data_names,
+        candidates=tuple(cands),
+        model=model,
+        admit=_admit(spec),
+        hw={},
+        clock_mhz=1980.0,
+        band=0.02,
     )

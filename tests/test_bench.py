@@ -23,7 +23,9 @@ def data():  # noqa: ANN201
 
 @pytest.fixture()
 def store(data, tmp_path: Path):  # noqa: ANN001, ANN201
-    s = data.to_store(tmp_path / "recorded.sqlite", kernels=["polybench.atax.k1", "polybench.conv2d.conv2d"])
+    s = data.to_store(
+        tmp_path / "recorded.sqlite", kernels=["polybench.atax.k1", "polybench.conv2d.conv2d"]
+    )
     yield s
     s.close()
 
@@ -77,7 +79,9 @@ def test_evaluation_scores_every_method(data, store, model: str) -> None:  # noq
 
 def test_auto_selects_with_training_sizes_only(data, store) -> None:  # noqa: ANN001
     spec = suite.get("polybench.conv2d.conv2d")
-    attrs = KernelAttributes.from_dict(data.kernels[spec.name].summary["collect"][data.device_key]["attributes"])
+    attrs = KernelAttributes.from_dict(
+        data.kernels[spec.name].summary["collect"][data.device_key]["attributes"]
+    )
     train = training_set(store, spec, data.device_key, [{"N": n} for n in spec.meta["train_sizes"]])
     assert max(D[0] for D in train.sizes()) < min(spec.meta["eval_sizes"])
     chosen, info = select_model(spec, data.profile(), attrs, train)
@@ -89,7 +93,10 @@ def test_auto_selects_with_training_sizes_only(data, store) -> None:  # noqa: AN
 
 
 def test_tables_have_a_row_per_pair_and_benchmark(data, store) -> None:  # noqa: ANN001
-    res = [evaluate_kernel(store, data, n, model="time_fit") for n in ("polybench.atax.k1", "polybench.conv2d.conv2d")]
+    res = [
+        evaluate_kernel(store, data, n, model="time_fit")
+        for n in ("polybench.atax.k1", "polybench.conv2d.conv2d")
+    ]
     t61 = table_6_1(res).splitlines()
     assert len(t61) == 2 + sum(len(r.pairs) for r in res)
     t62 = table_6_2(data, res).splitlines()
@@ -103,13 +110,23 @@ def test_time_fit_model_needs_no_counters(data, store) -> None:  # noqa: ANN001
     from klaraptor.builder import build
 
     spec = suite.get("polybench.atax.k1")
-    kern = build(spec, [{"N": n} for n in spec.meta["train_sizes"]], model="time_fit", store=store,
-                 device=data.profile(), collect_data=False)
+    kern = build(
+        spec,
+        [{"N": n} for n in spec.meta["train_sizes"]],
+        model="time_fit",
+        store=store,
+        device=data.profile(),
+        collect_data=False,
+    )
     assert kern.helper.model_name == "time_fit"
     assert kern.report["fits"]["metrics"]["time_ms"]["method"] in ("table", "joint")
     pred = kern.helper.predict((1536,))
     measured = {b: v[0] for (D, b), v in data.kernels[spec.name].times().items() if D == (1536,)}
-    err = [abs(pred.ms[i] / measured[b] - 1) for i, b in enumerate(kern.helper.candidates) if b in measured]
+    err = [
+        abs(pred.ms[i] / measured[b] - 1)
+        for i, b in enumerate(kern.helper.candidates)
+        if b in measured
+    ]
     assert np.median(err) < 0.05  # it reproduces its own training sizes
 
 
@@ -119,7 +136,10 @@ def test_recorded_demo_runs_the_pipeline(capsys) -> None:  # noqa: ANN001
     from klaraptor import demo
 
     console = Console(width=140, force_terminal=False)
-    assert demo.run(gpu=False, console=console, kernels=["polybench.atax.k1", "polybench.gemm.gemm"]) == 0
+    assert (
+        demo.run(gpu=False, console=console, kernels=["polybench.atax.k1", "polybench.gemm.gemm"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "recorded exhaustive optimum" in out and "atax.k1" in out and "gemm.gemm" in out
     assert "geomean r" in out and "tune_once" in out

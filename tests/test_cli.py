@@ -23,8 +23,14 @@ def store_path(tmp_path_factory) -> Path:  # noqa: ANN001
     path = tmp_path_factory.mktemp("cli") / "k.sqlite"
     store = data.to_store(path, kernels=[KERNEL])
     spec = suite.get(KERNEL)
-    build(spec, [{"N": n} for n in spec.meta["train_sizes"]], model="time_fit", store=store,
-          device=data.profile(), collect_data=False)
+    build(
+        spec,
+        [{"N": n} for n in spec.meta["train_sizes"]],
+        model="time_fit",
+        store=store,
+        device=data.profile(),
+        collect_data=False,
+    )
     store.close()
     return path
 
@@ -39,7 +45,11 @@ def test_select_explain_show_list(store_path: Path, capsys) -> None:  # noqa: AN
     rc, out, _ = run(capsys, "--store", str(store_path), "select", KERNEL, "N=4096", "--json")
     assert rc == 0
     sel = json.loads(out)
-    assert sel["D"] == [4096] and sel["grid"] == [-(-4096 // sel["block"][0]), 1, 1] and len(sel["topk"]) == 4
+    assert (
+        sel["D"] == [4096]
+        and sel["grid"] == [-(-4096 // sel["block"][0]), 1, 1]
+        and len(sel["topk"]) == 4
+    )
     rc, out, _ = run(capsys, "--store", str(store_path), "explain", KERNEL, "4096", "--limit", "5")
     assert rc == 0 and "rank" in out and "pred ms" in out
     rc, out, _ = run(capsys, "--store", str(store_path), "show", KERNEL)
@@ -50,11 +60,32 @@ def test_select_explain_show_list(store_path: Path, capsys) -> None:  # noqa: AN
 
 def test_export_c_compiles_and_agrees(store_path: Path, capsys, tmp_path: Path) -> None:  # noqa: ANN001
     hdr = tmp_path / "atax.h"
-    assert run(capsys, "--store", str(store_path), "export", KERNEL, "--lang", "c", "-o", str(hdr))[0] == 0
+    assert (
+        run(capsys, "--store", str(store_path), "export", KERNEL, "--lang", "c", "-o", str(hdr))[0]
+        == 0
+    )
     src = tmp_path / "use.c"
-    src.write_text(f'#include "{hdr}"\nint best(const long *D, int *g, int *b) {{ return klaraptor_polybench_atax_k1_best(D, g, b); }}\n')
+    src.write_text(
+        f'#include "{hdr}"\nint best(const long *D, int *g, int *b) {{ return klaraptor_polybench_atax_k1_best(D, g, b); }}\n'
+    )
     lib = tmp_path / "libuse.so"
-    subprocess.run(["cc", "-std=c99", "-O2", "-Wall", "-Werror", "-ffp-contract=off", "-shared", "-fPIC", "-o", str(lib), str(src), "-lm"], check=True)
+    subprocess.run(
+        [
+            "cc",
+            "-std=c99",
+            "-O2",
+            "-Wall",
+            "-Werror",
+            "-ffp-contract=off",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(lib),
+            str(src),
+            "-lm",
+        ],
+        check=True,
+    )
     fn = ctypes.CDLL(str(lib)).best
     D = (ctypes.c_long * 1)(100000)  # outside the spec's range: refused, as the selector does
     assert fn(D, (ctypes.c_int * 3)(), (ctypes.c_int * 3)()) == -1
@@ -67,11 +98,29 @@ def test_export_c_compiles_and_agrees(store_path: Path, capsys, tmp_path: Path) 
         sel = json.loads(out)
         assert list(b) == sel["block"] and list(g) == sel["grid"]
     pyfile = tmp_path / "atax.py"
-    assert run(capsys, "--store", str(store_path), "export", KERNEL, "--lang", "python", "-o", str(pyfile))[0] == 0
+    assert (
+        run(
+            capsys,
+            "--store",
+            str(store_path),
+            "export",
+            KERNEL,
+            "--lang",
+            "python",
+            "-o",
+            str(pyfile),
+        )[0]
+        == 0
+    )
     ns: dict = {}
     exec(pyfile.read_text(), ns)
     grid, block = ns["best"]((8192,))
-    assert list(block) == json.loads(run(capsys, "--store", str(store_path), "select", KERNEL, "8192", "--json")[1])["block"]
+    assert (
+        list(block)
+        == json.loads(
+            run(capsys, "--store", str(store_path), "select", KERNEL, "8192", "--json")[1]
+        )["block"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -94,7 +143,17 @@ def test_bad_input_gives_a_clear_error(store_path: Path, capsys, argv, message: 
 
 
 def test_forcing_a_build_from_another_gpu_warns(store_path: Path, capsys) -> None:  # noqa: ANN001
-    rc, out, err = run(capsys, "--store", str(store_path), "select", KERNEL, "4096", "--device", "NVIDIA A100|driver 1|1400 MHz", "--force")
+    rc, out, err = run(
+        capsys,
+        "--store",
+        str(store_path),
+        "select",
+        KERNEL,
+        "4096",
+        "--device",
+        "NVIDIA A100|driver 1|1400 MHz",
+        "--force",
+    )
     assert rc == 0 and "block" in out and "forced" in " ".join(err.split())
 
 

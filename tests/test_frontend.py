@@ -72,7 +72,11 @@ GOOD = 'grid = ("ceil(n / bx)", "1", "1")\narrays = {"a": "n"}\nscalars = {"alph
     ("cu", "config", "message"),
     [
         (CU, None, "missing per-kernel config"),
-        (CU.replace("#pragma kernel_info_dim_scale = 1;", ""), GOOD, "lacks '#pragma kernel_info_dim"),
+        (
+            CU.replace("#pragma kernel_info_dim_scale = 1;", ""),
+            GOOD,
+            "lacks '#pragma kernel_info_dim",
+        ),
         (CU.replace("= 2;", "= 0;"), GOOD, "is not an integer size"),
         (CU.replace("= 2;", "= 7;"), GOOD, "outside its 3 parameters"),
         (CU.replace("double alpha", "float3 alpha"), GOOD, "unsupported type"),
@@ -81,13 +85,19 @@ GOOD = 'grid = ("ceil(n / bx)", "1", "1")\narrays = {"a": "n"}\nscalars = {"alph
         (CU, GOOD + "import os\n", "only 'name = literal'"),
         (CU, GOOD + "threads = 3\n", "unknown key 'threads'"),
         (CU, GOOD + "sizes = [n]\n", "must be a literal"),
-        (CU, 'grid = ("ceil(n / bx)",)\narrays = {"a": "n"}\nscalars = {"alpha": 1}\n', "three expression"),
+        (
+            CU,
+            'grid = ("ceil(n / bx)",)\narrays = {"a": "n"}\nscalars = {"alpha": 1}\n',
+            "three expression",
+        ),
         (CU, GOOD.replace("ceil(n / bx)", "ceil(m / bx)"), "m"),
         (CU.replace("__global__ void scale", "void scale"), GOOD, "no __global__ definition"),
         ("// nothing here\n", None, "no '#pragma kernel_info_size_param_idx"),
     ],
 )
-def test_bad_annotations_give_clear_errors(tmp_path: Path, cu: str, config: str | None, message: str) -> None:
+def test_bad_annotations_give_clear_errors(
+    tmp_path: Path, cu: str, config: str | None, message: str
+) -> None:
     path = _write(tmp_path, cu, **({"scale": config} if config is not None else {}))
     with pytest.raises(SpecError, match=message.replace("(", r"\(").replace("[", r"\[")):
         read_annotated(path)

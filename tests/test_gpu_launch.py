@@ -51,8 +51,14 @@ def built(tmp_path_factory):  # noqa: ANN001, ANN201
 
     store = Store(tmp_path_factory.mktemp("st") / "k.sqlite")
     opts = CollectOptions(counters=False, check=False, min_time_ms=2.0, max_repeats=10)
-    kern = build(SPEC, [1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20], model="time_fit", store=store,
-                 collect_options=opts, progress=False)
+    kern = build(
+        SPEC,
+        [1 << 16, 1 << 17, 1 << 18, 1 << 19, 1 << 20],
+        model="time_fit",
+        store=store,
+        collect_options=opts,
+        progress=False,
+    )
     return kern, store
 
 

@@ -26,9 +26,48 @@ CFLAGS = ["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-ffp-contract=off"]
 
 # 40 sizes from 1 to 20000, mostly not powers of two (and a few that are, and their neighbours).
 SIZES = sorted(
-    {1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 64, 65, 100, 127, 129, 255, 257, 333, 511, 512, 513,
-     777, 1000, 1023, 1025, 1500, 2047, 2049, 3001, 4095, 4097, 5000, 7919, 8191, 8193, 10007,
-     12345, 16383, 16385, 20000}
+    {
+        1,
+        2,
+        3,
+        7,
+        15,
+        16,
+        17,
+        31,
+        33,
+        63,
+        64,
+        65,
+        100,
+        127,
+        129,
+        255,
+        257,
+        333,
+        511,
+        512,
+        513,
+        777,
+        1000,
+        1023,
+        1025,
+        1500,
+        2047,
+        2049,
+        3001,
+        4095,
+        4097,
+        5000,
+        7919,
+        8191,
+        8193,
+        10007,
+        12345,
+        16383,
+        16385,
+        20000,
+    }
 )
 assert len(SIZES) == 40
 
@@ -51,7 +90,9 @@ def sizes_for(h: HelperProgram) -> list[tuple[int, ...]]:
     return [(m, SIZES[(i * 7 + 3) % len(SIZES)]) for i, m in enumerate(SIZES)]
 
 
-def expected(h: HelperProgram, Ds: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], ...] | None]:
+def expected(
+    h: HelperProgram, Ds: list[tuple[int, ...]]
+) -> list[tuple[tuple[int, ...], ...] | None]:
     sel = Selector(h)
     out: list[tuple[tuple[int, ...], ...] | None] = []
     for D in Ds:
@@ -103,7 +144,9 @@ int main(void) {{
     return out
 
 
-def run_python(h: HelperProgram, Ds: list[tuple[int, ...]]) -> list[tuple[tuple[int, ...], ...] | None]:
+def run_python(
+    h: HelperProgram, Ds: list[tuple[int, ...]]
+) -> list[tuple[tuple[int, ...], ...] | None]:
     ns: dict = {}
     exec(compile(h.to_python_module(), f"<helper {h.kernel}>", "exec"), ns)
     out: list[tuple[tuple[int, ...], ...] | None] = []
@@ -160,9 +203,11 @@ def test_tie_rule_is_exercised() -> None:
 
 def test_choose_equals_predict_order() -> None:
     """The selector's fast path gives exactly the documented order (rank), its times and grid."""
-    cases = list(helpers().values()) + [
-        hs.tie_helper(b) for b in (1.0, math.nan, -0.5, 1e308)
-    ] + [hs.mn_helper(0.0), hs.tiny_1d_helper()]
+    cases = (
+        list(helpers().values())
+        + [hs.tie_helper(b) for b in (1.0, math.nan, -0.5, 1e308)]
+        + [hs.mn_helper(0.0), hs.tiny_1d_helper()]
+    )
     for h in cases:
         for D in sizes_for(h)[::3]:
             p = h.predict(D)
@@ -196,11 +241,19 @@ def test_make_helper_from_synthetic_training_set() -> None:
     from klaraptor.builder import FitOptions, make_helper
 
     _, rep2, _ = make_helper(
-        spec, "mwp_cwp", hs.profile(), hs.ATTRS,
-        hs.training_set(spec, constant={"inst_per_warp": 123.0}), fit=FitOptions(mode="table"),
+        spec,
+        "mwp_cwp",
+        hs.profile(),
+        hs.ATTRS,
+        hs.training_set(spec, constant={"inst_per_warp": 123.0}),
+        fit=FitOptions(mode="table"),
     )
-    assert rep2["metrics"]["inst_per_warp"] == {"method": "constant", "validation_max": 0.0,
-                                                "validation_median": 0.0, "value": 123.0}
+    assert rep2["metrics"]["inst_per_warp"] == {
+        "method": "constant",
+        "validation_max": 0.0,
+        "validation_median": 0.0,
+        "value": 123.0,
+    }
     # The fitted metrics reproduce the (noise-free) training values.
     for name in ("inst_per_warp", "coal_mem_per_warp"):
         assert report["metrics"][name]["validation_max"] < 1e-6, name
@@ -211,10 +264,13 @@ def test_export_c_compiles(tmp_path: Path) -> None:
     spec, helper, report, rejected = hs.mwp_helper(hs.KERNEL_2D)
     kern = Kernel(helper, spec=spec, store=None, device_key="dev", rejected=rejected, report=report)
     src = tmp_path / "h.c"
-    src.write_text(kern.export_c() + "\nint use(const long *D, int *g, int *b) {\n"
-                   f"    return klaraptor_{helper.c_name}_best(D, g, b);\n}}\n")
-    res = subprocess.run([CC, *CFLAGS, "-c", "-o", str(tmp_path / "h.o"), str(src)],
-                         capture_output=True, text=True)
+    src.write_text(
+        kern.export_c() + "\nint use(const long *D, int *g, int *b) {\n"
+        f"    return klaraptor_{helper.c_name}_best(D, g, b);\n}}\n"
+    )
+    res = subprocess.run(
+        [CC, *CFLAGS, "-c", "-o", str(tmp_path / "h.o"), str(src)], capture_output=True, text=True
+    )
     assert res.returncode == 0, res.stderr
     assert "def best(D)" in kern.export_python()
 
@@ -242,14 +298,19 @@ def test_load_restores_the_build(tmp_path: Path) -> None:
     store = Store(tmp_path / "k.db")
     device = hs.profile().key
     build_report = {"fits": report, "rejected": {"[1024, 1, 1]": "too many registers"}}
-    store.put_build(spec.name, device, helper.model_name, {"helper": helper.to_dict(), "report": build_report})
+    store.put_build(
+        spec.name, device, helper.model_name, {"helper": helper.to_dict(), "report": build_report}
+    )
     kern = load(spec.name, store=store)
     assert kern.device_key == device and kern.spec is not None and kern.spec.name == spec.name
     for D in [(n,) for n in SIZES[::5]]:
         same_prediction(helper, kern.helper, D)
         assert kern.select(D) == Selector(helper).select(D)
     rows = kern.explain((1000,))
-    assert rows[-1].block == (1024, 1, 1) and "rejected at build: too many registers" in rows[-1].excluded
+    assert (
+        rows[-1].block == (1024, 1, 1)
+        and "rejected at build: too many registers" in rows[-1].excluded
+    )
     store.close()
 
 

@@ -556,25 +556,45 @@ def test_specialize_exact_rewrites() -> None:
     k_zero = np.array([2.0, -0.0, 0.0, 1.0, 0.5, 7.0, 3.0])  # zeros: the rewrite must not apply
     k_nan = np.array([2.0, np.nan, 1.0, 1.0, 0.5, 7.0, 3.0])  # nan: likewise
     exprs = {
-        "mul1": y * var("one"), "mul1r": var("one") * y, "div1": y / var("one"),
-        "addnz": y + var("nz"), "addnzr": var("nz") + y, "subpz": y - var("pz"),
+        "mul1": y * var("one"),
+        "mul1r": var("one") * y,
+        "div1": y / var("one"),
+        "addnz": y + var("nz"),
+        "addnzr": var("nz") + y,
+        "subpz": y - var("pz"),
         "addpz": y + var("pz"),  # not an identity (-0 + 0 = +0): must stay an addition
-        "floorceil": floor(ceil(y)), "ceilfloor": ceil(floor(y)),
-        "and_t": where(c & var("tr"), 1.0, 2.0), "and_f": where(var("fa") & c, 1.0, 2.0),
-        "or_f": where(c | var("fa"), 1.0, 2.0), "or_t": where(var("tr") | c, 1.0, 2.0),
-        "where_t": where(var("tr"), y, N), "where_f": where(var("fa"), y, N),
-        "where_tk": where(var("tr"), var("kp"), y), "where_nan": where(var("nanv"), y, 5.0),
+        "floorceil": floor(ceil(y)),
+        "ceilfloor": ceil(floor(y)),
+        "and_t": where(c & var("tr"), 1.0, 2.0),
+        "and_f": where(var("fa") & c, 1.0, 2.0),
+        "or_f": where(c | var("fa"), 1.0, 2.0),
+        "or_t": where(var("tr") | c, 1.0, 2.0),
+        "where_t": where(var("tr"), y, N),
+        "where_f": where(var("fa"), y, N),
+        "where_tk": where(var("tr"), var("kp"), y),
+        "where_nan": where(var("nanv"), y, 5.0),
         "ne_where": where(where(c, 1.0, 0.0).ne(0.0), y, -y),
         "ne_where_r": where(const(0.0).ne(where(c, 3.0, -0.0)), y, -y),
-        "min_yk": minimum(y, var("kp")), "min_ky": minimum(var("kp"), y),
-        "max_yk": maximum(y, var("kp")), "max_ky": maximum(var("kp"), y),
-        "min_zero": minimum(y, var("kz")), "max_zero": maximum(var("kz"), y),
-        "min_nan": minimum(y, var("kn")), "max_nan": maximum(var("kn"), y),
+        "min_yk": minimum(y, var("kp")),
+        "min_ky": minimum(var("kp"), y),
+        "max_yk": maximum(y, var("kp")),
+        "max_ky": maximum(var("kp"), y),
+        "min_zero": minimum(y, var("kz")),
+        "max_zero": maximum(var("kz"), y),
+        "min_nan": minimum(y, var("kn")),
+        "max_nan": maximum(var("kn"), y),
     }
     fixed = {
         "a": np.array([1.0, -1.0, 0.0, -0.0, np.nan, np.inf, 2.5]),
-        "one": np.ones(7), "nz": -0.0, "pz": np.zeros(7), "tr": np.array([1.0, -2.0, np.nan, 1, 1, 1, 1]),
-        "fa": np.zeros(7), "nanv": np.nan, "kp": k_plain, "kz": k_zero, "kn": k_nan,
+        "one": np.ones(7),
+        "nz": -0.0,
+        "pz": np.zeros(7),
+        "tr": np.array([1.0, -2.0, np.nan, 1, 1, 1, 1]),
+        "fa": np.zeros(7),
+        "nanv": np.nan,
+        "kp": k_plain,
+        "kz": k_zero,
+        "kn": k_nan,
     }
     prog = Program("rw", ["N", *fixed], list(exprs.items()), list(exprs))
     fn = prog.specialize(fixed)
@@ -614,12 +634,20 @@ def test_specialize_batches_like_operations_exactly() -> None:
     for i in range(4):
         num = table(cfg, coeffs()) + table(cfg, coeffs()) * N + table(cfg, coeffs()) * (N * N)
         den = table(cfg, coeffs()) + table(cfg, coeffs()) * N
-        subs[f"m{i}"] = Program(f"m{i}", ["N", "cfg"], [("num", num), ("den", den), ("v", var("num") / var("den"))], ["v"])
+        subs[f"m{i}"] = Program(
+            f"m{i}",
+            ["N", "cfg"],
+            [("num", num), ("den", den), ("v", var("num") / var("den"))],
+            ["v"],
+        )
     BY = var("by")
     prog = Program(
-        "fits", ["N", "cfg", "bx", "by"],
+        "fits",
+        ["N", "cfg", "bx", "by"],
         [
-            ("gx", ceil(N / BX)), ("gy", ceil(N / BY)), ("g", -floor(var("gx") * var("gy") / 7)),
+            ("gx", ceil(N / BX)),
+            ("gy", ceil(N / BY)),
+            ("g", -floor(var("gx") * var("gy") / 7)),
             *[(f"v{i}", call(f"m{i}")) for i in range(4)],
             ("r", var("v0") * var("v1") - var("v2") / var("v3") + var("g")),
         ],
@@ -653,9 +681,13 @@ def test_specialize_random_batchable_programs_agree() -> None:
     def coeffs() -> Expr:
         if rng.random() < 0.2:
             return const(rng.choice(specials))
-        return table(var("cfg"), [
-            rng.choice(specials) if rng.random() < 0.2 else rng.uniform(-9, 9) for _ in range(n_cfg)
-        ])
+        return table(
+            var("cfg"),
+            [
+                rng.choice(specials) if rng.random() < 0.2 else rng.uniform(-9, 9)
+                for _ in range(n_cfg)
+            ],
+        )
 
     for case in range(40):
         items: list[tuple[str, Expr]] = []
@@ -668,7 +700,10 @@ def test_specialize_random_batchable_programs_agree() -> None:
             if kind == "shared":
                 x = rng.choice(base + [var(n) for lay in layers for n in lay])
                 left = rng.random() < 0.5
-                exprs = [Expr(op, (coeffs(), x) if left else (x, coeffs())) for _ in range(rng.randint(2, 5))]
+                exprs = [
+                    Expr(op, (coeffs(), x) if left else (x, coeffs()))
+                    for _ in range(rng.randint(2, 5))
+                ]
             elif kind == "chain":
                 prev = rng.choice(layers)
                 rows = prev[:: rng.choice([1, 1, 2])]

@@ -168,7 +168,9 @@ def test_history_is_written_in_batches_and_on_flush(gemm: tuple[Any, Any], tmp_p
     store.close()
 
 
-def test_refined_choice_is_persisted_and_wins_in_a_new_process(gemm: tuple[Any, Any], tmp_path: Path) -> None:
+def test_refined_choice_is_persisted_and_wins_in_a_new_process(
+    gemm: tuple[Any, Any], tmp_path: Path
+) -> None:
     spec, helper = gemm
     path = tmp_path / "r.db"
     store = Store(path)
@@ -205,9 +207,17 @@ def read_k(args: tuple[Any, ...]) -> int:
 
 def test_data_reader_arg_shape_and_reader() -> None:
     spec = KernelSpec(
-        name="test.reader", source=hs.MN_SRC, kernel="mn",
-        data=(DataParam("N", arg=1), DataParam("M", shape_of=(0, 1)), DataParam("K", reader=read_k)),
-        dim=2, grid=("ceil(N / bx)", "ceil(M * K / by)", "1"), make_args=hs.make_mn_args,
+        name="test.reader",
+        source=hs.MN_SRC,
+        kernel="mn",
+        data=(
+            DataParam("N", arg=1),
+            DataParam("M", shape_of=(0, 1)),
+            DataParam("K", reader=read_k),
+        ),
+        dim=2,
+        grid=("ceil(N / bx)", "ceil(M * K / by)", "1"),
+        make_args=hs.make_mn_args,
     )
     read = data_reader(spec)
     args = (Shaped(3, 17), np.int32(4096), 5)

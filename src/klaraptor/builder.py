@@ -73,13 +73,22 @@ def exact_subprograms(spec: KernelSpec, attrs: KernelAttributes) -> dict[str, Pr
     dn = spec.data_names
     gx, gy, gz = spec.grid_exprs()
     smem_expr = spec.smem_expr()
-    smem_asg = [("smem", const(float(attrs.static_smem)) + (smem_expr if smem_expr is not None else 0.0))]
-    smem_inputs = tuple(n for n in dn + BLOCK_VARS if smem_expr is not None and n in smem_expr.variables())
+    smem_asg = [
+        ("smem", const(float(attrs.static_smem)) + (smem_expr if smem_expr is not None else 0.0))
+    ]
+    smem_inputs = tuple(
+        n for n in dn + BLOCK_VARS if smem_expr is not None and n in smem_expr.variables()
+    )
     return {
         "blocks": Program(
-            "blocks", dn + BLOCK_VARS, [("gx", gx), ("gy", gy), ("gz", gz), ("blocks", var("gx") * var("gy") * var("gz"))], ["blocks"]
+            "blocks",
+            dn + BLOCK_VARS,
+            [("gx", gx), ("gy", gy), ("gz", gz), ("blocks", var("gx") * var("gy") * var("gz"))],
+            ["blocks"],
         ),
-        "threads": Program("threads", BLOCK_VARS, [("threads", var("bx") * var("by") * var("bz"))], ["threads"]),
+        "threads": Program(
+            "threads", BLOCK_VARS, [("threads", var("bx") * var("by") * var("bz"))], ["threads"]
+        ),
         "regs": Program("regs", (), [("regs", const(float(attrs.num_regs)))], ["regs"]),
         "smem": Program("smem", smem_inputs, smem_asg, ["smem"]),
     }
@@ -131,13 +140,26 @@ def fit_metric(
     if options.mode in ("auto", "table"):
         try:
             tf = fit_rational_table(
-                D, y, cfg, n_cfg, names=list(data_names),
-                max_degree=options.max_degree, max_den_degree=options.max_den_degree,
+                D,
+                y,
+                cfg,
+                n_cfg,
+                names=list(data_names),
+                max_degree=options.max_degree,
+                max_den_degree=options.max_den_degree,
             )
             fitted = int(np.count_nonzero(tf.fitted))
             if fitted == n_cfg:
-                fits.append(MetricFit(name, "table", tf.to_program(name), tf.validation_error.max,
-                                      tf.validation_error.median, {"n_samples": tf.n_samples}))
+                fits.append(
+                    MetricFit(
+                        name,
+                        "table",
+                        tf.to_program(name),
+                        tf.validation_error.max,
+                        tf.validation_error.median,
+                        {"n_samples": tf.n_samples},
+                    )
+                )
             else:
                 errors.append(f"table fit covers {fitted}/{n_cfg} configurations")
         except FitError as e:
@@ -148,12 +170,24 @@ def fit_metric(
         keep = [i for i in range(X.shape[1]) if np.unique(X[:, i]).size > 1 or i < len(data_names)]
         try:
             rf = fit_rational(
-                X[:, keep], y, names=[names[i] for i in keep], data_vars=list(data_names),
-                max_degree=options.joint_max_degree, max_den_degree=options.max_den_degree,
+                X[:, keep],
+                y,
+                names=[names[i] for i in keep],
+                data_vars=list(data_names),
+                max_degree=options.joint_max_degree,
+                max_den_degree=options.max_den_degree,
                 max_total_degree=options.joint_max_total_degree,
             )
-            fits.append(MetricFit(name, "joint", rf.to_program(name), rf.validation_error.max,
-                                  rf.validation_error.median, {"n_samples": rf.n_samples, "formula": repr(rf)[:400]}))
+            fits.append(
+                MetricFit(
+                    name,
+                    "joint",
+                    rf.to_program(name),
+                    rf.validation_error.max,
+                    rf.validation_error.median,
+                    {"n_samples": rf.n_samples, "formula": repr(rf)[:400]},
+                )
+            )
         except FitError as e:
             errors.append(f"joint: {e}")
     if not fits:
@@ -164,7 +198,9 @@ def fit_metric(
         return (m, f.validation_max if math.isfinite(f.validation_max) else math.inf)
 
     best = min(fits, key=score)
-    best.detail["alternatives"] = {f.method: [_jsonf(f.validation_median), _jsonf(f.validation_max)] for f in fits}
+    best.detail["alternatives"] = {
+        f.method: [_jsonf(f.validation_median), _jsonf(f.validation_max)] for f in fits
+    }
     if errors:
         best.detail["notes"] = errors
     # Sub-programs are called with inputs resolved by name from the helper's inputs.
@@ -196,11 +232,17 @@ class TrainingSet:
         wanted = {tuple(k) for k in keep}
         rows = [i for i, d in enumerate(self.D) if tuple(int(v) for v in d) in wanted]
         return TrainingSet(
-            self.data_names, self.D[rows], self.blocks[rows], [self.derived[i] for i in rows], self.spread[rows]
+            self.data_names,
+            self.D[rows],
+            self.blocks[rows],
+            [self.derived[i] for i in rows],
+            self.spread[rows],
         )
 
 
-def training_set(store: Store, spec: KernelSpec, device_key: str, sizes: Sequence[Mapping[str, int]]) -> TrainingSet:
+def training_set(
+    store: Store, spec: KernelSpec, device_key: str, sizes: Sequence[Mapping[str, int]]
+) -> TrainingSet:
     """Successfully timed points of `spec` at the training `sizes` (with counters when collected)."""
     wanted = {spec.data_tuple(D) for D in sizes}
     pts = collected(store, spec, device_key)
@@ -238,7 +280,13 @@ def make_helper(
     model = get_model(model_name)
     fit = fit or FitOptions()
     if hasattr(model, "fit_degrees"):
-        fit = FitOptions(**{**fit.__dict__, "max_degree": model.fit_degrees[0], "max_den_degree": model.fit_degrees[1]})
+        fit = FitOptions(
+            **{
+                **fit.__dict__,
+                "max_degree": model.fit_degrees[0],
+                "max_den_degree": model.fit_degrees[1],
+            }
+        )
     needs_counters = getattr(model, "needs_counters", True)
     space = space or ConfigSpace.for_spec(spec, max_threads=profile.max_threads_per_block)
     D0 = dict(zip(spec.data_names, (int(v) for v in train.D[0])))
@@ -275,7 +323,9 @@ def make_helper(
         ok = np.isfinite(y)
         if not ok.all():
             report.setdefault("dropped_non_finite", {})[metric] = int((~ok).sum())
-        mf = fit_metric(metric, spec.data_names, D[ok], blocks[ok], cfg[ok], y[ok], len(candidates), fit)
+        mf = fit_metric(
+            metric, spec.data_names, D[ok], blocks[ok], cfg[ok], y[ok], len(candidates), fit
+        )
         subs[metric] = mf.program
         report["metrics"][metric] = mf.summary()
     report["fit_s"] = time.perf_counter() - t0
@@ -284,20 +334,34 @@ def make_helper(
     bound = template.bind({k: v for k, v in subs.items() if k in template.unbound_calls()})
     hw_all = hardware_inputs(profile)
     hw = {k: hw_all[k] for k in model.hardware if k in bound.inputs}
-    missing = [k for k in model.hardware if k in bound.inputs and not math.isfinite(hw.get(k, math.nan))]
+    missing = [
+        k for k in model.hardware if k in bound.inputs and not math.isfinite(hw.get(k, math.nan))
+    ]
     if missing:
         raise BuildError(f"device profile {profile.key!r} lacks {missing} needed by {model_name}")
     admit = admit_program(
-        "admit", spec.data_names, spec.grid_exprs(), spec.constraint_exprs(), spec.smem_expr(),
-        static_smem=attrs.static_smem, smem_limit=profile.smem_per_block_optin,
-        max_grid=profile.max_grid_dim, data_ranges=[(p.lo, p.hi) for p in spec.data],
+        "admit",
+        spec.data_names,
+        spec.grid_exprs(),
+        spec.constraint_exprs(),
+        spec.smem_expr(),
+        static_smem=attrs.static_smem,
+        smem_limit=profile.smem_per_block_optin,
+        max_grid=profile.max_grid_dim,
+        data_ranges=[(p.lo, p.hi) for p in spec.data],
     )
     spreads = train.spread[np.isfinite(train.spread)]
     band = float(np.median(spreads)) if spreads.size else 0.0
     helper = HelperProgram(
-        kernel=spec.name, model_name=model_name, data_names=spec.data_names,
-        candidates=tuple(candidates), model=bound, admit=admit, hw=hw,
-        clock_mhz=profile.sm_clock_mhz, band=band,
+        kernel=spec.name,
+        model_name=model_name,
+        data_names=spec.data_names,
+        candidates=tuple(candidates),
+        model=bound,
+        admit=admit,
+        hw=hw,
+        clock_mhz=profile.sm_clock_mhz,
+        band=band,
         info={"fits": report, "attributes": attrs.to_dict(), "device": profile.key},
     )
     return helper, report, {tuple(b): why for b, why in rejected}
@@ -329,7 +393,9 @@ def select_model(
 
     sizes = train.sizes()
     if len(sizes) < folds + 2:
-        raise BuildError(f"{spec.name}: model='auto' needs at least {folds + 2} training sizes, got {sizes}")
+        raise BuildError(
+            f"{spec.name}: model='auto' needs at least {folds + 2} training sizes, got {sizes}"
+        )
     band = float(np.nanmedian(train.spread)) if np.isfinite(train.spread).any() else 0.0
     scores: dict[str, Any] = {}
     for name in candidates:
@@ -338,7 +404,13 @@ def select_model(
             for k in range(len(sizes) - folds, len(sizes)):
                 held = sizes[k]
                 helper, _, _ = make_helper(
-                    spec, name, profile, attrs, train.subset(sizes[:k]), sync_per_warp=sync_per_warp, fit=fit
+                    spec,
+                    name,
+                    profile,
+                    attrs,
+                    train.subset(sizes[:k]),
+                    sync_per_warp=sync_per_warp,
+                    fit=fit,
                 )
                 measured = {
                     tuple(int(v) for v in train.blocks[i]): train.derived[i]["time_ms"]
@@ -347,17 +419,34 @@ def select_model(
                 }
                 pred = helper.predict(held)
                 block = helper.candidates[int(pred.order[0])]
-                rs.append(measured[block] / min(measured.values()) if block in measured else math.inf)
-                both = [(float(pred.ms[i]), measured[b]) for i, b in enumerate(helper.candidates) if b in measured and pred.valid[i]]
+                rs.append(
+                    measured[block] / min(measured.values()) if block in measured else math.inf
+                )
+                both = [
+                    (float(pred.ms[i]), measured[b])
+                    for i, b in enumerate(helper.candidates)
+                    if b in measured and pred.valid[i]
+                ]
                 with warnings.catch_warnings():  # a model may predict one time for every block
                     warnings.simplefilter("ignore")
                     rho = spearmanr(*zip(*both)).statistic if len(both) > 2 else math.nan
                 rhos.append(float(rho) if math.isfinite(rho) else -1.0)
-                per.append({"held_out": list(held), "block": list(block), "r": rs[-1], "spearman": rhos[-1]})
+                per.append(
+                    {
+                        "held_out": list(held),
+                        "block": list(block),
+                        "r": rs[-1],
+                        "spearman": rhos[-1],
+                    }
+                )
         except (BuildError, KlaraptorError) as e:
             scores[name] = {"error": str(e)}
             continue
-        scores[name] = {"r": float(np.exp(np.mean(np.log(rs)))), "spearman": float(np.mean(rhos)), "folds": per}
+        scores[name] = {
+            "r": float(np.exp(np.mean(np.log(rs)))),
+            "spearman": float(np.mean(rhos)),
+            "folds": per,
+        }
     ok = {n: s for n, s in scores.items() if "r" in s and math.isfinite(s["r"])}
     if not ok:
         raise BuildError(f"{spec.name}: no model could be validated: {scores}")
@@ -487,7 +576,9 @@ def build(
     """
     t0 = time.perf_counter()
     store = store or Store()
-    size_list = [spec.normalize_data(s) for s in sizes] if sizes is not None else _default_sizes(spec)
+    size_list = (
+        [spec.normalize_data(s) for s in sizes] if sizes is not None else _default_sizes(spec)
+    )
     if collect_data is None:
         collect_data = gpu_available()
     collect_report = None
@@ -496,8 +587,12 @@ def build(
 
         device = device or current_profile(store)
         collect_report = collect(
-            spec, size_list, store=store, device=device,
-            options=collect_options or CollectOptions(), progress=progress,
+            spec,
+            size_list,
+            store=store,
+            device=device,
+            options=collect_options or CollectOptions(),
+            progress=progress,
         )
     elif device is None:
         raise BuildError(
@@ -508,12 +603,16 @@ def build(
     kern = store.kernel(spec.name)
     info = ((kern or {}).get("summary", {}).get("collect") or {}).get(device.key)
     if not info or "attributes" not in info:
-        raise BuildError(f"{spec.name}: the store has no kernel attributes for {device.key!r}; collect first")
+        raise BuildError(
+            f"{spec.name}: the store has no kernel attributes for {device.key!r}; collect first"
+        )
     attrs = KernelAttributes.from_dict(info["attributes"])
     train = training_set(store, spec, device.key, size_list)
     selection = None
     if model == "auto":
-        model, selection = select_model(spec, device, attrs, train, sync_per_warp=info.get("sync_per_warp"), fit=fit)
+        model, selection = select_model(
+            spec, device, attrs, train, sync_per_warp=info.get("sync_per_warp"), fit=fit
+        )
     helper, report, rejected = make_helper(
         spec, model, device, attrs, train, sync_per_warp=info.get("sync_per_warp"), fit=fit
     )
@@ -526,14 +625,29 @@ def build(
         "total_wall_s": time.perf_counter() - t0,
         "collect": None
         if collect_report is None
-        else {"wall_s": collect_report.wall_s, "counts": collect_report.counts, "ncu": collect_report.ncu_status},
+        else {
+            "wall_s": collect_report.wall_s,
+            "counts": collect_report.counts,
+            "ncu": collect_report.ncu_status,
+        },
         "rejected": {str(list(b)): why for b, why in rejected.items()},
         "fits": report,
     }
-    store.put_build(spec.name, device.key, model, {"helper": helper.to_dict(), "report": build_report})
+    store.put_build(
+        spec.name, device.key, model, {"helper": helper.to_dict(), "report": build_report}
+    )
     if selection is not None:  # also findable as the "auto" build
-        store.put_build(spec.name, device.key, "auto", {"helper": helper.to_dict(), "report": build_report})
-    return Kernel(helper, spec=spec, store=store, device_key=device.key, rejected=rejected, report=build_report)
+        store.put_build(
+            spec.name, device.key, "auto", {"helper": helper.to_dict(), "report": build_report}
+        )
+    return Kernel(
+        helper,
+        spec=spec,
+        store=store,
+        device_key=device.key,
+        rejected=rejected,
+        report=build_report,
+    )
 
 
 def load(
@@ -574,16 +688,23 @@ def load(
                 f"{name} was built on {others}, not on {device!r}; its choices may not suit this GPU. "
                 "Rebuild here, or pass force=True (--force) to use it anyway"
             )
-        warnings.warn(f"using the build of {name} made on {others[0]!r} for {device!r} (forced)", stacklevel=2)
+        warnings.warn(
+            f"using the build of {name} made on {others[0]!r} for {device!r} (forced)", stacklevel=2
+        )
         rec = store.latest_build(name, others[0], model)
         assert rec is not None
     payload = rec["payload"]
     helper = HelperProgram.from_dict(payload["helper"])
     report = payload.get("report", {})
-    rejected = {tuple(int(v) for v in k.strip("[]").split(",")): why for k, why in report.get("rejected", {}).items()}
+    rejected = {
+        tuple(int(v) for v in k.strip("[]").split(",")): why
+        for k, why in report.get("rejected", {}).items()
+    }
     if spec is None:
         spec = _find_spec(name)
-    return Kernel(helper, spec=spec, store=store, device_key=rec["device"], rejected=rejected, report=report)  # type: ignore[arg-type]
+    return Kernel(
+        helper, spec=spec, store=store, device_key=rec["device"], rejected=rejected, report=report
+    )  # type: ignore[arg-type]
 
 
 def _find_spec(name: str) -> KernelSpec | None:

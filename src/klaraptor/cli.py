@@ -60,7 +60,9 @@ def parse_D(items: Sequence[str]) -> dict[str, int] | int:
         try:
             return int(items[0])
         except ValueError:
-            raise KlaraptorError(f"bad size {items[0]!r}: expected an integer or NAME=VALUE") from None
+            raise KlaraptorError(
+                f"bad size {items[0]!r}: expected an integer or NAME=VALUE"
+            ) from None
     out: dict[str, int] = {}
     for it in items:
         name, eq, value = it.partition("=")
@@ -117,9 +119,13 @@ def cmd_build(args: argparse.Namespace) -> int:
         sz = None if sizes is None else [spec.normalize_data(s) for s in sizes]
         kern = build(spec, sz, model=args.model, store=store, collect_options=opts)
         rep = kern.report
-        console.print(f"[bold green]built[/bold green] {spec.name} with {args.model} in {rep['total_wall_s']:.1f} s")
+        console.print(
+            f"[bold green]built[/bold green] {spec.name} with {args.model} in {rep['total_wall_s']:.1f} s"
+        )
         for metric, f in rep["fits"]["metrics"].items():
-            console.print(f"  {metric:22s} {f['method']:8s} held-out median rel. error {f['validation_median']}")
+            console.print(
+                f"  {metric:22s} {f['method']:8s} held-out median rel. error {f['validation_median']}"
+            )
     return 0
 
 
@@ -130,7 +136,9 @@ def _load(args: argparse.Namespace) -> Any:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        kern = load(args.kernel, store=_store(args), model=args.model, device=args.device, force=args.force)
+        kern = load(
+            args.kernel, store=_store(args), model=args.model, device=args.device, force=args.force
+        )
     for w in caught:
         err_console.print(f"[yellow]warning:[/yellow] {w.message}")
     return kern
@@ -140,11 +148,23 @@ def cmd_select(args: argparse.Namespace) -> int:
     kern = _load(args)
     sel = kern.select(parse_D(args.D))
     if args.json:
-        print(json.dumps({"D": sel.D, "grid": sel.grid, "block": sel.block, "predicted_ms": sel.predicted_ms,
-                          "topk": [[list(b), t] for b, t in sel.topk], "source": sel.source}))
+        print(
+            json.dumps(
+                {
+                    "D": sel.D,
+                    "grid": sel.grid,
+                    "block": sel.block,
+                    "predicted_ms": sel.predicted_ms,
+                    "topk": [[list(b), t] for b, t in sel.topk],
+                    "source": sel.source,
+                }
+            )
+        )
         return 0
-    console.print(f"{kern.name} D={sel.D}: block {sel.block} grid {sel.grid} "
-                  f"(predicted {sel.predicted_ms:.4g} ms, {sel.source})")
+    console.print(
+        f"{kern.name} D={sel.D}: block {sel.block} grid {sel.grid} "
+        f"(predicted {sel.predicted_ms:.4g} ms, {sel.source})"
+    )
     for i, (b, t) in enumerate(sel.topk, 1):
         console.print(f"  {i}. {b}  {t:.4g} ms")
     kern.selector.flush()
@@ -171,7 +191,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     if not builds:
         console.print(f"no builds in {store.path}")
     for b in builds:
-        console.print(f"{b['kernel']}  model={b['model']}  device={b['device']}  built {b.get('created')}")
+        console.print(
+            f"{b['kernel']}  model={b['model']}  device={b['device']}  built {b.get('created')}"
+        )
     return 0
 
 
@@ -179,12 +201,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     kern = _load(args)
     h = kern.helper
     console.print(f"[bold]{h.kernel}[/bold] model {h.model_name} on {kern.device_key}")
-    console.print(f"data parameters {h.data_names}; {len(h.candidates)} candidate blocks; tie band {h.band:.3%}")
+    console.print(
+        f"data parameters {h.data_names}; {len(h.candidates)} candidate blocks; tie band {h.band:.3%}"
+    )
     rep = kern.report
     if rep:
         console.print(f"trained at {rep.get('sizes')}")
         for metric, f in rep.get("fits", {}).get("metrics", {}).items():
-            console.print(f"  {metric:22s} {f['method']:8s} held-out rel. error median {f['validation_median']} max {f['validation_max']}")
+            console.print(
+                f"  {metric:22s} {f['method']:8s} held-out rel. error median {f['validation_median']} max {f['validation_max']}"
+            )
         for b, why in rep.get("rejected", {}).items():
             console.print(f"  rejected {b}: {why}")
     return 0
@@ -209,7 +235,9 @@ def cmd_device(args: argparse.Namespace) -> int:
         console.print(format_profile(recorded_profile(args.recorded)))
         return 0
     if not gpu_available():
-        raise KlaraptorError("no CUDA GPU here; `klaraptor device --recorded h200` shows the committed H200 profile")
+        raise KlaraptorError(
+            "no CUDA GPU here; `klaraptor device --recorded h200` shows the committed H200 profile"
+        )
     store = _store(args)
     if args.measure:
         from klaraptor.microbench import measure_profile
@@ -241,7 +269,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def make_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="klaraptor", description=__doc__)
-    p.add_argument("--store", help="SQLite store (default: $KLARAPTOR_HOME/klaraptor.sqlite or the cache dir)")
+    p.add_argument(
+        "--store", help="SQLite store (default: $KLARAPTOR_HOME/klaraptor.sqlite or the cache dir)"
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("build", help="collect, fit and store helper programs")
@@ -252,7 +282,10 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--no-counters", action="store_true", help="timing only (no Nsight Compute)")
     b.set_defaults(func=cmd_build)
 
-    for name, fn, helptext in (("select", cmd_select, "the block for a size"), ("explain", cmd_explain, "every candidate's prediction")):
+    for name, fn, helptext in (
+        ("select", cmd_select, "the block for a size"),
+        ("explain", cmd_explain, "every candidate's prediction"),
+    ):
         s = sub.add_parser(name, help=helptext)
         s.add_argument("kernel")
         s.add_argument("D", nargs="+", help="N=4096 (or just 4096)")

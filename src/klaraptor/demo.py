@@ -51,19 +51,46 @@ def _gpu_demo(console: Console, store_path: str | None) -> int:
 
     store = Store(store_path) if store_path else Store()
     device = current_profile(store)
-    table = Table(title=f"klaraptor on {device.name}: trained at N ≤ 1536, chosen at N = {GPU_EVAL}")
-    for col in ("kernel", "model", "chosen block", "chosen ms", "best block", "best ms", "worst ms", "slowdown"):
+    table = Table(
+        title=f"klaraptor on {device.name}: trained at N ≤ 1536, chosen at N = {GPU_EVAL}"
+    )
+    for col in (
+        "kernel",
+        "model",
+        "chosen block",
+        "chosen ms",
+        "best block",
+        "best ms",
+        "worst ms",
+        "slowdown",
+    ):
         table.add_column(col)
     for name in GPU_KERNELS:
         spec = suite.get(name)
-        console.print(f"[bold]building {name}[/bold] (the benchmark suite's protocol: timing at "
-                      f"{list(spec.meta['train_sizes'])}, counters at three of them)")
+        console.print(
+            f"[bold]building {name}[/bold] (the benchmark suite's protocol: timing at "
+            f"{list(spec.meta['train_sizes'])}, counters at three of them)"
+        )
         collect_timing(spec, store, device=device)
         collect_counters(spec, store, device=device)
-        kern = build(spec, [{"N": n} for n in spec.meta["train_sizes"]], store=store, device=device, collect_data=False)
+        kern = build(
+            spec,
+            [{"N": n} for n in spec.meta["train_sizes"]],
+            store=store,
+            device=device,
+            collect_data=False,
+        )
         sel = kern.select(GPU_EVAL)
-        console.print(f"  chose block {sel.block}, grid {sel.grid}; now timing every candidate at N={GPU_EVAL}")
-        collect(spec, [{"N": GPU_EVAL}], store=store, device=device, options=CollectOptions(counters=False, check=False))
+        console.print(
+            f"  chose block {sel.block}, grid {sel.grid}; now timing every candidate at N={GPU_EVAL}"
+        )
+        collect(
+            spec,
+            [{"N": GPU_EVAL}],
+            store=store,
+            device=device,
+            options=CollectOptions(counters=False, check=False),
+        )
         times = {
             m.block: float(m.value["median_ms"])
             for m in store.measurements(spec.name, kern.device_key, kind="time", status="ok")
@@ -72,8 +99,16 @@ def _gpu_demo(console: Console, store_path: str | None) -> int:
         best = min(times, key=times.__getitem__)
         worst = max(times, key=times.__getitem__)
         t = times.get(sel.block, math.nan)
-        table.add_row(name, kern.helper.model_name, str(sel.block), f"{t:.4f}", str(best), f"{times[best]:.4f}",
-                      f"{times[worst]:.4f}", f"{t / times[best]:.3f}")
+        table.add_row(
+            name,
+            kern.helper.model_name,
+            str(sel.block),
+            f"{t:.4f}",
+            str(best),
+            f"{times[best]:.4f}",
+            f"{times[worst]:.4f}",
+            f"{t / times[best]:.3f}",
+        )
     console.print(table)
     return 0
 
@@ -92,9 +127,28 @@ def _recorded_demo(console: Console, kernels: Sequence[str] | None = None) -> in
         f"{len(names)} kernels). Training sizes only go into the fits; the choices are then scored "
         "against the recorded exhaustive search at the larger evaluation sizes."
     )
-    table = Table(title="klaraptor (auto model) vs the recorded exhaustive optimum, H200", box=box.SIMPLE, pad_edge=False)
-    for col in ("kernel", "N", "chosen block", "chosen ms", "best block", "best ms", "r", "default r", "model"):
-        table.add_column(col, justify="right" if col not in ("kernel", "chosen block", "best block", "model") else "left")
+    table = Table(
+        title="klaraptor (auto model) vs the recorded exhaustive optimum, H200",
+        box=box.SIMPLE,
+        pad_edge=False,
+    )
+    for col in (
+        "kernel",
+        "N",
+        "chosen block",
+        "chosen ms",
+        "best block",
+        "best ms",
+        "r",
+        "default r",
+        "model",
+    ):
+        table.add_column(
+            col,
+            justify="right"
+            if col not in ("kernel", "chosen block", "best block", "model")
+            else "left",
+        )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         store = data.to_store(Path(tmp) / "recorded.sqlite", kernels=names)
@@ -106,9 +160,15 @@ def _recorded_demo(console: Console, kernels: Sequence[str] | None = None) -> in
                 model = res.fits.get("model_selection", {}).get("chosen", "?")
                 for p in res.pairs:
                     table.add_row(
-                        name.removeprefix("polybench."), str(p.N), _block(p.choices["klaraptor"]),
-                        f"{p.times['klaraptor']:.4g}", _block(p.best), f"{p.t_best:.4g}",
-                        f"{p.r('klaraptor'):.3f}", f"{p.r('default'):.2f}", model,
+                        name.removeprefix("polybench."),
+                        str(p.N),
+                        _block(p.choices["klaraptor"]),
+                        f"{p.times['klaraptor']:.4g}",
+                        _block(p.best),
+                        f"{p.t_best:.4g}",
+                        f"{p.r('klaraptor'):.3f}",
+                        f"{p.r('default'):.2f}",
+                        model,
                     )
                 progress.advance(task)
         store.close()

@@ -37,7 +37,9 @@ from klaraptor.errors import SpecError
 from klaraptor.program import parse_expr
 from klaraptor.spec import Data, DataParam, KernelSpec, evaluate_exprs
 
-_SIZE_PRAGMA = re.compile(r"^\s*#\s*pragma\s+kernel_info_size_param_idx_(\w+)\s*=\s*(\d+)\s*;?", re.M)
+_SIZE_PRAGMA = re.compile(
+    r"^\s*#\s*pragma\s+kernel_info_size_param_idx_(\w+)\s*=\s*(\d+)\s*;?", re.M
+)
 _DIM_PRAGMA = re.compile(r"^\s*#\s*pragma\s+kernel_info_dim_(\w+)\s*=\s*(\d+)\s*;?", re.M)
 _DEFINE = re.compile(r"^\s*#\s*define\s+.*$", re.M)
 _FUNC_HEAD = re.compile(r"(?:extern\s+\"C\"\s+)?(__global__|__device__)[^;{()]*?\b(\w+)\s*\(", re.S)
@@ -55,7 +57,15 @@ _C_DTYPES = {
     "uint32_t": np.uint32,
     "size_t": np.uint64,
 }
-_CONFIG_KEYS = {"grid", "constraints", "arrays", "scalars", "dynamic_smem", "sizes", "default_block"}
+_CONFIG_KEYS = {
+    "grid",
+    "constraints",
+    "arrays",
+    "scalars",
+    "dynamic_smem",
+    "sizes",
+    "default_block",
+}
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,9 @@ class AnnotatedArgs:
     arrays: tuple[tuple[str, str], ...]
     scalars: tuple[tuple[str, float], ...]
 
-    def __call__(self, D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
+    def __call__(
+        self, D: Data, rng: np.random.Generator, *, device: bool = True
+    ) -> tuple[Any, ...]:
         arrays = dict(self.arrays)
         scalars = dict(self.scalars)
         counts = evaluate_exprs(
@@ -125,17 +137,23 @@ def read_annotated(path: str | Path) -> list[KernelSpec]:
     sizes = {k: int(i) for k, i in _SIZE_PRAGMA.findall(text)}
     dims = {k: int(d) for k, d in _DIM_PRAGMA.findall(text)}
     if not sizes and not dims:
-        raise SpecError(f"{path}: no '#pragma kernel_info_size_param_idx_<K> = i;' annotations found")
+        raise SpecError(
+            f"{path}: no '#pragma kernel_info_size_param_idx_<K> = i;' annotations found"
+        )
     for k in sorted(set(sizes) ^ set(dims)):
         missing = "kernel_info_dim" if k in sizes else "kernel_info_size_param_idx"
-        raise SpecError(f"{path}: kernel {k!r} is annotated but lacks '#pragma {missing}_{k} = ...;'")
+        raise SpecError(
+            f"{path}: kernel {k!r} is annotated but lacks '#pragma {missing}_{k} = ...;'"
+        )
     functions = _functions(text)
     device_code = _device_source(text, functions, set(sizes))
     specs = []
     for kernel in sorted(sizes):
         if kernel not in functions or functions[kernel][0] != "__global__":
             raise SpecError(f"{path}: annotated kernel {kernel!r} has no __global__ definition")
-        specs.append(_spec_for(path, kernel, sizes[kernel], dims[kernel], functions[kernel][1], device_code))
+        specs.append(
+            _spec_for(path, kernel, sizes[kernel], dims[kernel], functions[kernel][1], device_code)
+        )
     return specs
 
 
@@ -145,20 +163,28 @@ def _spec_for(
     where = f"{path}: kernel {kernel!r}"
     params = _parse_params(params_text, where)
     if not 0 <= size_idx < len(params):
-        raise SpecError(f"{where}: size parameter index {size_idx} is outside its {len(params)} parameters")
+        raise SpecError(
+            f"{where}: size parameter index {size_idx} is outside its {len(params)} parameters"
+        )
     size = params[size_idx]
     if size.pointer or not np.issubdtype(size.dtype, np.integer):
-        raise SpecError(f"{where}: parameter {size_idx} ({size.ctype} {size.name}) is not an integer size")
+        raise SpecError(
+            f"{where}: parameter {size_idx} ({size.ctype} {size.name}) is not an integer size"
+        )
     cfg_path = path.with_name(f"{path.stem}.{kernel}.py")
     cfg = _read_config(cfg_path)
     grid = cfg.get("grid")
-    if not (isinstance(grid, (tuple, list)) and len(grid) == 3 and all(isinstance(g, str) for g in grid)):
+    if not (
+        isinstance(grid, (tuple, list)) and len(grid) == 3 and all(isinstance(g, str) for g in grid)
+    ):
         raise SpecError(f"{cfg_path}: 'grid' must be three expression strings, got {grid!r}")
     arrays = cfg.get("arrays", {})
     scalars = cfg.get("scalars", {})
     for p in params:
         if p.pointer and p.name not in arrays:
-            raise SpecError(f"{cfg_path}: 'arrays' lacks the element count of pointer argument {p.name!r}")
+            raise SpecError(
+                f"{cfg_path}: 'arrays' lacks the element count of pointer argument {p.name!r}"
+            )
         if not p.pointer and p is not size and p.name not in scalars:
             raise SpecError(f"{cfg_path}: 'scalars' lacks a value for argument {p.name!r}")
     make_args = AnnotatedArgs(
@@ -190,22 +216,34 @@ def _spec_for(
 
 def _read_config(cfg_path: Path) -> dict[str, Any]:
     if not cfg_path.is_file():
-        raise SpecError(f"{cfg_path}: missing per-kernel config (grid, constraints, arrays, scalars)")
+        raise SpecError(
+            f"{cfg_path}: missing per-kernel config (grid, constraints, arrays, scalars)"
+        )
     try:
         tree = ast.parse(cfg_path.read_text(), filename=str(cfg_path))
     except SyntaxError as e:
         raise SpecError(f"{cfg_path}:{e.lineno}: not valid Python syntax: {e.msg}") from None
     cfg: dict[str, Any] = {}
     for node in tree.body:
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            raise SpecError(f"{cfg_path}:{node.lineno}: only 'name = literal' assignments are allowed")
+        if not (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
+            raise SpecError(
+                f"{cfg_path}:{node.lineno}: only 'name = literal' assignments are allowed"
+            )
         key = node.targets[0].id
         if key not in _CONFIG_KEYS:
-            raise SpecError(f"{cfg_path}:{node.lineno}: unknown key {key!r} (allowed: {sorted(_CONFIG_KEYS)})")
+            raise SpecError(
+                f"{cfg_path}:{node.lineno}: unknown key {key!r} (allowed: {sorted(_CONFIG_KEYS)})"
+            )
         try:
             cfg[key] = ast.literal_eval(node.value)
         except ValueError:
-            raise SpecError(f"{cfg_path}:{node.lineno}: the value of {key!r} must be a literal") from None
+            raise SpecError(
+                f"{cfg_path}:{node.lineno}: the value of {key!r} must be a literal"
+            ) from None
     return cfg
 
 
@@ -255,7 +293,9 @@ def _parse_params(params_text: str, where: str) -> list[KernelParam]:
         decl = re.sub(r"\b(const|__restrict__|__restrict|restrict|volatile)\b", " ", raw).strip()
         if not decl:
             continue
-        m = re.fullmatch(r"([\w\s]+?)\s*(\*?)\s*(\w+)", decl.replace("* ", " *").replace(" *", " *"))
+        m = re.fullmatch(
+            r"([\w\s]+?)\s*(\*?)\s*(\w+)", decl.replace("* ", " *").replace(" *", " *")
+        )
         if not m:
             raise SpecError(f"{where}: cannot read parameter {raw.strip()!r}")
         ctype, star, name = m.group(1).strip(), m.group(2), m.group(3)

@@ -75,7 +75,9 @@ class HelperProgram:
         expect = set(self.data_names) | set(BLOCK_VARS) | {"cfg"} | set(self.hw)
         extra = set(self.model.inputs) - expect
         if extra:
-            raise ProgramError(f"model program of {self.kernel!r} has unknown inputs {sorted(extra)}")
+            raise ProgramError(
+                f"model program of {self.kernel!r} has unknown inputs {sorted(extra)}"
+            )
         cand = np.array(self.candidates, dtype=np.float64)
         self._fixed_blocks = {"bx": cand[:, 0], "by": cand[:, 1], "bz": cand[:, 2]}
         self._threads = cand.prod(axis=1)
@@ -138,7 +140,9 @@ class HelperProgram:
         fixed.update({k: self.hw[k] for k in hw})
         fn = lean.specialize(fixed, as_tuple=True)
         if fn.inputs != tuple(self.data_names):
-            raise ProgramError(f"{self.kernel}: choice program inputs {fn.inputs} != {self.data_names}")
+            raise ProgramError(
+                f"{self.kernel}: choice program inputs {fn.inputs} != {self.data_names}"
+            )
         self._choose_fn = fn
         # The order among tied candidates (highest occupancy, fewest threads, lowest index) is
         # fixed when the occupancy does not depend on D: precompute it once.
@@ -168,12 +172,18 @@ class HelperProgram:
         with np.errstate(invalid="ignore"):
             valid = admitted & np.isfinite(cycles) & (cycles > 0)
         grid = np.stack([np.broadcast_to(adm[g], (n,)) for g in ("gx", "gy", "gz")], axis=1)
-        occ = (
-            np.broadcast_to(out[self._occ_name], (n,)) if self._occ_name else np.zeros(n)
-        )
+        occ = np.broadcast_to(out[self._occ_name], (n,)) if self._occ_name else np.zeros(n)
         order = rank(cycles, occ, self._threads, valid, self.band)
         ms = cycles / (self.clock_mhz * 1e3)
-        return Prediction(D, ms, {k: np.broadcast_to(v, (n,)) for k, v in out.items()}, grid, admitted, valid, order)
+        return Prediction(
+            D,
+            ms,
+            {k: np.broadcast_to(v, (n,)) for k, v in out.items()},
+            grid,
+            admitted,
+            valid,
+            order,
+        )
 
     def choose(self, D: Sequence[int], k: int = 1) -> tuple[list[int], list[float], Grid | None]:
         """The first `k` candidates of `predict(D).order` (fewer when fewer are valid, none when

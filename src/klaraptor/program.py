@@ -1641,7 +1641,8 @@ class _Specializer:
         groups: list[_Batch] = []
         member_of: dict[int, tuple[int, int]] = {}
         cand = [
-            t for t in live
+            t
+            for t in live
             if self.kind[t] == _ARRAY and low.ops[t] in _BATCH_OPS and self.vshape[t] == shape
         ]
 
@@ -1891,9 +1892,11 @@ class _Specializer:
         # Drop each temporary right after its last use: freed arrays go back to NumPy's cache of
         # small allocations, so the next results reuse them instead of growing the heap (this
         # is a large part of the cost for arrays of tens of elements).
-        arrays = {f"_kp_t{t}" for t in live if self.kind[t] == _ARRAY} | {
-            f"_kp_t{t}{s}" for t in live for s in "fv"
-        } | {f"_kp_b{gi}" for gi in range(len(groups))}
+        arrays = (
+            {f"_kp_t{t}" for t in live if self.kind[t] == _ARRAY}
+            | {f"_kp_t{t}{s}" for t in live for s in "fv"}
+            | {f"_kp_b{gi}" for gi in range(len(groups))}
+        )
         returned = set(_TEMP_RE.findall(" ".join(returns)))
         last: dict[str, int] = {}
         for i, ln in enumerate(lines):
@@ -1906,7 +1909,9 @@ class _Specializer:
         lines = [
             ln2
             for i, ln in enumerate(lines)
-            for ln2 in ([ln, "del " + ", ".join(sorted(dead_after[i]))] if i in dead_after else [ln])
+            for ln2 in (
+                [ln, "del " + ", ".join(sorted(dead_after[i]))] if i in dead_after else [ln]
+            )
         ]
         params = ", ".join(remaining)
         src = [f"def _kp_specialized({params}):"]

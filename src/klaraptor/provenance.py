@@ -27,7 +27,10 @@ def commit() -> str:
         if out.returncode == 0:
             dirty = subprocess.run(
                 ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=ROOT, capture_output=True, text=True, timeout=10,
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=10,
             ).stdout.strip()
             return out.stdout.strip() + ("+dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
@@ -43,7 +46,9 @@ def stamp(command: str | None = None, **extra: Any) -> dict[str, Any]:
     """date, command, commit (+ extra) for a result being written."""
     return {
         "date": now(),
-        "command": command if command is not None else " ".join([Path(sys.executable).name, *sys.argv]),
+        "command": command
+        if command is not None
+        else " ".join([Path(sys.executable).name, *sys.argv]),
         "commit": commit(),
         **extra,
     }

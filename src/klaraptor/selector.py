@@ -128,7 +128,9 @@ class Selector:
         if type(v) is int:
             return v
         if isinstance(v, (bool, np.bool_)):
-            raise KlaraptorError(f"{self.helper.kernel}: data parameter {name} must be an integer, got {v!r}")
+            raise KlaraptorError(
+                f"{self.helper.kernel}: data parameter {name} must be an integer, got {v!r}"
+            )
         try:
             return operator.index(v)
         except TypeError:
@@ -143,7 +145,9 @@ class Selector:
         if self.spec is None:
             for n, v in zip(self._names, D):
                 if v < 1:
-                    raise KlaraptorError(f"{self.helper.kernel}: data parameter {n}={v} must be >= 1")
+                    raise KlaraptorError(
+                        f"{self.helper.kernel}: data parameter {n}={v} must be >= 1"
+                    )
             return
         for p, v in zip(self.spec.data, D):
             p.check(v)
@@ -184,7 +188,9 @@ class Selector:
         i = self.helper.candidates.index(tuple(block))
         return self.helper.grid(D, i)
 
-    def fix(self, D: Mapping[str, int] | Sequence[int] | int, block: Block, measured_ms: float) -> Selection:
+    def fix(
+        self, D: Mapping[str, int] | Sequence[int] | int, block: Block, measured_ms: float
+    ) -> Selection:
         """Pin D to a block measured on real calls (online refinement); persisted as 'refined'."""
         key = self.key(D)
         base = self._cache.get(key) or self._select_new(key)
@@ -216,7 +222,9 @@ class Selector:
         for i, b in enumerate(self.helper.candidates):
             why = ""
             if not pred.admitted[i]:
-                why = env_reasons.get(b) or "not launchable for this D (grid or shared memory limit)"
+                why = (
+                    env_reasons.get(b) or "not launchable for this D (grid or shared memory limit)"
+                )
             elif not pred.valid[i]:
                 why = f"prediction is not a finite positive number ({pred.ms[i]!r})"
             g = tuple(int(v) for v in pred.grid[i]) if np.all(np.isfinite(pred.grid[i])) else None
@@ -232,7 +240,11 @@ class Selector:
                 )
             )
         for b, why in self.rejected.items():
-            rows.append(CandidateRow(b, b[0] * b[1] * b[2], None, float("nan"), {}, None, f"rejected at build: {why}"))
+            rows.append(
+                CandidateRow(
+                    b, b[0] * b[1] * b[2], None, float("nan"), {}, None, f"rejected at build: {why}"
+                )
+            )
         return rows
 
     def _constraint_reasons(self, D: tuple[int, ...]) -> dict[Block, str]:
@@ -307,7 +319,14 @@ def format_explain(rows: Sequence[CandidateRow], *, limit: int | None = None) ->
         cyc = r.outputs.get("cycles", float("nan"))
         lines.append(
             " | ".join(
-                [str(r.rank + 1), str(r.block), str(r.threads), str(r.grid), f"{r.predicted_ms:.4g}", f"{cyc:.4g}"]
+                [
+                    str(r.rank + 1),
+                    str(r.block),
+                    str(r.threads),
+                    str(r.grid),
+                    f"{r.predicted_ms:.4g}",
+                    f"{cyc:.4g}",
+                ]
                 + [f"{r.outputs.get(k, float('nan')):.4g}" for k in diag]
             )
         )

@@ -22,7 +22,9 @@ def add_parser(sub: Any) -> None:
     c = bs.add_parser("collect", help="GPU: training points and ground truth for suite kernels")
     c.add_argument("--kernels", default="polybench", help="suite prefix or comma-separated names")
     c.add_argument("--phase", default="time,ncu,truth", help="comma-separated: time, ncu, truth")
-    c.add_argument("--budget", type=float, default=60.0, help="ground-truth seconds per (kernel, N)")
+    c.add_argument(
+        "--budget", type=float, default=60.0, help="ground-truth seconds per (kernel, N)"
+    )
     c.add_argument("--log", default=None, help="append a JSON line per step here")
     c.set_defaults(bench_func=_collect)
     r = bs.add_parser("report", help="evaluate the methods and write benchmarks/results/<gpu>/")
@@ -32,8 +34,12 @@ def add_parser(sub: Any) -> None:
     e = bs.add_parser("export", help="write the recorded dataset from a store")
     e.add_argument("--out", required=True)
     e.add_argument("--kernels", default="polybench")
-    e.add_argument("--logs", nargs="*", default=[], help="bench collect --log files (per-phase wall times)")
-    e.add_argument("--provenance", help="JSON file: GPU, dates, commands, commits of the collection")
+    e.add_argument(
+        "--logs", nargs="*", default=[], help="bench collect --log files (per-phase wall times)"
+    )
+    e.add_argument(
+        "--provenance", help="JSON file: GPU, dates, commands, commits of the collection"
+    )
     e.set_defaults(bench_func=_export)
 
 
@@ -78,9 +84,16 @@ def _collect(args: argparse.Namespace) -> int:
                 row["decisions"] = {d.N: d.to_dict() for d in decisions}
             row["wall_s"] = time.perf_counter() - t
             if rep is not None:
-                row.update(counts=rep.counts, steps=rep.wall_s, ncu=rep.ncu_status, ncu_reason=rep.ncu_reason,
-                           failures=[f"{f.D} {f.block}: {f.reason}" for f in rep.failures][:20])
-            console.print(f"[bold]{phase} {spec.name}[/bold] {row['wall_s']:.1f} s {row.get('counts')}")
+                row.update(
+                    counts=rep.counts,
+                    steps=rep.wall_s,
+                    ncu=rep.ncu_status,
+                    ncu_reason=rep.ncu_reason,
+                    failures=[f"{f.D} {f.block}: {f.reason}" for f in rep.failures][:20],
+                )
+            console.print(
+                f"[bold]{phase} {spec.name}[/bold] {row['wall_s']:.1f} s {row.get('counts')}"
+            )
             if args.log:
                 with Path(args.log).open("a") as fh:
                     fh.write(json.dumps(row, default=str) + "\n")
@@ -99,8 +112,12 @@ def _export(args: argparse.Namespace) -> int:
 
     prov = json.loads(Path(args.provenance).read_text()) if args.provenance else {}
     if not prov:
-        console.print("[yellow]warning:[/yellow] no --provenance given: the dataset will not say where it came from")
+        console.print(
+            "[yellow]warning:[/yellow] no --provenance given: the dataset will not say where it came from"
+        )
     costs = costs_from_logs(Path(p) for p in args.logs)
-    path = export_dataset(_store(args), _specs(args.kernels), Path(args.out), provenance=prov, costs=costs)
+    path = export_dataset(
+        _store(args), _specs(args.kernels), Path(args.out), provenance=prov, costs=costs
+    )
     console.print(f"wrote {path}")
     return 0

@@ -28,7 +28,9 @@ from klaraptor.store import Measurement, Store
 
 DATA_NAME = "h200_suite.json.gz"
 FORMAT = 1
-_KEEP_NCU = set(RAW_METRICS) | set(LAUNCH_COLUMNS) - {f"launch__{a}_dim_{x}" for a in ("block", "grid") for x in "xyz"}
+_KEEP_NCU = set(RAW_METRICS) | set(LAUNCH_COLUMNS) - {
+    f"launch__{a}_dim_{x}" for a in ("block", "grid") for x in "xyz"
+}
 
 
 def _sig(v: float) -> float:
@@ -46,10 +48,16 @@ class KernelData:
     ncu: list[list[Any]]  # [D..., bx, by, bz, {raw metric: value}]
     costs: dict[str, float] = field(default_factory=dict)
 
-    def times(self) -> dict[tuple[tuple[int, ...], tuple[int, int, int]], tuple[float, float, float]]:
+    def times(
+        self,
+    ) -> dict[tuple[tuple[int, ...], tuple[int, int, int]], tuple[float, float, float]]:
         d = self.n_data
         return {
-            (tuple(int(v) for v in r[:d]), tuple(int(v) for v in r[d : d + 3])): (r[d + 3], r[d + 4], r[d + 5])
+            (tuple(int(v) for v in r[:d]), tuple(int(v) for v in r[d : d + 3])): (
+                r[d + 3],
+                r[d + 4],
+                r[d + 5],
+            )
             for r in self.time
         }
 
@@ -90,14 +98,31 @@ class RecordedDataset:
             d = k.n_data
             ms = [
                 Measurement(
-                    name, key, tuple(int(v) for v in r[:d]), tuple(int(v) for v in r[d : d + 3]), "time", "ok",
-                    {"median_ms": r[d + 3], "q1_ms": r[d + 4], "q3_ms": r[d + 5],
-                     "spread": (r[d + 5] - r[d + 4]) / r[d + 3] if r[d + 3] > 0 else math.nan},
+                    name,
+                    key,
+                    tuple(int(v) for v in r[:d]),
+                    tuple(int(v) for v in r[d : d + 3]),
+                    "time",
+                    "ok",
+                    {
+                        "median_ms": r[d + 3],
+                        "q1_ms": r[d + 4],
+                        "q3_ms": r[d + 5],
+                        "spread": (r[d + 5] - r[d + 4]) / r[d + 3] if r[d + 3] > 0 else math.nan,
+                    },
                 )
                 for r in k.time
             ]
             ms += [
-                Measurement(name, key, tuple(int(v) for v in r[:d]), tuple(int(v) for v in r[d : d + 3]), "ncu", "ok", dict(r[d + 3]))
+                Measurement(
+                    name,
+                    key,
+                    tuple(int(v) for v in r[:d]),
+                    tuple(int(v) for v in r[d : d + 3]),
+                    "ncu",
+                    "ok",
+                    dict(r[d + 3]),
+                )
                 for r in k.ncu
             ]
             store.put_measurements(ms)
@@ -109,7 +134,13 @@ class RecordedDataset:
             "provenance": self.provenance,
             "device": self.device,
             "kernels": {
-                n: {"fingerprint": k.fingerprint, "summary": k.summary, "time": k.time, "ncu": k.ncu, "costs": k.costs}
+                n: {
+                    "fingerprint": k.fingerprint,
+                    "summary": k.summary,
+                    "time": k.time,
+                    "ncu": k.ncu,
+                    "costs": k.costs,
+                }
                 for n, k in self.kernels.items()
             },
         }
@@ -122,7 +153,9 @@ class RecordedDataset:
             provenance=dict(obj["provenance"]),
             device=dict(obj["device"]),
             kernels={
-                n: KernelData(n, k["fingerprint"], k["summary"], k["time"], k["ncu"], k.get("costs", {}))
+                n: KernelData(
+                    n, k["fingerprint"], k["summary"], k["time"], k["ncu"], k.get("costs", {})
+                )
                 for n, k in obj["kernels"].items()
             },
         )
@@ -151,7 +184,9 @@ def export_dataset(
     """Write the compact dataset of `specs` from `store` (one device) to `out` (.json.gz)."""
     profiles = store.device_profiles()
     if len(profiles) != 1:
-        raise KlaraptorError(f"export needs a store with exactly one device profile, found {list(profiles)}")
+        raise KlaraptorError(
+            f"export needs a store with exactly one device profile, found {list(profiles)}"
+        )
     key, device = next(iter(profiles.items()))
     kernels: dict[str, KernelData] = {}
     for spec in specs:
@@ -164,11 +199,19 @@ def export_dataset(
             time.append([*m.D, *m.block, _sig(v["median_ms"]), _sig(v["q1_ms"]), _sig(v["q3_ms"])])
         ncu = []
         for m in store.measurements(spec.name, key, kind="ncu", status="ok"):
-            raw = {k: _sig(float(v)) for k, v in m.value.items() if k in _KEEP_NCU and isinstance(v, (int, float))}
+            raw = {
+                k: _sig(float(v))
+                for k, v in m.value.items()
+                if k in _KEEP_NCU and isinstance(v, (int, float))
+            }
             ncu.append([*m.D, *m.block, raw])
         summary = {k: v for k, v in kern["summary"].items()}
         kernels[spec.name] = KernelData(
-            spec.name, kern["fingerprint"], summary, sorted(time), sorted(ncu, key=lambda r: r[:-1]),
+            spec.name,
+            kern["fingerprint"],
+            summary,
+            sorted(time),
+            sorted(ncu, key=lambda r: r[:-1]),
             dict((costs or {}).get(spec.name, {})),
         )
     data = RecordedDataset(dict(provenance or {}), device, kernels)

@@ -90,7 +90,12 @@ class KernelResult:
     fits: dict[str, Any] = field(default_factory=dict)
 
 
-def _occupancy(dim_blocks: Sequence[Block], attrs: Mapping[str, Any], cc: Sequence[int], smem_dyn: Sequence[float]) -> np.ndarray:
+def _occupancy(
+    dim_blocks: Sequence[Block],
+    attrs: Mapping[str, Any],
+    cc: Sequence[int],
+    smem_dyn: Sequence[float],
+) -> np.ndarray:
     from klaraptor.occupancy import active_blocks_per_sm
 
     threads = np.array([b[0] * b[1] * b[2] for b in dim_blocks], dtype=np.float64)
@@ -118,7 +123,9 @@ def evaluate_kernel(
     evals = [int(n) for n in spec.meta["eval_sizes"]]
     times = kd.times()
     t0 = time.perf_counter()
-    kern = build(spec, [{"N": n} for n in train], model=model, store=store, device=device, collect_data=False)
+    kern = build(
+        spec, [{"N": n} for n in train], model=model, store=store, device=device, collect_data=False
+    )
     fit_s = time.perf_counter() - t0
     attrs = kd.summary["collect"][data.device_key]["attributes"]
     largest = max(train)
@@ -137,8 +144,14 @@ def evaluate_kernel(
         worst = max(med, key=med.__getitem__)
         q = measured[best]
         pr = PairResult(
-            name, N, best, med[best], worst, med[worst],
-            noise=(q[2] - q[1]) / q[0] if q[0] > 0 else math.nan, n_candidates=len(med),
+            name,
+            N,
+            best,
+            med[best],
+            worst,
+            med[worst],
+            noise=(q[2] - q[1]) / q[0] if q[0] > 0 else math.nan,
+            n_candidates=len(med),
             measured_ms=med,
         )
         sel = kern.select(N)
@@ -173,7 +186,9 @@ def evaluate_kernel(
         kernel=name,
         benchmark=str(spec.meta.get("benchmark", name)),
         pairs=pairs,
-        build_s=float(costs.get("train_time_s", math.nan)) + float(costs.get("train_ncu_s", math.nan)) + fit_s,
+        build_s=float(costs.get("train_time_s", math.nan))
+        + float(costs.get("train_ncu_s", math.nan))
+        + fit_s,
         fit_s=fit_s,
         truth_s=float(costs.get("truth_s", math.nan)),
         skipped=skipped,
@@ -219,8 +234,10 @@ def summarize(results: Sequence[KernelResult]) -> dict[str, Any]:
             "within_noise": int(sum(within)),
         }
     noise = [p.noise for p in pairs if math.isfinite(p.noise)]
-    out["noise_band"] = {"median": float(np.median(noise)) if noise else math.nan,
-                         "p90": float(np.percentile(noise, 90)) if noise else math.nan}
+    out["noise_band"] = {
+        "median": float(np.median(noise)) if noise else math.nan,
+        "p90": float(np.percentile(noise, 90)) if noise else math.nan,
+    }
     out["build_s"] = float(np.nansum([r.build_s for r in results]))
     out["truth_s"] = float(np.nansum([r.truth_s for r in results]))
     return out
@@ -228,9 +245,15 @@ def summarize(results: Sequence[KernelResult]) -> dict[str, Any]:
 
 def format_summary(results: Sequence[KernelResult]) -> str:
     s = summarize(results)
-    lines = [f"{s['pairs']} (kernel, N) pairs over {s['kernels']} kernels; slowdown r = t(chosen) / t(best)",
-             f"{'method':16s} {'geomean r':>10s} {'max r':>8s} {'mean Error%':>12s} {'within noise':>13s}"]
+    lines = [
+        f"{s['pairs']} (kernel, N) pairs over {s['kernels']} kernels; slowdown r = t(chosen) / t(best)",
+        f"{'method':16s} {'geomean r':>10s} {'max r':>8s} {'mean Error%':>12s} {'within noise':>13s}",
+    ]
     for m, v in s["methods"].items():
-        lines.append(f"{m:16s} {v['geomean_r']:10.3f} {v['max_r']:8.2f} {v['mean_error_pct']:12.1f} {v['within_noise']:>8d}/{s['pairs']}")
-    lines.append(f"noise band (median relative IQR of the best block): {s['noise_band']['median']:.2%}")
+        lines.append(
+            f"{m:16s} {v['geomean_r']:10.3f} {v['max_r']:8.2f} {v['mean_error_pct']:12.1f} {v['within_noise']:>8d}/{s['pairs']}"
+        )
+    lines.append(
+        f"noise band (median relative IQR of the best block): {s['noise_band']['median']:.2%}"
+    )
     return "\n".join(lines)

@@ -31,7 +31,9 @@ def _fmt_block(b: Any) -> str:
     return "—" if b is None else ",".join(str(v) for v in b[: 2 if b[2] == 1 else 3])
 
 
-def evaluate_all(data: RecordedDataset, console: Any | None = None) -> dict[str, list[KernelResult]]:
+def evaluate_all(
+    data: RecordedDataset, console: Any | None = None
+) -> dict[str, list[KernelResult]]:
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for model in MODELS:
@@ -56,11 +58,15 @@ def skipped_estimate(data: RecordedDataset, results: Sequence[KernelResult]) -> 
     total = 0.0
     for r in results:
         decisions = data.kernels[r.kernel].summary.get("truth", {}).get(data.device_key, {})
-        total += sum(float(decisions[str(n)]["estimate_s"]) for n in r.skipped if str(n) in decisions)
+        total += sum(
+            float(decisions[str(n)]["estimate_s"]) for n in r.skipped if str(n) in decisions
+        )
     return total
 
 
-def summary_json(data: RecordedDataset, results: dict[str, list[KernelResult]], command: str) -> dict[str, Any]:
+def summary_json(
+    data: RecordedDataset, results: dict[str, list[KernelResult]], command: str
+) -> dict[str, Any]:
     from klaraptor import suite
     from klaraptor.provenance import stamp
 
@@ -85,7 +91,9 @@ def summary_json(data: RecordedDataset, results: dict[str, list[KernelResult]], 
         "train_sizes": sorted({tuple(sp.meta["train_sizes"]) for sp in specs.values()}),
         "eval_sizes": sorted({tuple(sp.meta["eval_sizes"]) for sp in specs.values()}),
         "evaluated_sizes": {r.kernel: [p.N for p in r.pairs] for r in head},
-        "skipped_sizes": {r.kernel: {str(n): why for n, why in r.skipped.items()} for r in head if r.skipped},
+        "skipped_sizes": {
+            r.kernel: {str(n): why for n, why in r.skipped.items()} for r in head if r.skipped
+        },
         "build_s": build,
         "exhaustive_search_s": truth,
         "build_over_exhaustive": {m: build[m] / truth for m in MODELS},
@@ -145,9 +153,33 @@ def plot_best_worst(results: Sequence[KernelResult], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(13, 5))
     x = np.arange(len(rows))
     ax.bar(x, [p.t_worst for _, p in rows], color="#dddddd", label="worst block")
-    ax.scatter(x, [p.t_best for _, p in rows], marker="_", s=300, color="black", label="best block (exhaustive)", zorder=3)
-    ax.scatter(x, [p.times["klaraptor"] for _, p in rows], marker="o", s=22, color="#d62728", label="klaraptor (auto)", zorder=4)
-    ax.scatter(x, [p.times["default"] for _, p in rows], marker="x", s=22, color="#1f77b4", label="default block", zorder=4)
+    ax.scatter(
+        x,
+        [p.t_best for _, p in rows],
+        marker="_",
+        s=300,
+        color="black",
+        label="best block (exhaustive)",
+        zorder=3,
+    )
+    ax.scatter(
+        x,
+        [p.times["klaraptor"] for _, p in rows],
+        marker="o",
+        s=22,
+        color="#d62728",
+        label="klaraptor (auto)",
+        zorder=4,
+    )
+    ax.scatter(
+        x,
+        [p.times["default"] for _, p in rows],
+        marker="x",
+        s=22,
+        color="#1f77b4",
+        label="default block",
+        zorder=4,
+    )
     ax.set_yscale("log")
     ax.set_ylabel("kernel time (ms, log)")
     ax.set_xticks(x, [f"{k}\nN={p.N}" for k, p in rows], rotation=90, fontsize=7)
@@ -164,11 +196,16 @@ def plot_pred_vs_measured(results: dict[str, list[KernelResult]], path: Path, n:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pairs = sorted((p for r in results["mwp_cwp"] for p in r.pairs), key=lambda p: -p.r("klaraptor"))[:n]
+    pairs = sorted(
+        (p for r in results["mwp_cwp"] for p in r.pairs), key=lambda p: -p.r("klaraptor")
+    )[:n]
     tf = {(p.kernel, p.N): p for r in results["time_fit"] for p in r.pairs}
     fig, axes = plt.subplots(2, (n + 1) // 2, figsize=(4 * ((n + 1) // 2), 7.5))
     for ax, p in zip(axes.ravel(), pairs):
-        for res, colour, label in ((p, "#1f77b4", "mwp_cwp"), (tf[(p.kernel, p.N)], "#2ca02c", "time_fit")):
+        for res, colour, label in (
+            (p, "#1f77b4", "mwp_cwp"),
+            (tf[(p.kernel, p.N)], "#2ca02c", "time_fit"),
+        ):
             xs = [res.measured_ms[b] for b in res.measured_ms if b in res.predicted_ms]
             ys = [res.predicted_ms[b] for b in res.measured_ms if b in res.predicted_ms]
             ax.scatter(xs, ys, s=8, color=colour, alpha=0.7, label=label)
@@ -176,7 +213,10 @@ def plot_pred_vs_measured(results: dict[str, list[KernelResult]], path: Path, n:
         ax.axvline(lo, color="black", lw=0.8, ls=":")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(f"{p.kernel.removeprefix('polybench.')} N={p.N}\nmwp_cwp r={p.r('klaraptor'):.2f}", fontsize=9)
+        ax.set_title(
+            f"{p.kernel.removeprefix('polybench.')} N={p.N}\nmwp_cwp r={p.r('klaraptor'):.2f}",
+            fontsize=9,
+        )
         ax.set_xlabel("measured ms")
         ax.set_ylabel("predicted ms")
         ax.legend(fontsize=7)

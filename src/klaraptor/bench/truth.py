@@ -27,11 +27,23 @@ from klaraptor.store import Store
 
 PER_POINT_S = 0.05  # measured host overhead of one timed point (worker, events, bookkeeping)
 TRUTH_OPTIONS = CollectOptions(
-    counters=False, check=False, warmup=1, min_time_ms=10.0, min_repeats=3, max_repeats=30, timeout_s=120.0
+    counters=False,
+    check=False,
+    warmup=1,
+    min_time_ms=10.0,
+    min_repeats=3,
+    max_repeats=30,
+    timeout_s=120.0,
 )
 TRAIN_OPTIONS = CollectOptions(
-    counters=False, check=True, warmup=2, min_time_ms=5.0, min_repeats=5, max_repeats=30,
-    target_sample_ms=0.2, ncu_batch=150,
+    counters=False,
+    check=True,
+    warmup=2,
+    min_time_ms=5.0,
+    min_repeats=5,
+    max_repeats=30,
+    target_sample_ms=0.2,
+    ncu_batch=150,
 )
 # Counters at three of the training sizes (the per-configuration fits need three to validate).
 NCU_SIZES = (512, 1024, 1536)
@@ -69,9 +81,15 @@ def plan_truth(
     options: CollectOptions = TRUTH_OPTIONS,
 ) -> list[SizeDecision]:
     """Which evaluation sizes fit the budget, from every candidate's largest-training-size time."""
-    ok = [m for m in store.measurements(spec.name, device, kind="time", status="ok") if m.D[0] < min(sizes)]
+    ok = [
+        m
+        for m in store.measurements(spec.name, device, kind="time", status="ok")
+        if m.D[0] < min(sizes)
+    ]
     if not ok:
-        return [SizeDecision(int(n), False, math.nan, "no training times to budget from") for n in sizes]
+        return [
+            SizeDecision(int(n), False, math.nan, "no training times to budget from") for n in sizes
+        ]
     n_ref = max(m.D[0] for m in ok)
     t_ref = [float(m.value["median_ms"]) / 1e3 for m in ok if m.D[0] == n_ref]
     p = complexity_power(spec)
@@ -90,31 +108,47 @@ def plan_truth(
     return out
 
 
-def record_decisions(store: Store, spec: KernelSpec, device: str, decisions: Sequence[SizeDecision]) -> None:
+def record_decisions(
+    store: Store, spec: KernelSpec, device: str, decisions: Sequence[SizeDecision]
+) -> None:
     kern = store.kernel(spec.name)
     summary = dict(kern["summary"]) if kern else spec.to_summary()
     truth = dict(summary.get("truth") or {})
     per = dict(truth.get(device) or {})
     for d in decisions:
-        per[str(d.N)] = {**d.to_dict(), "decided": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+        per[str(d.N)] = {
+            **d.to_dict(),
+            "decided": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
     truth[device] = per
     summary["truth"] = truth
     store.put_kernel(spec.name, spec.fingerprint(), summary)
 
 
-def collect_timing(spec: KernelSpec, store: Store, *, device: Any, progress: bool = True) -> CollectReport:
+def collect_timing(
+    spec: KernelSpec, store: Store, *, device: Any, progress: bool = True
+) -> CollectReport:
     """Timing (with the output check) of every candidate at every training size."""
     sizes = [{"N": n} for n in spec.meta["train_sizes"]]
-    return collect(spec, sizes, store=store, device=device, options=TRAIN_OPTIONS, progress=progress)
+    return collect(
+        spec, sizes, store=store, device=device, options=TRAIN_OPTIONS, progress=progress
+    )
 
 
 def collect_counters(
-    spec: KernelSpec, store: Store, *, device: Any, sizes: Sequence[int] | None = None, progress: bool = True
+    spec: KernelSpec,
+    store: Store,
+    *,
+    device: Any,
+    sizes: Sequence[int] | None = None,
+    progress: bool = True,
 ) -> CollectReport:
     """Hardware counters (one ncu session per batch) at the counter sizes (timed points only)."""
     sizes = list(sizes or ncu_sizes_for(spec))
     opts = CollectOptions(**{**TRAIN_OPTIONS.__dict__, "timing": False, "counters": True})
-    return collect(spec, [{"N": n} for n in sizes], store=store, device=device, options=opts, progress=progress)
+    return collect(
+        spec, [{"N": n} for n in sizes], store=store, device=device, options=opts, progress=progress
+    )
 
 
 def collect_truth(
@@ -135,7 +169,9 @@ def collect_truth(
     if not chosen:
         return decisions, None, 0.0
     t = time.perf_counter()
-    rep = collect(spec, chosen, store=store, device=device, options=TRUTH_OPTIONS, progress=progress)
+    rep = collect(
+        spec, chosen, store=store, device=device, options=TRUTH_OPTIONS, progress=progress
+    )
     return decisions, rep, time.perf_counter() - t
 
 

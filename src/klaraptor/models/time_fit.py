@@ -49,10 +49,20 @@ class TimeFitModel:
             ("occupancy", call("occupancy", output="occupancy")),
             ("time_ms", call("time_ms")),
             # cycles at the SM clock (1 GHz = 1e6 cycles per ms)
-            ("cycles", where(v("active_blocks") > 0, v("time_ms") * v("hw_clock_ghz") * 1e6, const(float("inf")))),
+            (
+                "cycles",
+                where(
+                    v("active_blocks") > 0,
+                    v("time_ms") * v("hw_clock_ghz") * 1e6,
+                    const(float("inf")),
+                ),
+            ),
         ]
         names = list(inputs) + [h for h in self.hardware if h not in inputs]
         return Program(
-            self.name, names, assignments, ["cycles", "occupancy", "active_blocks", "time_ms"],
+            self.name,
+            names,
+            assignments,
+            ["cycles", "occupancy", "active_blocks", "time_ms"],
             {"occupancy": occupancy_program()},
         )
