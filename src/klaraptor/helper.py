@@ -356,8 +356,8 @@ static int klaraptor_{k}_best(const long *D, int grid[3], int block[3]) {{
         """A standalone Python module (stdlib only) with `best(D) -> (grid, block)`."""
         model_py = self.model.to_python(prefix="model_")
         admit_py = self.admit.to_python(prefix="admit_")
-        mfun = "model_" + _py_ident(self.model.name)
-        afun = "admit_" + _py_ident(self.admit.name)
+        mfun = "model_" + _c_ident(self.model.name)
+        afun = "admit_" + _c_ident(self.admit.name)
         occ_idx = self.model.outputs.index(self._occ_name) if self._occ_name else -1
 
         def arg(name: str) -> str:
@@ -467,10 +467,6 @@ def admit_program(
 def _c_ident(name: str) -> str:
     s = "".join(c if (c.isalnum() or c == "_") and c.isascii() else "_" for c in name)
     return s if s[:1].isalpha() else "p" + s
-
-
-def _py_ident(name: str) -> str:
-    return _c_ident(name)
 
 
 def _indent_static(c_source: str) -> str:

@@ -14,7 +14,7 @@ history row, so the next process starts with it.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,14 +152,3 @@ class TunedKernel:
             if plan.timed:
                 self._maybe_settle(plan)
         self.selector.flush()
-
-
-def launch_with(
-    spec: KernelSpec, grid: Sequence[int], block: Sequence[int], args: Sequence[Any]
-) -> None:
-    """A plain launch of the spec's kernel with an explicit configuration (for comparisons)."""
-    from klaraptor import backend_cupy
-
-    fn = backend_cupy.compile_kernel(spec.source, spec.kernel, spec.options)
-    D = spec.read_data(tuple(args))
-    backend_cupy.launch(fn, grid, block, args, spec.dynamic_smem_for(D, tuple(block)))  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ import datetime as _dt
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,11 +173,3 @@ def collect_truth(
         spec, chosen, store=store, device=device, options=TRUTH_OPTIONS, progress=progress
     )
     return decisions, rep, time.perf_counter() - t
-
-
-def sizes_of(store: Store, spec: KernelSpec, device: str) -> Mapping[int, int]:
-    """How many candidates are timed (ok) per N."""
-    out: dict[int, int] = {}
-    for m in store.measurements(spec.name, device, kind="time", status="ok"):
-        out[m.D[0]] = out.get(m.D[0], 0) + 1
-    return out
