@@ -1,26 +1,100 @@
-"""Shared test configuration: tests marked `gpu` are skipped where no usable CUDA GPU exists."""
+"""Shared test configuration and fixtures.
+
+- Tests marked `gpu` are skipped where no usable CUDA GPU exists (the one GPU check,
+  `klaraptor.gpu.backend.gpu_problem`).
+- `h200`: the committed, measured H200 profile; `recorded`: the recorded H200 dataset;
+  `recorded_store`: a store holding recorded kernels; `make_spec`: a spec factory.
+"""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
+from klaraptor.bench.dataset import RecordedDataset, load_recorded
+from klaraptor.device_profile import DeviceProfile, recorded_profile
+from klaraptor.gpu.backend import gpu_problem
+from klaraptor.spec import DataParam, KernelSpec
+from klaraptor.store import Store
 
-@functools.cache
-def gpu_problem() -> str | None:
-    """None when CuPy imports and sees a CUDA device, else why not."""
-    try:
-        import cupy
-
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # noqa: BLE001 - any failure means: no usable GPU here
-        return f"no usable CUDA GPU ({type(exc).__name__}: {exc})"
-    return None if n > 0 else "no CUDA device"
+_gpu_problem = functools.cache(gpu_problem)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gpu_items = [item for item in items if "gpu" in item.keywords]
-    if gpu_items and (problem := gpu_problem()) is not None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if gpu_items and (problem := _gpu_problem()) is not None:
         for item in gpu_items:
             item.add_marker(pytest.mark.skip(reason=problem))
+
+
+@pytest.fixture(scope="session")
+def h200() -> DeviceProfile:
+    """The committed H200 profile (device query + microbenchmarks)."""
+    return recorded_profile("h200")
+
+
+@pytest.fixture(scope="session")
+def recorded() -> RecordedDataset:
+    """The recorded H200 dataset shipped with the package."""
+    return load_recorded()
+
+
+@pytest.fixture
+def recorded_store(recorded: RecordedDataset, tmp_path: Path) -> Iterator[Callable[..., Store]]:
+    """`recorded_store(*kernels)`: a fresh store holding the recorded data of those kernels."""
+    opened: list[Store] = []
+
+    def make(*kernels: str) -> Store:
+        s = recorded.to_store(tmp_path / f"recorded{len(opened)}.sqlite", kernels=list(kernels))
+        opened.append(s)
+        return s
+
+    yield make
+    for s in opened:
+        s.close()
+
+
+SCALE_SRC = r"""extern "C" __global__ void scale(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0f * x[i];
+}"""
+
+
+def scale_args(D: Any, rng: np.random.Generator) -> tuple[Any, ...]:
+    import cupy
+
+    n = D["n"]
+    x = cupy.asarray(rng.random(n, dtype=np.float32))
+    return x, cupy.empty_like(x), np.int32(n)
+
+
+def scale_reference(D: Any, host: tuple[Any, ...]) -> dict[int, np.ndarray]:
+    return {1: 2.0 * np.asarray(host[0], dtype=np.float64)}
+
+
+@pytest.fixture
+def make_spec() -> Callable[..., KernelSpec]:
+    """`make_spec(**fields)`: the README's 1-D `scale` kernel as a KernelSpec, any field
+    overridden (its make_args and reference are module-level, so workers can import them)."""
+
+    def make(**fields: Any) -> KernelSpec:
+        base: dict[str, Any] = {
+            "name": "test.scale",
+            "source": SCALE_SRC,
+            "kernel": "scale",
+            "data": (DataParam("n", arg=2),),
+            "dim": 1,
+            "grid": ("ceil(n / bx)", "1", "1"),
+            "make_args": scale_args,
+            "reference": scale_reference,
+            "outputs": (1,),
+        }
+        base.update(fields)
+        return KernelSpec(**base)
+
+    return make

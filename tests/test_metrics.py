@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from klaraptor import metrics, ncu
+from klaraptor import metrics
+from klaraptor.gpu import ncu
 from klaraptor.spec import DataParam, KernelSpec
-from klaraptor.store import Measurement, Store
+from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
 
 DATA = Path(__file__).parent / "data"
 ROWS = ncu.parse_raw_csv((DATA / "ncu_raw_nvtx.csv").read_text())
@@ -105,36 +106,39 @@ def test_collected_joins_time_and_counters(tmp_path: Path) -> None:
     dev = "H200|test"
     r = ROWS[1]
     with Store(tmp_path / "s.sqlite") as store:
-        store.put_kernel(spec.name, spec.fingerprint(), {"collect": {dev: {"sync_per_warp": 1}}})
+        store.put_kernel(KernelRecord(spec.name, spec.fingerprint(), spec.data_names))
+        store.put_collect_facts(spec.name, dev, CollectFacts(sync_per_warp=1.0))
+        n512 = spec.size(512)
         store.put_measurements(
             [
                 Measurement(
                     spec.name,
                     dev,
-                    (512,),
+                    n512,
                     (16, 2, 1),
                     "time",
                     "ok",
                     {"median_ms": 0.01, "grid": [32, 256, 1]},
                 ),
-                Measurement(spec.name, dev, (512,), (32, 1, 1), "time", "ok", {"median_ms": 0.02}),
+                Measurement(spec.name, dev, n512, (32, 1, 1), "time", "ok", {"median_ms": 0.02}),
                 Measurement(
                     spec.name,
                     dev,
-                    (512,),
+                    n512,
                     (16, 2, 1),
                     "ncu",
                     "ok",
                     {**ncu.raw_values(r), "grid": [32, 256, 1]},
                 ),
-                Measurement(spec.name, dev, (512,), (8, 4, 1), "time", "failed", {}, "crash"),
+                Measurement(spec.name, dev, n512, (8, 4, 1), "time", "failed", {}, "crash"),
             ]
         )
         got = metrics.collected(store, spec, dev)
-    assert set(got) == {((512,), (16, 2, 1)), ((512,), (32, 1, 1))}
-    full = got[((512,), (16, 2, 1))]
+    n512 = spec.size(512)
+    assert set(got) == {(n512, (16, 2, 1)), (n512, (32, 1, 1))}
+    full = got[(n512, (16, 2, 1))]
     assert full["time_ms"] == 0.01 and full["sync_per_warp"] == 1 and full["gld_per_warp"] == 3
-    assert got[((512,), (32, 1, 1))] == {"time_ms": 0.02, "warps": 16 * 512.0}
+    assert got[(n512, (32, 1, 1))] == {"time_ms": 0.02, "warps": 16 * 512.0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,8 +195,8 @@ $L__BB0_2:
 
 
 def test_count_barriers_in_ptx() -> None:
-    from klaraptor.backend_cupy import count_barriers
     from klaraptor.errors import CollectError
+    from klaraptor.gpu.backend import count_barriers
 
     # barrier.sync + bar.red in conv2, bar.sync in the helper it calls; not bar.warp.sync.
     assert count_barriers(PTX, "conv2") == 3

@@ -2,7 +2,9 @@
 
 The public API:
 - `KernelSpec`, `DataParam`: what a kernel is and how its data sizes are read;
+- `DataSize`: the data size D (`spec.size(4096)`, `spec.size("N=4096")`);
 - `build(spec, sizes, model="auto")`: collect, fit and store the helper program (a `Kernel`);
+- `plan(spec, sizes)`: what a build would measure (a dry run, no GPU needed);
 - `load(name)`: a built kernel from the store, without touching the GPU;
 - `Kernel.select(D)`, `.explain(D)`, `.tuned(*args)`, `.launcher(refine=k)`, `.export_c()`;
 - `fit_rational(X, y, ...)`: rational-function fitting (SVD least squares, degree search);
@@ -11,11 +13,12 @@ The public API:
 
 from __future__ import annotations
 
-from klaraptor.builder import Kernel, build, load
+from klaraptor.build import Kernel, build, load, plan
 from klaraptor.errors import (
     BuildError,
     CollectError,
     CompileError,
+    DataSizeError,
     FitError,
     KlaraptorError,
     LaunchError,
@@ -26,6 +29,7 @@ from klaraptor.errors import (
 from klaraptor.fitting import RationalFit, TableFit, fit_rational, fit_rational_table
 from klaraptor.program import Program, parse_expr
 from klaraptor.spec import DataParam, KernelSpec
+from klaraptor.types import DataSize
 
 __version__ = "0.1.0"
 
@@ -34,6 +38,8 @@ __all__ = [
     "CollectError",
     "CompileError",
     "DataParam",
+    "DataSize",
+    "DataSizeError",
     "FitError",
     "Kernel",
     "KernelSpec",
@@ -51,4 +57,5 @@ __all__ = [
     "fit_rational_table",
     "load",
     "parse_expr",
+    "plan",
 ]

@@ -27,14 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from klaraptor.errors import SpecError
-from klaraptor.spec import (
-    BLOCK_VARS,
-    Block,
-    Constraint,
-    KernelSpec,
-    constraint_masks,
-    parse_constraints,
-)
+from klaraptor.spec import Constraint, KernelSpec, constraint_masks, parse_constraints
+from klaraptor.types import BLOCK_VARS, Block, DataSchema, DataSize, Grid, KernelAttributes
 
 if TYPE_CHECKING:
     from klaraptor.device_profile import DeviceProfile
@@ -46,48 +40,14 @@ MIN_DEFAULT_THREADS = 32  # below one warp a block wastes lanes on every SM
 
 
 @dataclass(frozen=True)
-class KernelAttributes:
-    """Static attributes of a compiled kernel (cuFuncGetAttribute), filled by the CuPy backend.
-
-    `max_threads_per_block` is the function's own limit (lower than the device's when the kernel
-    uses many registers); `max_dynamic_smem` is its current
-    cudaFuncAttributeMaxDynamicSharedMemorySize (raised above the 48 KB default = opted in).
-    """
-
-    num_regs: int
-    static_smem: int
-    const_size: int
-    local_size: int
-    max_threads_per_block: int
-    max_dynamic_smem: int
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "num_regs": self.num_regs,
-            "static_smem": self.static_smem,
-            "const_size": self.const_size,
-            "local_size": self.local_size,
-            "max_threads_per_block": self.max_threads_per_block,
-            "max_dynamic_smem": self.max_dynamic_smem,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> KernelAttributes:
-        try:
-            return cls(**{k: int(d[k]) for k in cls.__dataclass_fields__})
-        except KeyError as exc:
-            raise SpecError(f"kernel attributes lack {exc.args[0]!r}: {dict(d)}") from None
-
-
-@dataclass(frozen=True)
 class PlannedPoint:
     """One (D, block) of a plan: 'measure', or 'rejected' with the reason."""
 
-    D: dict[str, int]
+    D: DataSize
     block: Block
     status: str
     reason: str = ""
-    grid: Block | None = None
+    grid: Grid | None = None
     dynamic_smem: int = 0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -247,14 +207,14 @@ class ConfigSpace:
             )
         return self._parsed_user[key]
 
-    def _data(
-        self, D: Mapping[str, Any] | Sequence[Any] | int, spec: KernelSpec | None
-    ) -> dict[str, int]:
+    def _data(self, D: Any, spec: KernelSpec | None) -> DataSize:
         if spec is not None:
-            return spec.normalize_data(D)
+            return spec.size(D)
+        if type(D) is DataSize:
+            return D
         if not isinstance(D, Mapping):
             raise SpecError("ConfigSpace without a spec needs D as a mapping {name: value}")
-        return {str(k): int(v) for k, v in D.items()}
+        return DataSchema(tuple(str(k) for k in D)).parse(D)
 
     def admissible(
         self,
@@ -270,11 +230,11 @@ class ConfigSpace:
         if not blocks:
             return [], []
         items = list(spec.constraint_items()) if spec is not None else []
-        items += list(self._user_items(tuple(d)))
+        items += list(self._user_items(d.names))
         if not items:
             return blocks, []
         bx, by, bz = self.arrays(blocks)
-        env: dict[str, Any] = {**d, "bx": bx, "by": by, "bz": bz}
+        env: dict[str, Any] = {**dict(d.items()), "bx": bx, "by": by, "bz": bz}
         masks = constraint_masks(items, env)
         ok: list[Block] = []
         rejected: list[tuple[Block, str]] = []
@@ -422,11 +382,11 @@ class ConfigSpace:
                             grid = spec.grid_for(d, b)
                             dyn = spec.dynamic_smem_for(d, b)
                         except SpecError as exc:
-                            plan.append(PlannedPoint(dict(d), b, "rejected", str(exc)))
+                            plan.append(PlannedPoint(d, b, "rejected", str(exc)))
                             continue
-                    plan.append(PlannedPoint(dict(d), b, "measure", "", grid, dyn))
+                    plan.append(PlannedPoint(d, b, "measure", "", grid, dyn))
                 else:
-                    plan.append(PlannedPoint(dict(d), b, "rejected", reasons.get(b, "")))
+                    plan.append(PlannedPoint(d, b, "rejected", reasons.get(b, "")))
         return plan
 
 
@@ -437,12 +397,12 @@ def format_dry_run(
     lines: list[str] = []
     if title:
         lines += [title, ""]
-    by_d: dict[tuple[tuple[str, int], ...], list[PlannedPoint]] = {}
+    by_d: dict[DataSize, list[PlannedPoint]] = {}
     for p in points:
-        by_d.setdefault(tuple(p.D.items()), []).append(p)
+        by_d.setdefault(p.D, []).append(p)
     n_measure = sum(p.status == "measure" for p in points)
     for key, pts in by_d.items():
-        dtext = ", ".join(f"{k}={v}" for k, v in key)
+        dtext = str(key)
         m = sum(p.status == "measure" for p in pts)
         lines.append(f"D: {dtext}  —  {m} to measure, {len(pts) - m} rejected")
         rows = [p for p in pts if show_measured or p.status != "measure"]

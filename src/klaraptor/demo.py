@@ -31,7 +31,7 @@ def run(
     console: Console | None = None,
     kernels: Sequence[str] | None = None,
 ) -> int:
-    from klaraptor.builder import gpu_available
+    from klaraptor.gpu.backend import gpu_available
 
     # Tables need ~100 columns; a pipe (make, CI logs) would otherwise be cut at 80.
     console = console or Console(width=None if Console().is_terminal else 110)
@@ -45,8 +45,8 @@ def run(
 def _gpu_demo(console: Console, store_path: str | None) -> int:
     from klaraptor import suite
     from klaraptor.bench.truth import collect_counters, collect_timing
-    from klaraptor.builder import build, current_profile
-    from klaraptor.collect import CollectOptions, collect
+    from klaraptor.build import build, current_profile
+    from klaraptor.gpu.collect import CollectOptions, collect
     from klaraptor.store import Store
 
     store = Store(store_path) if store_path else Store()
@@ -94,7 +94,7 @@ def _gpu_demo(console: Console, store_path: str | None) -> int:
         times = {
             m.block: float(m.value["median_ms"])
             for m in store.measurements(spec.name, kern.device_key, kind="time", status="ok")
-            if m.D == (GPU_EVAL,)
+            if m.D.values() == (GPU_EVAL,)
         }
         best = min(times, key=times.__getitem__)
         worst = max(times, key=times.__getitem__)

@@ -117,7 +117,7 @@ class DeviceProfile:
             raise KlaraptorError(
                 f"device profile {self.key!r} lacks microbenchmark results "
                 f"{self.missing_microbench}; run the microbenchmarks on this GPU "
-                "(klaraptor.microbench) or use the recorded profile (recorded_profile())"
+                "(klaraptor.gpu.microbench) or use the recorded profile (recorded_profile())"
             )
 
         def num(x: float | None) -> float:

@@ -11,6 +11,10 @@ class SpecError(KlaraptorError):
     """A KernelSpec (or an annotated .cu file) is malformed."""
 
 
+class DataSizeError(SpecError):
+    """A data size D is malformed, names the wrong parameters or lies outside their range."""
+
+
 class ProgramError(KlaraptorError):
     """A rational program is malformed or cannot be evaluated / generated."""
 

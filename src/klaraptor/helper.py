@@ -30,10 +30,8 @@ import numpy as np
 
 from klaraptor.errors import ProgramError
 from klaraptor.program import Expr, Program, call, floor, var, where
+from klaraptor.types import BLOCK_VARS, INT32_MAX, Block, DataSchema, DataSize, Grid
 
-Block = tuple[int, int, int]
-Grid = tuple[int, int, int]
-BLOCK_VARS = ("bx", "by", "bz")
 _min_reduce = np.minimum.reduce
 _where = np.where
 _lexsort = np.lexsort
@@ -44,7 +42,7 @@ _argsort = np.argsort
 class Prediction:
     """Per-candidate model outputs for one D (arrays aligned with `HelperProgram.candidates`)."""
 
-    D: tuple[int, ...]
+    D: DataSize
     ms: np.ndarray
     outputs: dict[str, np.ndarray]
     grid: np.ndarray  # (n, 3)
@@ -67,8 +65,13 @@ class HelperProgram:
     clock_mhz: float
     band: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    # (lo, hi) of each data parameter: the spec's sane ranges, also enforced by `admit`.
+    data_ranges: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
+        if not self.data_ranges:
+            self.data_ranges = tuple((1, INT32_MAX) for _ in self.data_names)
+        self.data_ranges = tuple((int(lo), int(hi)) for lo, hi in self.data_ranges)
         self.candidates = tuple(tuple(int(v) for v in b) for b in self.candidates)  # type: ignore[misc]
         if not self.candidates:
             raise ProgramError(f"helper program of {self.kernel!r} has no candidate block")
@@ -157,13 +160,17 @@ class HelperProgram:
 
     # -- evaluation ------------------------------------------------------------------------------
 
-    def _dargs(self, D: Sequence[int], inputs: Sequence[str]) -> dict[str, float]:
-        values = dict(zip(self.data_names, D))
+    @property
+    def data_schema(self) -> DataSchema:
+        """Names and ranges of the data parameters (the parser of D when no spec is at hand)."""
+        return DataSchema(tuple(self.data_names), self.data_ranges, self.kernel)
+
+    def _dargs(self, D: DataSize, inputs: Sequence[str]) -> dict[str, float]:
+        values = dict(zip(self.data_names, D.values()))
         return {n: float(values[n]) for n in inputs}
 
-    def predict(self, D: Sequence[int]) -> Prediction:
-        """Every candidate's prediction for D (a tuple ordered as `data_names`)."""
-        D = tuple(int(v) for v in D)
+    def predict(self, D: DataSize) -> Prediction:
+        """Every candidate's prediction for D."""
         n = len(self.candidates)
         out = self._model_fn(**self._dargs(D, self._model_fn.inputs))
         adm = self._admit_fn(**self._dargs(D, self._admit_fn.inputs))
@@ -185,17 +192,17 @@ class HelperProgram:
             order,
         )
 
-    def choose(self, D: Sequence[int], k: int = 1) -> tuple[list[int], list[float], Grid | None]:
+    def choose(self, D: DataSize, k: int = 1) -> tuple[list[int], list[float], Grid | None]:
         """The first `k` candidates of `predict(D).order` (fewer when fewer are valid, none when
         no candidate is admissible), their predicted times in ms, and the first one's grid.
 
         The same result as `predict`, much faster: one specialised program computes only the
         primary prediction, the occupancy (when it depends on D) and the grid, and only the top
-        k are ordered. D is a tuple of ints ordered as `data_names`; k >= 1.
+        k are ordered; k >= 1.
         """
         if k < 1:
             raise ProgramError(f"choose: k must be >= 1, got {k}")
-        out = self._choose_fn(*D)
+        out = self._choose_fn(*D.values())
         score = out[0]  # the prediction where valid, else +inf
         tmin = float(_min_reduce(score))
         if not tmin < math.inf:
@@ -229,15 +236,15 @@ class HelperProgram:
         gx, gy, gz = out[-3:]
         return top, ms, (int(gx.item(b)), int(gy.item(b)), int(gz.item(b)))
 
-    def best_index(self, D: Sequence[int]) -> int:
-        top = self.choose(tuple(int(v) for v in D))[0]
+    def best_index(self, D: DataSize) -> int:
+        top = self.choose(D)[0]
         if not top:
-            raise ProgramError(f"{self.kernel}: no admissible candidate for D={tuple(D)}")
+            raise ProgramError(f"{self.kernel}: no admissible candidate for D={D}")
         return top[0]
 
-    def grid(self, D: Sequence[int], index: int) -> Grid:
+    def grid(self, D: DataSize, index: int) -> Grid:
         """The launch grid of candidate `index` for D."""
-        adm = self._admit_fn(**self._dargs(tuple(int(v) for v in D), self._admit_fn.inputs))
+        adm = self._admit_fn(**self._dargs(D, self._admit_fn.inputs))
         n = len(self.candidates)
         return tuple(int(np.broadcast_to(adm[g], (n,))[index]) for g in ("gx", "gy", "gz"))  # type: ignore[return-value]
 
@@ -255,6 +262,7 @@ class HelperProgram:
             "clock_mhz": self.clock_mhz,
             "band": self.band,
             "info": self.info,
+            "data_ranges": [list(r) for r in self.data_ranges],
         }
 
     @staticmethod
@@ -270,6 +278,7 @@ class HelperProgram:
             clock_mhz=float(d["clock_mhz"]),
             band=float(d.get("band", 0.0)),
             info=dict(d.get("info", {})),
+            data_ranges=tuple(tuple(r) for r in d.get("data_ranges", ())),  # type: ignore[misc]
         )
 
     # -- code generation -------------------------------------------------------------------------

@@ -29,11 +29,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from klaraptor.types import WARP_SIZE, Block, DataSize
+
 if TYPE_CHECKING:
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
-
-WARP = 32
 
 # The metrics requested from ncu (`--metrics`), in a stable order.
 RAW_METRICS: tuple[str, ...] = (
@@ -102,7 +102,7 @@ def expected_warps(block: Sequence[int], grid: Sequence[int]) -> int:
     """Warps a launch creates: blocks × ceil(threads per block / 32). Exact, never measured."""
     threads = int(block[0]) * int(block[1]) * int(block[2])
     blocks = int(grid[0]) * int(grid[1]) * int(grid[2])
-    return blocks * ((threads + WARP - 1) // WARP)
+    return blocks * ((threads + WARP_SIZE - 1) // WARP_SIZE)
 
 
 def _num(raw: Mapping[str, Any], name: str) -> float | None:
@@ -209,28 +209,25 @@ def derive(
 
 def collected(
     store: Store, spec: KernelSpec, device: str
-) -> dict[tuple[tuple[int, ...], tuple[int, int, int]], dict[str, float]]:
+) -> dict[tuple[DataSize, Block], dict[str, float]]:
     """Canonical metrics of every successfully timed point of a kernel on a device.
 
-    Keys are (D tuple ordered as `spec.data_names`, block). Points with counters get the full
-    set; points measured by timing only get `time_ms` and `warps` (exact from block and grid).
-    `sync_per_warp` comes from the kernel summary the collector stored for this device
-    (`summary["collect"][device]["sync_per_warp"]`, the PTX barrier count).
+    Keys are (D, block). Points with counters get the full set; points measured by timing only
+    get `time_ms` and `warps` (exact from block and grid). `sync_per_warp` comes from the
+    kernel's collection facts on this device (the PTX barrier count).
     """
-    kern = store.kernel(spec.name)
-    sync = None
-    if kern is not None:
-        sync = kern["summary"].get("collect", {}).get(device, {}).get("sync_per_warp")
+    facts = store.collect_facts(spec.name, device)
+    sync = None if facts is None else facts.sync_per_warp
     ncu_rows = {
         (m.D, m.block): m.value
         for m in store.measurements(spec.name, device, kind="ncu", status="ok")
     }
-    out: dict[tuple[tuple[int, ...], tuple[int, int, int]], dict[str, float]] = {}
+    out: dict[tuple[DataSize, Block], dict[str, float]] = {}
     for m in store.measurements(spec.name, device, kind="time", status="ok"):
         key = (m.D, m.block)
         grid = m.value.get("grid")
         if grid is None:
-            grid = spec.grid_for(dict(zip(spec.data_names, m.D)), m.block)
+            grid = spec.grid_for(m.D, m.block)
         raw = ncu_rows.get(key)
         if raw is None:
             out[key] = {

@@ -1,7 +1,8 @@
 """KernelSpec: what a kernel is, how its data parameters are read and how it is launched.
 
-INTERFACE PINNED by the lead (the fields of `DataParam` and `KernelSpec`); validation and
-expression handling are filled in by the spec owner.
+D enters here and leaves as a `DataSize`: `KernelSpec.size(raw)` for what a user typed or passed,
+`KernelSpec.read_data(args)` for a call's arguments. Both go through the spec's `DataSchema`, the
+one place a data size is validated.
 
 Spec expressions (grid, constraints, dynamic shared memory) are Python-syntax strings over the
 data-parameter names and `bx, by, bz`. They are parsed once into `program.Expr` (cached on the
@@ -27,13 +28,12 @@ import numpy as np
 
 from klaraptor.errors import KlaraptorError, ProgramError, SpecError
 from klaraptor.program import Expr, Program, parse_expr
+from klaraptor.types import BLOCK_VARS, INT32_MAX, Block, DataSchema, DataSize
 
-Block = tuple[int, int, int]
-Data = Mapping[str, int]
+# What make_args, reference and callable constraints receive as D.
+Data = DataSize
 # A constraint is an expression over data names and bx, by, bz, or a callable (D, block) -> bool.
 Constraint = str | Callable[[Data, Block], bool]
-
-BLOCK_VARS: tuple[str, str, str] = ("bx", "by", "bz")
 # Names an expression may call; a data parameter must not shadow them.
 RESERVED_NAMES = frozenset({"ceil", "floor", "min", "max", "where", "and", "or", "not"})
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -56,7 +56,18 @@ class DataParam:
     shape_of: tuple[int, int] | None = None
     reader: Callable[[tuple[Any, ...]], int] | None = None
     lo: int = 1
-    hi: int = 2**31 - 1
+    hi: int = INT32_MAX
+
+    def getter(self) -> Callable[[Sequence[Any]], Any]:
+        """A fast `args -> raw value` (no checks): the launcher's per-call reader."""
+        if self.arg is not None:
+            return operator.itemgetter(self.arg)
+        if self.shape_of is not None:
+            i, axis = self.shape_of
+            return lambda args: args[i].shape[axis]
+        if self.reader is not None:
+            return self.reader
+        raise SpecError(f"data parameter {self.name!r} has no read method")
 
     def read(self, args: Sequence[Any]) -> Any:
         """The raw value of this parameter in a call's arguments (not yet checked)."""
@@ -98,25 +109,10 @@ class DataParam:
         raise SpecError(f"data parameter {self.name!r} has no read method")
 
     def check(self, value: Any) -> int:
-        """`value` as an int inside [lo, hi], or SpecError."""
-        if isinstance(value, (bool, np.bool_)):
-            raise SpecError(f"data parameter {self.name!r} must be an integer, got {value!r}")
-        try:
-            v = operator.index(value)
-        except TypeError:
-            # Accept integral floats (e.g. 4096.0 from a size computation), nothing fuzzier.
-            if isinstance(value, (float, np.floating)) and float(value).is_integer():
-                v = int(value)
-            else:
-                raise SpecError(
-                    f"data parameter {self.name!r} must be an integer, got "
-                    f"{type(value).__name__} {value!r}"
-                ) from None
-        if not self.lo <= v <= self.hi:
-            raise SpecError(
-                f"data parameter {self.name!r} = {v} is outside its range [{self.lo}, {self.hi}]"
-            )
-        return int(v)
+        """`value` as an int inside [lo, hi], or DataSizeError."""
+        return DataSchema((self.name,), ((self.lo, self.hi),)).check(
+            self.name, self.lo, self.hi, value
+        )
 
     def describe(self) -> str:
         """How the value is read, in words ("arg 2", "args[0].shape[1]", "reader f")."""
@@ -370,50 +366,37 @@ class KernelSpec:
 
     # -- reading a call's data parameters ------------------------------------------------------
 
-    def read_data(self, args: Sequence[Any]) -> dict[str, int]:
-        """The data parameters of a call, checked to be integers inside their [lo, hi] range."""
+    @property
+    def data_schema(self) -> DataSchema:
+        """The data parameters' names and ranges: the parser of this kernel's D."""
+        cache = self.__dict__["_cache"]
+        schema = cache.get("schema")
+        if schema is None:
+            schema = cache["schema"] = DataSchema(
+                self.data_names, tuple((p.lo, p.hi) for p in self.data), self.name
+            )
+        return schema
+
+    def size(self, D: Any) -> DataSize:
+        """D as a DataSize, from a DataSize, an int (one parameter), a sequence ordered as the
+        data names, a mapping by name or text ("N=4096"); DataSizeError when it is not one."""
+        return self.data_schema.parse(D)
+
+    def read_data(self, args: Sequence[Any]) -> DataSize:
+        """The data size of a call: its data parameters read from the arguments and checked."""
         try:
-            return {p.name: p.check(p.read(args)) for p in self.data}
+            raw = [p.read(args) for p in self.data]
         except SpecError as exc:
             raise SpecError(f"kernel {self.name!r}: {exc}") from None
+        return self.data_schema.parse(raw)
 
-    def normalize_data(self, D: Mapping[str, Any] | Sequence[Any] | int) -> dict[str, int]:
-        """D given as a mapping, a tuple ordered as data_names, or a bare int (one parameter)."""
-        names = self.data_names
-        if isinstance(D, Mapping):
-            missing = [n for n in names if n not in D]
-            extra = [k for k in D if k not in names]
-            if missing or extra:
-                raise SpecError(
-                    f"kernel {self.name!r}: data must name exactly {list(names)}; "
-                    f"missing {missing}, unknown {extra}"
-                )
-            values = [D[n] for n in names]
-        elif isinstance(D, (str, bytes)):
-            raise SpecError(f"kernel {self.name!r}: data {D!r} is not a size")
-        elif isinstance(D, Sequence) or isinstance(D, np.ndarray):
-            values = list(D)
-            if len(values) != len(names):
-                raise SpecError(
-                    f"kernel {self.name!r}: data {tuple(values)} must have {len(names)} values "
-                    f"ordered as {list(names)}"
-                )
-        else:
-            if len(names) != 1:
-                raise SpecError(
-                    f"kernel {self.name!r}: a bare size {D!r} is ambiguous with data "
-                    f"parameters {list(names)}"
-                )
-            values = [D]
-        try:
-            return {p.name: p.check(v) for p, v in zip(self.data, values)}
-        except SpecError as exc:
-            raise SpecError(f"kernel {self.name!r}: {exc}") from None
+    def normalize_data(self, D: Any) -> DataSize:
+        """Same as `size` (kept for the 0.1 API)."""
+        return self.data_schema.parse(D)
 
-    def data_tuple(self, D: Mapping[str, Any] | Sequence[Any] | int) -> tuple[int, ...]:
-        """D as a tuple ordered as data_names (the store's key)."""
-        d = self.normalize_data(D)
-        return tuple(d[n] for n in self.data_names)
+    def data_tuple(self, D: Any) -> tuple[int, ...]:
+        """D as a tuple ordered as data_names (kept for the 0.1 API)."""
+        return self.data_schema.parse(D).values()
 
     # -- parsed expressions ----------------------------------------------------------------------
 
@@ -443,7 +426,7 @@ class KernelSpec:
 
     def _env(self, D: Mapping[str, Any], bx: Any, by: Any, bz: Any) -> dict[str, Any]:
         if not isinstance(D, Mapping):
-            D = self.normalize_data(D)  # a tuple ordered as data_names, or a bare int
+            D = self.size(D)
         missing = [n for n in self.data_names if n not in D]
         if missing:
             raise SpecError(f"kernel {self.name!r}: D={dict(D)} lacks data parameters {missing}")

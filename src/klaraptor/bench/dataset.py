@@ -24,7 +24,8 @@ from typing import Any
 from klaraptor.errors import KlaraptorError
 from klaraptor.metrics import LAUNCH_COLUMNS, RAW_METRICS
 from klaraptor.spec import KernelSpec
-from klaraptor.store import Measurement, Store
+from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store, TruthDecision
+from klaraptor.types import Block, DataSize
 
 DATA_NAME = "h200_suite.json.gz"
 FORMAT = 1
@@ -39,7 +40,12 @@ def _sig(v: float) -> float:
 
 @dataclass
 class KernelData:
-    """One kernel's recorded measurements."""
+    """One kernel's recorded measurements.
+
+    `summary` is the file's form: the spec's description plus, per device key, the collection
+    facts (`"collect"`) and the ground-truth decisions (`"truth"`); read them typed through
+    `spec_summary`, `facts` and `truth`.
+    """
 
     name: str
     fingerprint: str
@@ -48,26 +54,51 @@ class KernelData:
     ncu: list[list[Any]]  # [D..., bx, by, bz, {raw metric: value}]
     costs: dict[str, float] = field(default_factory=dict)
 
-    def times(
-        self,
-    ) -> dict[tuple[tuple[int, ...], tuple[int, int, int]], tuple[float, float, float]]:
-        d = self.n_data
-        return {
-            (tuple(int(v) for v in r[:d]), tuple(int(v) for v in r[d : d + 3])): (
-                r[d + 3],
-                r[d + 4],
-                r[d + 5],
-            )
-            for r in self.time
-        }
+    @property
+    def data_names(self) -> tuple[str, ...]:
+        return tuple(str(d["name"]) for d in self.summary.get("data", [])) or ("N",)
 
     @property
     def n_data(self) -> int:
-        return len(self.summary.get("data", [])) or 1
+        return len(self.data_names)
 
-    def sizes(self) -> list[tuple[int, ...]]:
+    def size(self, row: list[Any]) -> DataSize:
+        return DataSize(self.data_names, tuple(int(v) for v in row[: self.n_data]))
+
+    def times(self) -> dict[tuple[DataSize, Block], tuple[float, float, float]]:
+        """(D, block) → (median, q1, q3) ms."""
         d = self.n_data
-        return sorted({tuple(int(v) for v in r[:d]) for r in self.time})
+        return {
+            (self.size(r), tuple(int(v) for v in r[d : d + 3])): (r[d + 3], r[d + 4], r[d + 5])
+            for r in self.time
+        }  # type: ignore[misc]
+
+    def sizes(self) -> list[DataSize]:
+        return sorted({self.size(r) for r in self.time}, key=DataSize.values)
+
+    @property
+    def spec_summary(self) -> dict[str, Any]:
+        return {k: v for k, v in self.summary.items() if k not in ("collect", "truth")}
+
+    def facts(self, device: str) -> CollectFacts:
+        entry = (self.summary.get("collect") or {}).get(device)
+        if entry is None:
+            raise KlaraptorError(f"the recorded data of {self.name} has no facts for {device!r}")
+        return CollectFacts.from_dict(entry)
+
+    def truth(self, device: str) -> dict[DataSize, TruthDecision]:
+        """The ground-truth budget decisions per evaluation size."""
+        out = {}
+        for n, dec in ((self.summary.get("truth") or {}).get(device) or {}).items():
+            D = DataSize(self.data_names, (int(n),))
+            out[D] = TruthDecision(
+                D,
+                bool(dec["measure"]),
+                float(dec["estimate_s"]),
+                str(dec["reason"]),
+                str(dec.get("decided", "")),
+            )
+        return out
 
 
 @dataclass
@@ -94,13 +125,17 @@ class RecordedDataset:
         store.put_device_profile(key, self.device)
         for name in kernels if kernels is not None else self.kernels:
             k = self.kernels[name]
-            store.put_kernel(name, k.fingerprint, k.summary)
+            store.put_kernel(KernelRecord(name, k.fingerprint, k.data_names, k.spec_summary))
+            for device in k.summary.get("collect") or {}:
+                store.put_collect_facts(name, device, k.facts(device))
+            for device in k.summary.get("truth") or {}:
+                store.put_truth_decisions(name, device, k.truth(device).values())
             d = k.n_data
             ms = [
                 Measurement(
                     name,
                     key,
-                    tuple(int(v) for v in r[:d]),
+                    k.size(r),
                     tuple(int(v) for v in r[d : d + 3]),
                     "time",
                     "ok",
@@ -117,7 +152,7 @@ class RecordedDataset:
                 Measurement(
                     name,
                     key,
-                    tuple(int(v) for v in r[:d]),
+                    k.size(r),
                     tuple(int(v) for v in r[d : d + 3]),
                     "ncu",
                     "ok",
@@ -196,7 +231,9 @@ def export_dataset(
         time = []
         for m in store.measurements(spec.name, key, kind="time", status="ok"):
             v = m.value
-            time.append([*m.D, *m.block, _sig(v["median_ms"]), _sig(v["q1_ms"]), _sig(v["q3_ms"])])
+            time.append(
+                [*m.D.values(), *m.block, _sig(v["median_ms"]), _sig(v["q1_ms"]), _sig(v["q3_ms"])]
+            )
         ncu = []
         for m in store.measurements(spec.name, key, kind="ncu", status="ok"):
             raw = {
@@ -204,11 +241,27 @@ def export_dataset(
                 for k, v in m.value.items()
                 if k in _KEEP_NCU and isinstance(v, (int, float))
             }
-            ncu.append([*m.D, *m.block, raw])
-        summary = {k: v for k, v in kern["summary"].items()}
+            ncu.append([*m.D.values(), *m.block, raw])
+        summary = dict(kern.spec)
+        facts = store.collect_facts(spec.name, key)
+        if facts is not None:
+            summary["collect"] = {key: facts.to_dict()}
+        truth = store.truth_decisions(spec.name, key)
+        if truth:
+            summary["truth"] = {
+                key: {
+                    str(D.values()[0]): {
+                        "measure": t.measure,
+                        "estimate_s": t.estimate_s,
+                        "reason": t.reason,
+                        "decided": t.decided,
+                    }
+                    for D, t in truth.items()
+                }
+            }
         kernels[spec.name] = KernelData(
             spec.name,
-            kern["fingerprint"],
+            kern.fingerprint,
             summary,
             sorted(time),
             sorted(ncu, key=lambda r: r[:-1]),

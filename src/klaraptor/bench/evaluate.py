@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +26,8 @@ import numpy as np
 from klaraptor.bench.dataset import RecordedDataset
 from klaraptor.errors import KlaraptorError
 from klaraptor.store import Store
+from klaraptor.types import Block, KernelAttributes
 
-Block = tuple[int, int, int]
 METHODS = ("klaraptor", "klaraptor_top4", "default", "occ", "tune_once", "exhaustive")
 
 
@@ -92,15 +92,15 @@ class KernelResult:
 
 def _occupancy(
     dim_blocks: Sequence[Block],
-    attrs: Mapping[str, Any],
+    attrs: KernelAttributes,
     cc: Sequence[int],
     smem_dyn: Sequence[float],
 ) -> np.ndarray:
     from klaraptor.occupancy import active_blocks_per_sm
 
     threads = np.array([b[0] * b[1] * b[2] for b in dim_blocks], dtype=np.float64)
-    smem = float(attrs["static_smem"]) + np.asarray(smem_dyn, dtype=np.float64)
-    blocks = active_blocks_per_sm(threads, float(attrs["num_regs"]), smem, tuple(cc))
+    smem = float(attrs.static_smem) + np.asarray(smem_dyn, dtype=np.float64)
+    blocks = active_blocks_per_sm(threads, float(attrs.num_regs), smem, tuple(cc))
     return blocks * np.ceil(threads / 32)
 
 
@@ -114,7 +114,7 @@ def evaluate_kernel(
 ) -> KernelResult:
     """Build the helper from the training sizes and score every method at every evaluated N."""
     from klaraptor import suite
-    from klaraptor.builder import build
+    from klaraptor.build import build
 
     spec = suite.get(name)
     kd = data.kernels[name]
@@ -127,17 +127,18 @@ def evaluate_kernel(
         spec, [{"N": n} for n in train], model=model, store=store, device=device, collect_data=False
     )
     fit_s = time.perf_counter() - t0
-    attrs = kd.summary["collect"][data.device_key]["attributes"]
+    attrs = kd.facts(data.device_key).attributes
     largest = max(train)
-    at_largest = {b: t[0] for (D, b), t in times.items() if D == (largest,)}
+    at_largest = {b: t[0] for (D, b), t in times.items() if D.values() == (largest,)}
     tune_once = min(at_largest, key=at_largest.__getitem__)
     pairs = []
     skipped: dict[int, str] = {}
-    decisions = kd.summary.get("truth", {}).get(data.device_key, {})
+    decisions = kd.truth(data.device_key)
     for N in evals:
-        measured = {b: t for (D, b), t in times.items() if D == (N,)}
+        measured = {b: t for (D, b), t in times.items() if D.values() == (N,)}
         if not measured:
-            skipped[N] = decisions.get(str(N), {}).get("reason", "no ground truth recorded")
+            dec = decisions.get(spec.size(N))
+            skipped[N] = dec.reason if dec is not None else "no ground truth recorded"
             continue
         med = {b: t[0] for b, t in measured.items()}
         best = min(med, key=med.__getitem__)
@@ -155,7 +156,7 @@ def evaluate_kernel(
             measured_ms=med,
         )
         sel = kern.select(N)
-        pred = kern.helper.predict((N,))
+        pred = kern.helper.predict(sel.D)
         pr.predicted_ms = {b: float(pred.ms[i]) for i, b in enumerate(kern.helper.candidates)}
         top = [b for b, _ in sel.topk[:topk] if b in med]
         choices: dict[str, Block | None] = {
@@ -172,7 +173,7 @@ def evaluate_kernel(
             pr.times[m] = med[b]
         # OCC (SNOWPACK's protocol): the median time over the max-occupancy blocks.
         blocks = sorted(med)
-        dyn = [spec.dynamic_smem_for({"N": N}, b) for b in blocks]
+        dyn = [spec.dynamic_smem_for(sel.D, b) for b in blocks]
         occ = _occupancy(blocks, attrs, device.cc, dyn)
         top_occ = [b for b, o in zip(blocks, occ) if o == occ.max()]
         ts = sorted(med[b] for b in top_occ)
@@ -192,7 +193,7 @@ def evaluate_kernel(
         fit_s=fit_s,
         truth_s=float(costs.get("truth_s", math.nan)),
         skipped=skipped,
-        fits=kern.report.get("fits", {}),
+        fits=kern.report.fits if kern.report is not None else {},
     )
 
 

@@ -57,10 +57,9 @@ def skipped_estimate(data: RecordedDataset, results: Sequence[KernelResult]) -> 
     rule's own estimate, from training times)."""
     total = 0.0
     for r in results:
-        decisions = data.kernels[r.kernel].summary.get("truth", {}).get(data.device_key, {})
-        total += sum(
-            float(decisions[str(n)]["estimate_s"]) for n in r.skipped if str(n) in decisions
-        )
+        kd = data.kernels[r.kernel]
+        decisions = {D.values()[0]: t for D, t in kd.truth(data.device_key).items()}
+        total += sum(decisions[n].estimate_s for n in r.skipped if n in decisions)
     return total
 
 

@@ -8,7 +8,7 @@ kernel's complexity ((N / N_train)^p, p from `meta["complexity"]`), and
     estimate = sum over candidates of t_c(N) × (warm-up + minimum repeats) + PER_POINT_S × candidates
 
 must stay under `budget_s`. Every decision is written to the store's kernel summary under
-`summary["truth"][device][N]`.
+the store's truth decisions (`Store.put_truth_decisions`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from klaraptor.collect import CollectOptions, CollectReport, collect
+from klaraptor.gpu.collect import CollectOptions, CollectReport, collect
 from klaraptor.spec import KernelSpec
-from klaraptor.store import Store
+from klaraptor.store import Store, TruthDecision
 
 PER_POINT_S = 0.05  # measured host overhead of one timed point (worker, events, bookkeeping)
 TRUTH_OPTIONS = CollectOptions(
@@ -84,14 +84,14 @@ def plan_truth(
     ok = [
         m
         for m in store.measurements(spec.name, device, kind="time", status="ok")
-        if m.D[0] < min(sizes)
+        if m.D.values()[0] < min(sizes)
     ]
     if not ok:
         return [
             SizeDecision(int(n), False, math.nan, "no training times to budget from") for n in sizes
         ]
-    n_ref = max(m.D[0] for m in ok)
-    t_ref = [float(m.value["median_ms"]) / 1e3 for m in ok if m.D[0] == n_ref]
+    n_ref = max(m.D.values()[0] for m in ok)
+    t_ref = [float(m.value["median_ms"]) / 1e3 for m in ok if m.D.values()[0] == n_ref]
     p = complexity_power(spec)
     launches = options.warmup + options.min_repeats
     out = []
@@ -111,18 +111,15 @@ def plan_truth(
 def record_decisions(
     store: Store, spec: KernelSpec, device: str, decisions: Sequence[SizeDecision]
 ) -> None:
-    kern = store.kernel(spec.name)
-    summary = dict(kern["summary"]) if kern else spec.to_summary()
-    truth = dict(summary.get("truth") or {})
-    per = dict(truth.get(device) or {})
-    for d in decisions:
-        per[str(d.N)] = {
-            **d.to_dict(),
-            "decided": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        }
-    truth[device] = per
-    summary["truth"] = truth
-    store.put_kernel(spec.name, spec.fingerprint(), summary)
+    decided = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    store.put_truth_decisions(
+        spec.name,
+        device,
+        [
+            TruthDecision(spec.size(d.N), d.measure, d.estimate_s, d.reason, decided)
+            for d in decisions
+        ],
+    )
 
 
 def collect_timing(

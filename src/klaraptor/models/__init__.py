@@ -1,47 +1,32 @@
-"""Performance models, each a rational-program template, and their registry.
+"""Performance models and their registry.
 
-A model has:
+Every model implements the contract of `klaraptor.models.base` (a `Model`, usually a
+`TemplateModel`); `klaraptor.models.checks.check_model` tests a model against it. Built-in:
 
-* ``name`` — its registry name;
-* ``metrics`` — the names of the per-kernel metric sub-programs its template calls (fitted by the
-  builder from measured points);
-* ``hardware`` — the ``hw_*`` inputs of its template (device profile and architecture values);
-* ``point_values(derived, block, threads, warps)`` — one measured point's canonical metrics
-  (`klaraptor.metrics`) turned into the values of its metric sub-programs, so they can be fitted;
-  ``threads`` and ``warps`` are per block;
-* ``program(inputs)`` — the template: a `Program` whose inputs are ``inputs`` (the names the
-  bound sub-programs read, e.g. data names, ``bx, by, bz, cfg``) plus ``hardware``. The exact
-  per-kernel quantities ``blocks`` (total blocks), ``threads`` (per block), ``regs`` and ``smem``
-  and the metrics are unbound calls resolved by name; the builder binds them. Its first output is
-  the predicted cycles, the others are diagnostics.
+- `mwp_cwp`: the faithful KLARAPTOR model (MWP-CWP with the synchronisation cost);
+- `time_fit`: the measured time fitted per configuration as a rational function of D.
+
+`model="auto"` in a build is not a model but a choice between registered ones
+(`klaraptor.build.model_selection`).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable
 
 from klaraptor.errors import KlaraptorError
-from klaraptor.program import Program
+from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, Model, TemplateModel
 
-__all__ = ["KERNEL_QUANTITIES", "Model", "available_models", "get_model", "register_model"]
-
-# Exactly known per-kernel sub-programs every template calls (never fitted).
-KERNEL_QUANTITIES: tuple[str, ...] = ("blocks", "threads", "regs", "smem")
-
-
-class Model(Protocol):
-    name: str
-    metrics: tuple[str, ...]
-    hardware: tuple[str, ...]
-
-    def point_values(
-        self, derived: Mapping[str, float], block: Sequence[int], threads: int, warps: int
-    ) -> dict[str, float]: ...
-
-    def program(self, inputs: Sequence[str]) -> Program: ...
-
+__all__ = [
+    "KERNEL_QUANTITIES",
+    "HelperJob",
+    "Model",
+    "TemplateModel",
+    "available_models",
+    "get_model",
+    "register_model",
+]
 
 # name -> "module:attribute" of a zero-argument factory, imported on first use.
 _BUILTIN: dict[str, str] = {
@@ -75,4 +60,9 @@ def get_model(name: str) -> Model:
         module, _, attr = target.partition(":")
         factory = getattr(importlib.import_module(module), attr)
         _FACTORIES[name] = factory
-    return factory()
+    model = factory()
+    if not isinstance(model, Model):
+        raise KlaraptorError(
+            f"model {name!r} is a {type(model).__name__}, not a klaraptor.models.Model"
+        )
+    return model

@@ -43,7 +43,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from klaraptor.errors import KlaraptorError
-from klaraptor.models import KERNEL_QUANTITIES
+from klaraptor.models.base import KERNEL_QUANTITIES, TemplateModel
 from klaraptor.occupancy import HW_INPUTS, occupancy_program
 from klaraptor.program import Expr, Program, call, ceil, const, minimum, var, where
 
@@ -86,10 +86,11 @@ OUTPUTS: tuple[str, ...] = (
 )
 
 
-class MwpCwpModel:
+class MwpCwpModel(TemplateModel):
     """The faithful KLARAPTOR MWP-CWP model (registry name ``"mwp_cwp"``)."""
 
     name = "mwp_cwp"
+    needs_counters = True
     metrics: tuple[str, ...] = (
         "inst_per_warp",
         "coal_mem_per_warp",

@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from klaraptor.errors import KlaraptorError
-from klaraptor.models import KERNEL_QUANTITIES
+from klaraptor.models.base import KERNEL_QUANTITIES, TemplateModel
 from klaraptor.occupancy import HW_INPUTS, occupancy_program
 from klaraptor.program import Expr, Program, call, const, var, where
 
 __all__ = ["TimeFitModel"]
 
 
-class TimeFitModel:
+class TimeFitModel(TemplateModel):
     """Registry name ``"time_fit"``."""
 
     name = "time_fit"

@@ -36,7 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.spec import Block, Data, DataParam, KernelSpec
+from klaraptor.spec import Data, DataParam, KernelSpec
+from klaraptor.types import Block
 
 ArgsFactory = Callable[..., tuple[Any, ...]]
 Reference = Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]]

@@ -1,0 +1,260 @@
+"""build(): collect → fit → helper program, kept in the store; load(): bring a build back;
+plan(): what a build would measure, without a GPU."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from klaraptor.build.kernel import BuildReport, Kernel
+from klaraptor.build.model_selection import select_model
+from klaraptor.configspace import ConfigSpace, PlannedPoint
+from klaraptor.device_profile import DeviceProfile, cached_profile, save_profile
+from klaraptor.errors import BuildError, KlaraptorError
+from klaraptor.gpu.backend import gpu_available
+from klaraptor.helper import HelperProgram
+from klaraptor.models import HelperJob, get_model
+from klaraptor.spec import KernelSpec
+from klaraptor.store import Store
+from klaraptor.training import FitOptions, TrainingSet, training_set
+from klaraptor.types import DataSize, KernelAttributes
+
+DEFAULT_MODEL = "auto"
+
+
+def current_profile(store: Store, *, measure: bool = True, device_id: int = 0) -> DeviceProfile:
+    """This machine's GPU profile: cached in the store, else measured (microbenchmarks)."""
+    from klaraptor.device_profile import query_device
+
+    found = query_device(device_id)
+    cached = cached_profile(store, found.key)
+    if cached is not None and not cached.missing_microbench:
+        return cached
+    if not measure:
+        raise BuildError(f"no measured device profile for {found.key!r} in {store.path}")
+    from klaraptor.gpu.microbench import measure_profile
+
+    profile = measure_profile(device_id, store)
+    save_profile(store, profile)
+    return profile
+
+
+def training_sizes(spec: KernelSpec, sizes: Iterable[Any] | None) -> list[DataSize]:
+    """The training sizes as DataSize: the ones given, else the spec's `meta["train_sizes"]`."""
+    if sizes is None:
+        sizes = spec.meta.get("train_sizes")
+        if not sizes:
+            raise BuildError(
+                f"{spec.name}: no training sizes given and the spec has no meta['train_sizes']"
+            )
+    return [spec.size(s) for s in sizes]
+
+
+def plan(
+    spec: KernelSpec,
+    sizes: Iterable[Any] | None = None,
+    *,
+    device: DeviceProfile | None = None,
+    space: ConfigSpace | None = None,
+) -> list[PlannedPoint]:
+    """Every (D, block) a build would measure, or refuse with the reason, without a GPU.
+
+    Device limits apply when `device` is given (e.g. `recorded_profile("h200")`);
+    `configspace.format_dry_run` prints the result.
+    """
+    space = space or ConfigSpace.for_spec(spec)
+    return space.dry_run(spec, training_sizes(spec, sizes), device)
+
+
+def job_from_training(
+    spec: KernelSpec,
+    device: DeviceProfile,
+    attrs: KernelAttributes,
+    train: TrainingSet,
+    *,
+    sync_per_warp: float | None = None,
+    fit: FitOptions | None = None,
+    space: ConfigSpace | None = None,
+) -> HelperJob:
+    """A model's job from training points: the candidates that can launch, the others with why."""
+    space = space or ConfigSpace.for_spec(spec, max_threads=device.max_threads_per_block)
+    candidates, rejected = space.filter_launchable(
+        list(space.candidates), train.size_of(0), attrs, device
+    )
+    if not candidates:
+        raise BuildError(f"{spec.name}: no candidate block can launch ({dict(rejected)})")
+    return HelperJob(
+        spec=spec,
+        profile=device,
+        attrs=attrs,
+        train=train,
+        candidates=tuple(candidates),
+        rejected=dict(rejected),
+        sync_per_warp=sync_per_warp,
+        fit=fit or FitOptions(),
+    )
+
+
+def make_job(
+    spec: KernelSpec,
+    store: Store,
+    device: DeviceProfile,
+    sizes: Sequence[DataSize],
+    *,
+    fit: FitOptions | None = None,
+    space: ConfigSpace | None = None,
+) -> HelperJob:
+    """The training data and launchable candidates of `spec` on `device`, from the store."""
+    facts = store.collect_facts(spec.name, device.key)
+    if facts is None or facts.attributes is None:
+        raise BuildError(
+            f"{spec.name}: the store has no kernel attributes for {device.key!r}; collect first"
+        )
+    return job_from_training(
+        spec,
+        device,
+        facts.attributes,
+        training_set(store, spec, device.key, sizes),
+        sync_per_warp=facts.sync_per_warp,
+        fit=fit,
+        space=space,
+    )
+
+
+def build(
+    spec: KernelSpec,
+    sizes: Iterable[Any] | None = None,
+    *,
+    model: str = DEFAULT_MODEL,
+    store: Store | None = None,
+    device: DeviceProfile | None = None,
+    collect_options: Any | None = None,
+    collect_data: bool | None = None,
+    fit: FitOptions | None = None,
+    progress: bool = True,
+) -> Kernel:
+    """Collect (where needed), fit and store the helper program of `spec`; returns the Kernel.
+
+    Builds are incremental: points already in the store are not measured again, so adding sizes
+    only measures the new ones. Without a GPU (`collect_data=False`, or none found), the points
+    must already be in the store (e.g. imported from a recorded dataset) and `device` given.
+    """
+    t0 = time.perf_counter()
+    store = store or Store()
+    size_list = training_sizes(spec, sizes)
+    if collect_data is None:
+        collect_data = gpu_available()
+    collect_report = None
+    if collect_data:
+        from klaraptor.gpu.collect import CollectOptions, collect
+
+        device = device or current_profile(store)
+        collect_report = collect(
+            spec,
+            size_list,
+            store=store,
+            device=device,
+            options=collect_options or CollectOptions(),
+            progress=progress,
+        )
+    elif device is None:
+        raise BuildError(
+            f"{spec.name}: no GPU to collect on; pass device= (e.g. recorded_profile('h200')) to "
+            "build from measurements already in the store"
+        )
+    t_fit = time.perf_counter()
+    job = make_job(spec, store, device, size_list, fit=fit)
+    selection = None
+    if model == "auto":
+        model, selection = select_model(job)
+    helper, fits = get_model(model).make_helper(job)
+    if selection is not None:
+        fits["model_selection"] = selection
+    report = BuildReport(
+        sizes=list(size_list),
+        model=model,
+        fit_wall_s=time.perf_counter() - t_fit,
+        total_wall_s=time.perf_counter() - t0,
+        collect=None
+        if collect_report is None
+        else {
+            "wall_s": collect_report.wall_s,
+            "counts": collect_report.counts,
+            "ncu": collect_report.ncu_status,
+        },
+        fits=fits,
+    )
+    helper_dict, report_dict = helper.to_dict(), report.to_dict()
+    store.put_build(spec.name, device.key, model, helper_dict, report_dict, job.rejected)
+    if selection is not None:  # also findable as the "auto" build
+        store.put_build(spec.name, device.key, "auto", helper_dict, report_dict, job.rejected)
+    return Kernel(
+        helper,
+        spec=spec,
+        store=store,
+        device_key=device.key,
+        rejected=job.rejected,
+        report=report,
+    )
+
+
+def load(
+    name: str,
+    *,
+    store: Store | None = None,
+    device: str | None = None,
+    model: str | None = None,
+    spec: KernelSpec | None = None,
+    force: bool = False,
+) -> Kernel:
+    """A built kernel from the store, without touching the GPU.
+
+    `device` is the profile key of the GPU the choices are for; it defaults to this machine's GPU
+    when there is one, else to any build. A build made on another GPU is refused with BuildError
+    (its choices may not suit this GPU) unless `force`, which uses it with a warning.
+    """
+    store = store or Store()
+    if device is None and gpu_available():
+        from klaraptor.device_profile import query_device
+
+        device = query_device().key
+    rec = store.latest_build(name, device, model)
+    if rec is None:
+        builds = store.builds(name)
+        if model is not None:
+            builds = [b for b in builds if b.model == model]
+        if not builds:
+            raise BuildError(
+                f"no build of kernel {name!r}{'' if model is None else f' with model {model!r}'} in "
+                f"{store.path} (run klaraptor build first)"
+            )
+        others = sorted({b.device for b in builds})
+        if not force:
+            raise BuildError(
+                f"{name} was built on {others}, not on {device!r}; its choices may not suit this GPU. "
+                "Rebuild here, or pass force=True (--force) to use it anyway"
+            )
+        warnings.warn(
+            f"using the build of {name} made on {others[0]!r} for {device!r} (forced)", stacklevel=2
+        )
+        rec = store.latest_build(name, others[0], model)
+        assert rec is not None
+    helper = HelperProgram.from_dict(rec.helper)
+    if spec is None:
+        spec = _find_spec(name)
+    report = BuildReport.from_dict(rec.report, helper.data_schema)
+    return Kernel(
+        helper, spec=spec, store=store, device_key=rec.device, rejected=rec.rejected, report=report
+    )
+
+
+def _find_spec(name: str) -> KernelSpec | None:
+    """The spec of a suite kernel by name, if it is one (others need spec= to launch)."""
+    from klaraptor import suite
+
+    try:
+        return suite.get(name)
+    except KlaraptorError:
+        return None

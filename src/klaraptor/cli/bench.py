@@ -1,0 +1,119 @@
+"""`klaraptor bench`: collect the suite on the GPU and report against exhaustive search."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from klaraptor.cli.common import console, open_store
+from klaraptor.errors import KlaraptorError
+
+
+def add_parser(sub: Any) -> None:
+    b = sub.add_parser("bench", help="evaluation against exhaustive search (suite)")
+    b.set_defaults(func=run)
+    bs = b.add_subparsers(dest="bench_command", required=True)
+    c = bs.add_parser("collect", help="GPU: training points and ground truth for suite kernels")
+    c.add_argument("--kernels", default="polybench", help="suite prefix or comma-separated names")
+    c.add_argument("--phase", default="time,ncu,truth", help="comma-separated: time, ncu, truth")
+    c.add_argument(
+        "--budget", type=float, default=60.0, help="ground-truth seconds per (kernel, N)"
+    )
+    c.add_argument("--log", default=None, help="append a JSON line per step here")
+    c.set_defaults(bench_func=_collect)
+    r = bs.add_parser("report", help="evaluate the methods and write benchmarks/results/<gpu>/")
+    r.add_argument("--out", default="benchmarks/results/h200")
+    r.add_argument("--recorded", action="store_true", help="use the shipped recorded dataset")
+    r.set_defaults(bench_func=_report)
+    e = bs.add_parser("export", help="write the recorded dataset from a store")
+    e.add_argument("--out", required=True)
+    e.add_argument("--kernels", default="polybench")
+    e.add_argument(
+        "--logs", nargs="*", default=[], help="bench collect --log files (per-phase wall times)"
+    )
+    e.add_argument(
+        "--provenance", help="JSON file: GPU, dates, commands, commits of the collection"
+    )
+    e.set_defaults(bench_func=_export)
+
+
+def run(args: argparse.Namespace) -> int:
+    return int(args.bench_func(args) or 0)
+
+
+def _specs(text: str) -> list[Any]:
+    from klaraptor.frontends.targets import resolve_specs
+
+    out = []
+    for part in text.split(","):
+        out += resolve_specs(part.strip())
+    return out
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from klaraptor.bench.truth import collect_counters, collect_timing, collect_truth
+    from klaraptor.build import current_profile
+    from klaraptor.gpu.backend import gpu_available
+
+    if not gpu_available():
+        raise KlaraptorError("bench collect needs a CUDA GPU with CuPy")
+    phases = [p.strip() for p in args.phase.split(",") if p.strip()]
+    bad = sorted(set(phases) - {"time", "ncu", "truth"})
+    if bad:
+        raise KlaraptorError(f"unknown phase(s) {bad}: use time, ncu, truth")
+    store = open_store(args)
+    device = current_profile(store)
+    specs = _specs(args.kernels)
+    # Phase by phase over all kernels, so an interrupted session leaves whole phases behind.
+    for phase in phases:
+        for spec in specs:
+            row: dict[str, Any] = {"kernel": spec.name, "phase": phase, "device": device.key}
+            t = time.perf_counter()
+            if phase == "time":
+                rep = collect_timing(spec, store, device=device)
+            elif phase == "ncu":
+                rep = collect_counters(spec, store, device=device)
+            else:
+                decisions, rep, _ = collect_truth(spec, store, device, budget_s=args.budget)
+                row["decisions"] = {d.N: d.to_dict() for d in decisions}
+            row["wall_s"] = time.perf_counter() - t
+            if rep is not None:
+                row.update(
+                    counts=rep.counts,
+                    steps=rep.wall_s,
+                    ncu=rep.ncu_status,
+                    ncu_reason=rep.ncu_reason,
+                    failures=[f"{f.D} {f.block}: {f.reason}" for f in rep.failures][:20],
+                )
+            console.print(
+                f"[bold]{phase} {spec.name}[/bold] {row['wall_s']:.1f} s {row.get('counts')}"
+            )
+            if args.log:
+                with Path(args.log).open("a") as fh:
+                    fh.write(json.dumps(row, default=str) + "\n")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from klaraptor.bench.report import write_report
+
+    return write_report(args)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from klaraptor.bench.dataset import costs_from_logs, export_dataset
+
+    prov = json.loads(Path(args.provenance).read_text()) if args.provenance else {}
+    if not prov:
+        console.print(
+            "[yellow]warning:[/yellow] no --provenance given: the dataset will not say where it came from"
+        )
+    costs = costs_from_logs(Path(p) for p in args.logs)
+    path = export_dataset(
+        open_store(args), _specs(args.kernels), Path(args.out), provenance=prov, costs=costs
+    )
+    console.print(f"wrote {path}")
+    return 0

@@ -1,0 +1,111 @@
+"""The `klaraptor` command line: build, select, explain, list, show, export, device, demo, bench."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from klaraptor.build.api import DEFAULT_MODEL
+from klaraptor.cli.bench import add_parser as add_bench
+from klaraptor.cli.commands import (
+    cmd_build,
+    cmd_demo,
+    cmd_device,
+    cmd_explain,
+    cmd_export,
+    cmd_list,
+    cmd_select,
+    cmd_show,
+)
+from klaraptor.cli.common import err_console
+from klaraptor.errors import KlaraptorError
+
+
+def make_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="klaraptor", description=__doc__)
+    p.add_argument(
+        "--store", help="SQLite store (default: $KLARAPTOR_HOME/klaraptor.sqlite or the cache dir)"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("build", help="collect, fit and store helper programs")
+    b.add_argument("target", help=".cu file, module:ATTR, or suite name (polybench.gemm.gemm)")
+    b.add_argument(
+        "--sizes",
+        nargs="+",
+        help="training sizes: 256,512,1024, or rows=512,cols=1024 rows=1024,cols=2048 "
+        "(default: the spec's meta['train_sizes'])",
+    )
+    b.add_argument("--model", default=DEFAULT_MODEL, help="auto, mwp_cwp or time_fit")
+    b.add_argument("--dry-run", action="store_true", help="list the points a build would measure")
+    b.add_argument("--no-counters", action="store_true", help="timing only (no Nsight Compute)")
+    b.set_defaults(func=cmd_build)
+
+    for name, fn, helptext in (
+        ("select", cmd_select, "the block for a size"),
+        ("explain", cmd_explain, "every candidate's prediction"),
+    ):
+        s = sub.add_parser(name, help=helptext)
+        s.add_argument("kernel")
+        s.add_argument("D", nargs="+", help="N=4096 (or just 4096)")
+        s.add_argument("--model", default=None)
+        s.add_argument("--force", action="store_true", help="use a build made on another GPU")
+        s.add_argument("--device", help="profile key of the GPU to choose for (default: this one)")
+        if name == "select":
+            s.add_argument("--json", action="store_true")
+        else:
+            s.add_argument("--limit", type=int, default=None)
+        s.set_defaults(func=fn)
+
+    ls = sub.add_parser("list", help="builds in the store")
+    ls.add_argument("--suite", action="store_true", help="list the bundled benchmark kernels")
+    ls.set_defaults(func=cmd_list)
+
+    sh = sub.add_parser("show", help="a build's fits and candidates")
+    sh.add_argument("kernel")
+    sh.add_argument("--model", default=None)
+    sh.add_argument("--force", action="store_true")
+    sh.add_argument("--device")
+    sh.set_defaults(func=cmd_show)
+
+    ex = sub.add_parser("export", help="the helper program as a C header or a Python module")
+    ex.add_argument("kernel")
+    ex.add_argument("--lang", choices=("c", "python"), default="c")
+    ex.add_argument("-o", "--output")
+    ex.add_argument("--model", default=None)
+    ex.add_argument("--force", action="store_true")
+    ex.add_argument("--device")
+    ex.set_defaults(func=cmd_export)
+
+    dv = sub.add_parser("device", help="the GPU's profile (limits and microbenchmarks)")
+    dv.add_argument("--measure", action="store_true", help="run the microbenchmarks")
+    dv.add_argument("--force", action="store_true", help="measure again even if cached")
+    dv.add_argument("--recorded", metavar="NAME", help="show a committed profile (e.g. h200)")
+    dv.set_defaults(func=cmd_device)
+
+    dm = sub.add_parser("demo", help="the main job (GPU if present, else recorded H200 data)")
+    g = dm.add_mutually_exclusive_group()
+    g.add_argument("--gpu", action="store_true")
+    g.add_argument("--recorded", action="store_true")
+    dm.set_defaults(func=cmd_demo)
+
+    add_bench(sub)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KlaraptorError as e:
+        err_console.print(f"[bold red]error:[/bold red] {e}")
+        return 2
+    except KeyboardInterrupt:
+        err_console.print("interrupted (measurements so far are in the store; run again to resume)")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,401 @@
+"""The collection worker: `python -m klaraptor.gpu.worker JOBFILE`.
+
+Collection runs here, in a subprocess, so a kernel that crashes the CUDA context (illegal
+address: every later CUDA call fails) or never ends costs one worker, not the build: the parent
+(`process.run_isolated`) kills and replaces it and goes on with the remaining points.
+
+Job file: two pickles. The first is a header of builtins only (version, mode, events path, the
+parent's sys.path and how to re-create its `__main__`); the second is `(spec, points, options)`.
+The header comes first so the worker can rebuild the parent's import environment before the
+spec is unpickled: a spec's callables (make_args, reference, ...) are pickled by reference, so
+they must be top-level functions of an importable module or of the user's `__main__` script,
+which is re-run as `__mp_main__` and aliased as `__main__`, as multiprocessing's spawn does.
+
+Events (`process.Events`): `ready` (after compiling), `info` (mode info), `start`/`result` per point (mode time),
+`launched`/`failed` per point (mode ncu), `fatal` (setup failed: compile error, bad job, no CuPy).
+Exit status: 0 done, 1 fatal, 3 the CUDA context was lost (the parent starts a new worker).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import runpy
+import sys
+import time
+import traceback
+import types
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from klaraptor.errors import CollectError, CompileError
+from klaraptor.gpu.backend import CupyBackend, Timer, count_barriers, describe_error
+from klaraptor.gpu.process import EXIT_CONTEXT_LOST, EXIT_FATAL, EXIT_OK, NVTX_PREFIX, Events
+from klaraptor.types import Block, DataSize, Grid
+
+JOB_VERSION = 1
+MODES = ("info", "time", "ncu", "probe")
+
+
+@dataclass
+class Point:
+    """One (D, block) to measure, with what the launch needs (grid, dynamic shared memory)."""
+
+    id: int
+    D: DataSize
+    block: Block
+    grid: Grid
+    smem: int = 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Job files
+
+
+def _main_info(body: bytes) -> dict[str, str] | None:
+    """How the worker re-creates the parent's __main__, when the job refers to it."""
+    if b"__main__" not in body:
+        return None
+    main = sys.modules.get("__main__")
+    mod_name = getattr(getattr(main, "__spec__", None), "name", None)
+    if mod_name and mod_name != "__main__" and not mod_name.endswith(".__main__"):
+        return {"module": mod_name}
+    path = getattr(main, "__file__", None)
+    if path:
+        return {"path": os.path.abspath(path)}
+    raise CollectError(
+        "the kernel spec refers to functions defined in an interactive session (__main__ has no "
+        "file), which a collection worker cannot import; define make_args, reference and other "
+        "callables in a module or a script file"
+    )
+
+
+def write_job(
+    path: str | os.PathLike[str],
+    *,
+    mode: str,
+    spec: Any,
+    points: Sequence[Point],
+    options: Any,
+    events: str | os.PathLike[str],
+) -> None:
+    """Write a job file for `python -m klaraptor.gpu.worker`; CollectError if the spec cannot travel."""
+    if mode not in MODES:
+        raise CollectError(f"unknown worker mode {mode!r}; one of {MODES}")
+    try:
+        body = pickle.dumps((spec, list(points), options), protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        name = getattr(spec, "name", "?")
+        raise CollectError(
+            f"kernel spec {name!r} cannot be sent to the collection worker ({exc}). Collection "
+            "runs in a subprocess, so make_args, reference, DataParam readers and callable "
+            "constraints must be functions defined at module level (importable by name), "
+            "not lambdas, nested functions or bound methods of local objects"
+        ) from exc
+    header = {
+        "version": JOB_VERSION,
+        "mode": mode,
+        "events": str(events),
+        "sys_path": list(sys.path),
+        "main": _main_info(body),
+        "created": time.time(),
+    }
+    with open(path, "wb") as fh:
+        pickle.dump(header, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        fh.write(body)
+
+
+def _fixup_main(info: Mapping[str, str] | None) -> None:
+    """Run the parent's main script/module as __mp_main__ and alias it as __main__."""
+    if not info:
+        return
+    module = types.ModuleType("__mp_main__")
+    if "module" in info:
+        content = runpy.run_module(info["module"], run_name="__mp_main__", alter_sys=True)
+    else:
+        content = runpy.run_path(info["path"], run_name="__mp_main__")
+    module.__dict__.update(content)
+    sys.modules["__main__"] = sys.modules["__mp_main__"] = module
+
+
+@dataclass
+class Job:
+    mode: str
+    spec: Any
+    points: list[Point]
+    options: Any
+    created: float
+
+
+def read_header(fh: Any) -> dict[str, Any]:
+    header = pickle.load(fh)
+    if not isinstance(header, dict) or header.get("version") != JOB_VERSION:
+        raise CollectError(f"not a klaraptor job file of version {JOB_VERSION}")
+    return header
+
+
+def read_body(fh: Any, header: Mapping[str, Any]) -> Job:
+    """Restore the parent's import environment, then unpickle (spec, points, options)."""
+    sys.path[:0] = [p for p in header["sys_path"] if p not in sys.path]
+    _fixup_main(header.get("main"))
+    spec, points, options = pickle.load(fh)
+    return Job(header["mode"], spec, points, options, float(header["created"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU side
+
+
+class _ArgsCache:
+    """Launch arguments for the current D (one size at a time bounds GPU memory)."""
+
+    def __init__(self, spec: Any, seed: int, backend: CupyBackend) -> None:
+        self.spec = spec
+        self.seed = seed
+        self.backend = backend
+        self._key: DataSize | None = None
+        self._args: tuple[Any, ...] = ()
+        self._expected: dict[int, Any] | None = None
+
+    def fresh(self, D: DataSize, stream: int = 0) -> tuple[Any, ...]:
+        """New arguments, reproducible per (seed, D, stream)."""
+        import numpy as np
+
+        rng = np.random.default_rng([self.seed, stream, *D.values()])
+        return tuple(self.spec.make_args(D, rng))
+
+    def get(self, D: DataSize) -> tuple[Any, ...]:
+        if D != self._key:
+            self._args, self._key, self._expected = (), None, None
+            self.backend.free_memory()
+            self._args = self.fresh(D)
+            self._key = D
+        return self._args
+
+    def expected(self, D: DataSize) -> dict[int, Any]:
+        """The reference outputs for the cached arguments of D (computed once per D).
+
+        Valid for idempotent kernels only: their inputs never change between launches.
+        """
+        args = self.get(D)
+        if self._expected is None:
+            self._expected = self.spec.reference(D, self.backend.to_host(args))
+        return self._expected
+
+
+class _Kernel:
+    """The compiled kernel of a job, with the device it runs on."""
+
+    def __init__(self, job: Job) -> None:
+        t0 = time.time()
+        be = self.backend = CupyBackend()
+        be.module()
+        self.import_s = time.time() - t0
+        self.device_id = int(getattr(job.options, "device_id", 0))
+        be.use_device(self.device_id)
+        spec = job.spec
+        t1 = time.time()
+        self.fn = be.compile(spec.source, spec.kernel, spec.options)
+        if spec.dynamic_smem is not None:
+            # Opt in to the device maximum once, so every planned size up to it launches.
+            optin = be.max_dynamic_smem_optin(self.device_id)
+            be.opt_in_dynamic_smem(self.fn, optin - be.attributes(self.fn).static_smem)
+        self.compile_s = time.time() - t1
+        self.startup_s = time.time() - job.created
+        self.spec = spec
+
+    def timings(self) -> dict[str, float]:
+        return {"import_s": self.import_s, "compile_s": self.compile_s, "startup_s": self.startup_s}
+
+    def launcher(self, p: Point, args: Sequence[Any]) -> Any:
+        fn, launch = self.fn, self.backend.launch
+        return lambda: launch(fn, p.grid, p.block, args, p.smem)
+
+
+def _ordered(points: Sequence[Point], spec: Any) -> Iterator[Point]:
+    # Grouped by D so arguments are built once per size.
+    return iter(sorted(points, key=lambda p: (p.D.values(), p.id)))
+
+
+def _run_info(job: Job, events: Events) -> int:
+    from klaraptor.device_profile import query_device
+
+    k = _Kernel(job)
+    be = k.backend
+    device = query_device(k.device_id)
+    attrs = be.attributes(k.fn)
+    arch = f"compute_{device.cc[0]}{device.cc[1]}"
+    barriers: int | None
+    try:
+        barriers = count_barriers(be.ptx(job.spec.source, job.spec.options, arch), job.spec.kernel)
+        note = f"static count of bar.sync/barrier.sync in the {arch} PTX (exact outside loops)"
+    except Exception as exc:  # noqa: BLE001 - the count is optional; say why it is missing
+        barriers, note = None, f"PTX barrier count unavailable: {describe_error(exc)}"
+    events.emit(
+        "info",
+        attributes=attrs.to_dict(),
+        device=device.to_dict(),
+        ptx_barriers=barriers,
+        ptx_note=note,
+        **k.timings(),
+    )
+    return EXIT_OK
+
+
+def _measure_point(k: _Kernel, cache: _ArgsCache, timer: Timer, p: Point, opts: Any) -> dict:
+    be = k.backend
+    spec = k.spec
+    value: dict[str, Any] = {"grid": list(p.grid), "dynamic_smem": p.smem}
+    if opts.check and spec.reference is not None:
+        if spec.idempotent:
+            check_args, expected = cache.get(p.D), cache.expected(p.D)
+        else:
+            # The kernel changes its inputs, so the check gets fresh ones of its own.
+            check_args = cache.fresh(p.D, stream=1)
+            expected = spec.reference(p.D, be.to_host(check_args))
+        poison_idx = spec.meta.get("overwrites", spec.outputs)
+        value["check"] = be.check_outputs(
+            lambda a: be.launch(k.fn, p.grid, p.block, a, p.smem),
+            check_args,
+            expected,
+            poison_indices=tuple(poison_idx),
+            rtol=spec.rtol,
+        )
+        if not value["check"]["ok"]:
+            raise _PointFailed(
+                f"output check failed: relative error {value['check']['max_rel_err']:.3g} > "
+                f"rtol {spec.rtol:g} (outputs {list(poison_idx)} were poisoned with NaN "
+                "first; list in spec.meta['overwrites'] only outputs the kernel fully writes)",
+                value,
+            )
+    args = cache.get(p.D)
+    value.update(
+        timer.measure(
+            k.launcher(p, args),
+            warmup=opts.warmup,
+            min_time_ms=opts.min_time_ms,
+            min_repeats=opts.min_repeats,
+            max_repeats=opts.max_repeats,
+            target_sample_ms=opts.target_sample_ms,
+            max_inner=opts.max_inner,
+            max_wall_s=opts.max_point_s,
+        )
+    )
+    return value
+
+
+class _PointFailed(Exception):
+    def __init__(self, reason: str, value: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.value = value
+
+
+def _config(p: Point) -> str:
+    return f"D={p.D}, block={p.block}, grid={p.grid}, dynamic smem={p.smem} B"
+
+
+def _run_time(job: Job, events: Events) -> int:
+    k = _Kernel(job)
+    be = k.backend
+    opts = job.options
+    flush = 2 * be.l2_bytes(k.device_id) if opts.flush_l2 else 0
+    timer = be.timer(be.device_clock_mhz(k.device_id), flush_bytes=flush)
+    cache = _ArgsCache(job.spec, opts.seed, be)
+    events.emit("ready", pid=os.getpid(), **k.timings())
+    for p in _ordered(job.points, job.spec):
+        events.emit("start", id=p.id)
+        try:
+            value = _measure_point(k, cache, timer, p, opts)
+        except _PointFailed as exc:
+            events.emit("result", id=p.id, status="failed", value=exc.value, reason=str(exc))
+            continue
+        except Exception as exc:  # noqa: BLE001 - any error is this point's failure
+            reason = f"{describe_error(exc)} [{_config(p)}]"
+            if be.context_alive():
+                events.emit("result", id=p.id, status="failed", value={}, reason=reason)
+                continue
+            events.emit(
+                "result",
+                id=p.id,
+                status="failed",
+                value={},
+                reason=reason + " (the CUDA context was lost; the worker is replaced)",
+            )
+            return EXIT_CONTEXT_LOST
+        events.emit("result", id=p.id, status="ok", value=value)
+    return EXIT_OK
+
+
+def _run_ncu(job: Job, events: Events) -> int:
+    k = _Kernel(job)
+    be = k.backend
+    cache = _ArgsCache(job.spec, job.options.seed, be)
+    events.emit("ready", pid=os.getpid(), **k.timings())
+    for p in _ordered(job.points, job.spec):
+        try:
+            launch = k.launcher(p, cache.get(p.D))
+            launch()  # un-profiled warm-up: lazy module loading, first-touch effects
+            be.synchronize("warm-up launch")
+            be.profile_one(launch, f"{NVTX_PREFIX}{p.id}")
+        except Exception as exc:  # noqa: BLE001 - report and go on while the context lives
+            events.emit("failed", id=p.id, reason=f"{describe_error(exc)} [{_config(p)}]")
+            if not be.context_alive():
+                return EXIT_CONTEXT_LOST
+            continue
+        events.emit("launched", id=p.id)
+    return EXIT_OK
+
+
+def _run_probe(job: Job, events: Events) -> int:
+    fn = job.spec.make_args
+    events.emit(
+        "probe",
+        spec=job.spec.name,
+        make_args=f"{fn.__module__}.{fn.__qualname__}",
+        points=len(job.points),
+        main=getattr(sys.modules.get("__main__"), "__name__", None),
+    )
+    return EXIT_OK
+
+
+_RUNNERS = {"info": _run_info, "time": _run_time, "ncu": _run_ncu, "probe": _run_probe}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the job in argv[0]; returns the exit status (see module doc)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 1:
+        print("usage: python -m klaraptor.gpu.worker JOBFILE", file=sys.stderr)
+        return 2
+    with open(argv[0], "rb") as fh:
+        header = read_header(fh)
+        events = Events(header["events"])
+        try:
+            job = read_body(fh, header)
+        except Exception as exc:  # noqa: BLE001 - report why the job cannot be loaded
+            events.emit(
+                "fatal",
+                error="CollectError",
+                message=f"the worker cannot load the job: {type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc()[-4000:],
+            )
+            return EXIT_FATAL
+    try:
+        return _RUNNERS[job.mode](job, events)
+    except CompileError as exc:
+        events.emit(
+            "fatal", error="CompileError", message=str(exc).split("\n--- NVRTC log")[0], log=exc.log
+        )
+    except Exception as exc:  # noqa: BLE001 - setup failed: report it to the parent
+        events.emit(
+            "fatal",
+            error=type(exc).__name__,
+            message=str(exc),
+            traceback=traceback.format_exc()[-4000:],
+        )
+    return EXIT_FATAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

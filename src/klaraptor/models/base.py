@@ -1,0 +1,192 @@
+"""The model contract: what every performance model declares and does.
+
+A model turns a kernel's training data (`HelperJob`) into a predictor for every candidate block
+at any D: usually a `HelperProgram` (a rational program, so `select` costs microseconds and the
+C/Python exporters work). Every model declares, as class attributes:
+
+- `name`: its registry name;
+- `needs_counters`: whether it reads hardware counters (Nsight Compute) at training points;
+- `needs_measurements`: whether it needs timed points at all (False for a model that predicts
+  from static information only).
+
+`TemplateModel` is the family KLARAPTOR defines: a rational-program template over fitted
+per-kernel metrics, exact quantities and hardware parameters. It declares `metrics`,
+`hardware`, `fit` (how its metrics are fitted) and implements `point_values` and `program`;
+`make_helper` fits the metrics and binds them. `klaraptor.models.checks.check_model` tests a
+model against this contract.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from klaraptor.device_profile import DeviceProfile
+from klaraptor.errors import BuildError
+from klaraptor.helper import HelperProgram, admit_program
+from klaraptor.program import Program
+from klaraptor.spec import KernelSpec
+from klaraptor.training import (
+    FitOptions,
+    TrainingSet,
+    exact_subprograms,
+    fit_metric,
+    hardware_inputs,
+)
+from klaraptor.types import BLOCK_VARS, WARP_SIZE, Block, KernelAttributes
+
+# Exactly known per-kernel sub-programs every template calls (never fitted).
+KERNEL_QUANTITIES: tuple[str, ...] = ("blocks", "threads", "regs", "smem")
+
+
+@dataclass
+class HelperJob:
+    """Everything a model may use to build the helper program of one kernel on one GPU.
+
+    `candidates` are the blocks that can launch (in canonical order); `rejected` the others with
+    why. `sync_per_warp` is the static barrier count from the PTX (None when unknown).
+    """
+
+    spec: KernelSpec
+    profile: DeviceProfile
+    attrs: KernelAttributes
+    train: TrainingSet
+    candidates: tuple[Block, ...]
+    rejected: dict[Block, str] = field(default_factory=dict)
+    sync_per_warp: float | None = None
+    fit: FitOptions = field(default_factory=FitOptions)
+
+    def subset(self, sizes: Sequence[Any]) -> HelperJob:
+        """The same job trained on some of its sizes only (model-selection folds)."""
+        return replace(self, train=self.train.subset(sizes))
+
+    def admit(self) -> Program:
+        """The admission program: grid and launchability of every (D, block)."""
+        spec, attrs, profile = self.spec, self.attrs, self.profile
+        return admit_program(
+            "admit",
+            spec.data_names,
+            spec.grid_exprs(),
+            spec.constraint_exprs(),
+            spec.smem_expr(),
+            static_smem=attrs.static_smem,
+            smem_limit=profile.smem_per_block_optin,
+            max_grid=profile.max_grid_dim,
+            data_ranges=[(p.lo, p.hi) for p in spec.data],
+        )
+
+    def noise_band(self) -> float:
+        """The median relative IQR of the training timings: the tie band of choices."""
+        spreads = self.train.spread[np.isfinite(self.train.spread)]
+        return float(np.median(spreads)) if spreads.size else 0.0
+
+
+class Model(ABC):
+    """A performance model (see the module docstring for the contract)."""
+
+    name: ClassVar[str]
+    needs_counters: ClassVar[bool]
+    needs_measurements: ClassVar[bool] = True
+
+    @abstractmethod
+    def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
+        """The helper program for `job`, and a JSON-safe report of how it was fitted."""
+
+
+class TemplateModel(Model):
+    """A rational-program template over fitted metrics (KLARAPTOR's model family)."""
+
+    metrics: ClassVar[tuple[str, ...]]
+    hardware: ClassVar[tuple[str, ...]]
+    # (max numerator degree, max denominator degree) per data variable of the per-configuration
+    # fits; None keeps the build's FitOptions.
+    fit_degrees: ClassVar[tuple[int, int] | None] = None
+
+    @abstractmethod
+    def point_values(
+        self, derived: Mapping[str, float], block: Sequence[int], threads: int, warps: int
+    ) -> dict[str, float]:
+        """One measured point's canonical metrics as the values of the template's metrics."""
+
+    @abstractmethod
+    def program(self, inputs: Sequence[str]) -> Program:
+        """The template: first output predicted cycles, the others diagnostics."""
+
+    def fit_options(self, base: FitOptions) -> FitOptions:
+        if self.fit_degrees is None:
+            return base
+        return replace(base, max_degree=self.fit_degrees[0], max_den_degree=self.fit_degrees[1])
+
+    def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
+        spec, train = job.spec, job.train
+        fit = self.fit_options(job.fit)
+        index = {b: i for i, b in enumerate(job.candidates)}
+        # Per-point metric values (points without counters are skipped by counter models).
+        rows: list[tuple[int, dict[str, float]]] = []
+        for i, d in enumerate(train.derived):
+            b = tuple(int(v) for v in train.blocks[i])
+            if b not in index or (self.needs_counters and "inst_per_warp" not in d):
+                continue
+            if job.sync_per_warp is not None and "sync_per_warp" not in d:
+                d = {**d, "sync_per_warp": float(job.sync_per_warp)}
+            threads = b[0] * b[1] * b[2]
+            rows.append((i, self.point_values(d, b, threads, -(-threads // WARP_SIZE))))
+        if not rows:
+            raise BuildError(
+                f"{spec.name}: no training point has hardware counters; the {self.name} model "
+                "needs them (collect with counters, i.e. with Nsight Compute available)"
+            )
+        sel = np.array([i for i, _ in rows])
+        D = train.D[sel]
+        blocks = train.blocks[sel]
+        cfg = np.array(
+            [index[tuple(int(v) for v in train.blocks[i])] for i in sel], dtype=np.float64
+        )
+        subs = exact_subprograms(spec, job.attrs)
+        report: dict[str, Any] = {"metrics": {}, "n_points": int(len(rows))}
+        t0 = time.perf_counter()
+        n_cfg = len(job.candidates)
+        for metric in self.metrics:
+            y = np.array([vals[metric] for _, vals in rows], dtype=np.float64)
+            ok = np.isfinite(y)
+            if not ok.all():
+                report.setdefault("dropped_non_finite", {})[metric] = int((~ok).sum())
+            mf = fit_metric(metric, spec.data_names, D[ok], blocks[ok], cfg[ok], y[ok], n_cfg, fit)
+            subs[metric] = mf.program
+            report["metrics"][metric] = mf.summary()
+        report["fit_s"] = time.perf_counter() - t0
+        inputs = tuple(spec.data_names) + BLOCK_VARS + ("cfg",)
+        template = self.program(inputs)
+        bound = template.bind({k: v for k, v in subs.items() if k in template.unbound_calls()})
+        hw_all = hardware_inputs(job.profile)
+        hw = {k: hw_all[k] for k in self.hardware if k in bound.inputs}
+        missing = [
+            k for k in self.hardware if k in bound.inputs and not math.isfinite(hw.get(k, math.nan))
+        ]
+        if missing:
+            raise BuildError(
+                f"device profile {job.profile.key!r} lacks {missing} needed by {self.name}"
+            )
+        helper = HelperProgram(
+            kernel=spec.name,
+            model_name=self.name,
+            data_names=spec.data_names,
+            candidates=tuple(job.candidates),
+            model=bound,
+            admit=job.admit(),
+            hw=hw,
+            clock_mhz=job.profile.sm_clock_mhz,
+            band=job.noise_band(),
+            info={"fits": report, "attributes": job.attrs.to_dict(), "device": job.profile.key},
+            data_ranges=tuple((p.lo, p.hi) for p in spec.data),
+        )
+        return helper, report
+
+
+__all__ = ["KERNEL_QUANTITIES", "HelperJob", "Model", "TemplateModel"]

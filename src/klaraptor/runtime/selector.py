@@ -1,0 +1,341 @@
+"""Selector: the launch configuration for a call's data parameters, cached per D.
+
+`select(D)` evaluates the helper program over every candidate once per new D (tens of
+microseconds) and then answers from an in-memory cache (a dict lookup). Every new D is also
+queued for the store's invocation history, written in batches so the store never sits on the
+per-call path; choices refined online (measured on real calls) are persisted the same way and
+preferred over the model when a later process starts.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from klaraptor.errors import KlaraptorError
+from klaraptor.helper import HelperProgram
+from klaraptor.store import HistoryRow
+from klaraptor.types import Block, DataSchema, DataSize, Grid
+
+if TYPE_CHECKING:
+    from klaraptor.spec import KernelSpec
+    from klaraptor.store import Store
+
+# Pending history rows are written once this many accumulate (and at flush(), when the
+# selector is garbage-collected, and at exit).
+HISTORY_BATCH = 64
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The choice for one D: launch grid and block, the model's estimate and its runners-up."""
+
+    D: DataSize
+    block: Block
+    grid: Grid
+    predicted_ms: float
+    topk: tuple[tuple[Block, float], ...]
+    source: str  # "model", or "refined" when measured on real calls
+    measured_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class CandidateRow:
+    block: Block
+    threads: int
+    grid: Grid | None
+    predicted_ms: float
+    outputs: dict[str, float]
+    rank: int | None
+    excluded: str
+
+
+def _write_history(
+    store: Store, kernel: str, device: str, model: str, pending: list[HistoryRow]
+) -> None:
+    """Write and empty `pending` (the finaliser runs this too, so it must not need the Selector).
+
+    A store closed meanwhile is opened again for the write: closing it must not lose history."""
+    if pending:
+        rows = list(pending)
+        del pending[:]
+        if store.closed:
+            with type(store)(store.path) as again:
+                again.record_history(kernel, device, model, rows)
+        else:
+            store.record_history(kernel, device, model, rows)
+
+
+class Selector:
+    """Chooses blocks for one built kernel; thread-safe; history-backed when given a store.
+
+    A cached choice is one dict lookup whatever form D takes: the cache is keyed by the
+    DataSize and by the raw forms a caller used for it (an int, a tuple, text); a dict is looked
+    up by its values.
+    """
+
+    def __init__(
+        self,
+        helper: HelperProgram,
+        *,
+        store: Store | None = None,
+        device_key: str = "",
+        topk: int = 4,
+        spec: KernelSpec | None = None,
+        rejected: Mapping[Block, str] | None = None,
+    ) -> None:
+        self.helper = helper
+        self.store = store
+        self.device_key = device_key
+        self.k = max(1, int(topk))
+        self.spec = spec
+        self.rejected = dict(rejected or {})
+        self.schema: DataSchema = spec.data_schema if spec is not None else helper.data_schema
+        names = self.schema.names
+        self._n = len(names)
+        self._dict_key = operator.itemgetter(*names)
+        self._hits: dict[Any, Selection] = {}
+        self._pending: list[HistoryRow] = []
+        self._lock = threading.Lock()
+        if store is not None:
+            self._load_history()
+            # Pending rows are written when the selector goes away or the process exits.
+            self._finalizer = weakref.finalize(
+                self,
+                _write_history,
+                store,
+                helper.kernel,
+                device_key,
+                helper.model_name,
+                self._pending,
+            )
+
+    # -- D handling --------------------------------------------------------------------------
+
+    def size(self, D: Any) -> DataSize:
+        """D as a DataSize (DataSizeError when it is not a valid size of this kernel)."""
+        return self.schema.parse(D)
+
+    def key(self, D: Any) -> DataSize:
+        """Same as `size` (kept for the 0.1 API)."""
+        return self.schema.parse(D)
+
+    # -- selection ---------------------------------------------------------------------------
+
+    def select(self, D: Any) -> Selection:
+        """The configuration for D (cached after the first call for that D)."""
+        if type(D) is dict:
+            try:
+                key = self._dict_key(D) if len(D) == self._n else None
+            except KeyError:  # other names: the slow path says which
+                key = None
+        elif type(D) is bool:
+            key = None  # equal to 0/1 as a key, but not a size: the slow path says so
+        else:
+            key = D
+        try:
+            hit = self._hits.get(key)
+        except TypeError:  # unhashable (a list, an array): parse it
+            hit = None
+        if hit is not None:
+            return hit
+        return self._select_raw(D)
+
+    def _select_raw(self, raw: Any) -> Selection:
+        D = self.schema.parse(raw)
+        sel = self._hits.get(D) or self._select_new(D)
+        self._remember(raw, sel)
+        return sel
+
+    def _remember(self, raw: Any, sel: Selection) -> None:
+        if type(raw) in (int, str, tuple):
+            self._hits[raw] = sel
+
+    def _cache(self, sel: Selection) -> None:
+        D = sel.D
+        values = D.values()
+        self._hits[D] = sel
+        self._hits[values] = sel
+        if self._n == 1:
+            self._hits[values[0]] = sel
+
+    def _select_new(self, D: DataSize) -> Selection:
+        top, ms, grid = self.helper.choose(D, self.k)
+        if not top:
+            raise KlaraptorError(
+                f"{self.helper.kernel}: no candidate block is admissible for D={D} "
+                f"(see explain for each candidate's reason)"
+            )
+        cand = self.helper.candidates
+        sel = Selection(
+            D=D,
+            block=cand[top[0]],
+            grid=grid,  # type: ignore[arg-type]
+            predicted_ms=ms[0],
+            topk=tuple(zip([cand[i] for i in top], ms)),
+            source="model",
+        )
+        with self._lock:
+            self._cache(sel)
+            self._queue(sel)
+        return sel
+
+    def grid_for(self, D: DataSize, block: Block) -> Grid:
+        i = self.helper.candidates.index(tuple(block))
+        return self.helper.grid(D, i)
+
+    def fix(self, D: Any, block: Block, measured_ms: float) -> Selection:
+        """Pin D to a block measured on real calls (online refinement); persisted as 'refined'."""
+        key = self.schema.parse(D)
+        base = self._hits.get(key) or self._select_new(key)
+        pred = dict(base.topk).get(tuple(block), base.predicted_ms)
+        sel = Selection(
+            D=key,
+            block=tuple(block),  # type: ignore[arg-type]
+            grid=self.grid_for(key, block),
+            predicted_ms=pred,
+            topk=base.topk,
+            source="refined",
+            measured_ms=float(measured_ms),
+        )
+        with self._lock:
+            # Raw-form entries of the old choice must not outlive it.
+            for k in [k for k, v in self._hits.items() if v is base]:
+                del self._hits[k]
+            self._cache(sel)
+            self._queue(sel)
+        return sel
+
+    # -- explain -----------------------------------------------------------------------------
+
+    def explain(self, D: Any) -> list[CandidateRow]:
+        """Every candidate with the model's diagnostics, its rank, or why it was excluded."""
+        key = self.schema.parse(D)
+        pred = self.helper.predict(key)
+        rank = {int(i): r for r, i in enumerate(pred.order)}
+        env_reasons = self._constraint_reasons(key)
+        rows = []
+        for i, b in enumerate(self.helper.candidates):
+            why = ""
+            if not pred.admitted[i]:
+                why = (
+                    env_reasons.get(b) or "not launchable for this D (grid or shared memory limit)"
+                )
+            elif not pred.valid[i]:
+                why = f"prediction is not a finite positive number ({pred.ms[i]!r})"
+            g = tuple(int(v) for v in pred.grid[i]) if np.all(np.isfinite(pred.grid[i])) else None
+            rows.append(
+                CandidateRow(
+                    block=b,
+                    threads=b[0] * b[1] * b[2],
+                    grid=g,  # type: ignore[arg-type]
+                    predicted_ms=float(pred.ms[i]),
+                    outputs={k: float(v[i]) for k, v in pred.outputs.items()},
+                    rank=rank.get(i),
+                    excluded=why,
+                )
+            )
+        for b, why in self.rejected.items():
+            rows.append(
+                CandidateRow(
+                    b, b[0] * b[1] * b[2], None, float("nan"), {}, None, f"rejected at build: {why}"
+                )
+            )
+        return rows
+
+    def _constraint_reasons(self, D: DataSize) -> dict[Block, str]:
+        if self.spec is None:
+            return {}
+        out: dict[Block, str] = {}
+        for b in self.helper.candidates:
+            ok, why = self.spec.satisfies_constraints(D, b)
+            if not ok:
+                out[b] = why
+        return out
+
+    # -- history -----------------------------------------------------------------------------
+
+    def _queue(self, sel: Selection) -> None:
+        if self.store is None:
+            return
+        self._pending.append(
+            HistoryRow(
+                D=sel.D,
+                block=sel.block,
+                grid=sel.grid,
+                predicted_ms=sel.predicted_ms,
+                measured_ms=sel.measured_ms,
+                source=sel.source,
+            )
+        )
+        if len(self._pending) >= HISTORY_BATCH or sel.source == "refined":
+            self._flush_locked()
+
+    def flush(self) -> None:
+        """Write queued history rows to the store."""
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self.store is not None:
+            _write_history(
+                self.store,
+                self.helper.kernel,
+                self.device_key,
+                self.helper.model_name,
+                self._pending,
+            )
+
+    def _load_history(self) -> None:
+        """Refined choices from earlier processes take precedence over the model."""
+        assert self.store is not None
+        for row in self.store.history(self.helper.kernel, self.device_key, self.helper.model_name):
+            if row.source != "refined" or row.D.names != self.schema.names:
+                continue
+            if row.block not in self.helper.candidates:
+                continue
+            pred = float("nan") if row.predicted_ms is None else float(row.predicted_ms)
+            self._cache(
+                Selection(
+                    D=row.D,
+                    block=row.block,
+                    grid=row.grid,
+                    predicted_ms=pred,
+                    topk=((row.block, pred),),
+                    source="refined",
+                    measured_ms=row.measured_ms,
+                )
+            )
+
+
+def format_explain(rows: Sequence[CandidateRow], *, limit: int | None = None) -> str:
+    """A readable table of `Selector.explain` rows, ranked candidates first."""
+    ranked = sorted((r for r in rows if r.rank is not None), key=lambda r: r.rank)  # type: ignore[arg-type, return-value]
+    excluded = [r for r in rows if r.rank is None]
+    diag = sorted({k for r in ranked for k in r.outputs} - {"cycles"})
+    head = ["rank", "block", "threads", "grid", "pred ms", "cycles", *diag]
+    lines = [" | ".join(head), " | ".join("---" for _ in head)]
+    for r in ranked[:limit] if limit else ranked:
+        cyc = r.outputs.get("cycles", float("nan"))
+        lines.append(
+            " | ".join(
+                [
+                    str(r.rank + 1),
+                    str(r.block),
+                    str(r.threads),
+                    str(r.grid),
+                    f"{r.predicted_ms:.4g}",
+                    f"{cyc:.4g}",
+                ]
+                + [f"{r.outputs.get(k, float('nan')):.4g}" for k in diag]
+            )
+        )
+    for r in excluded:
+        lines.append(f"excluded {r.block}: {r.excluded}")
+    return "\n".join(lines)

@@ -1,0 +1,33 @@
+"""The SQLite store: typed records (records.py), the schema and its migrations (schema.py), and
+the `Store` that reads and writes them (sqlite.py)."""
+
+from klaraptor.store.records import (
+    HISTORY_SOURCES,
+    MEASUREMENT_STATUSES,
+    BuildInfo,
+    BuildRecord,
+    CollectFacts,
+    HistoryRow,
+    KernelRecord,
+    Measurement,
+    TruthDecision,
+)
+from klaraptor.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from klaraptor.store.sqlite import Store, default_store_path
+
+__all__ = [
+    "APPLICATION_ID",
+    "HISTORY_SOURCES",
+    "MEASUREMENT_STATUSES",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "BuildInfo",
+    "BuildRecord",
+    "CollectFacts",
+    "HistoryRow",
+    "KernelRecord",
+    "Measurement",
+    "Store",
+    "TruthDecision",
+    "default_store_path",
+]

@@ -1,0 +1,189 @@
+"""The typed records the store keeps, and their JSON encodings.
+
+Each record is what one stage hands the store: the kernel's identity (`KernelRecord`), what
+collection learned about it on one GPU (`CollectFacts`), the benchmark's ground-truth budget
+decisions (`TruthDecision`), one measured point (`Measurement`), a build (`BuildRecord`, with its
+rejected blocks) and the selector's decisions (`HistoryRow`). D is always a `DataSize`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from klaraptor.errors import StoreError
+from klaraptor.types import Block, DataSize, Grid, KernelAttributes
+
+MEASUREMENT_STATUSES = ("ok", "failed", "rejected")
+HISTORY_SOURCES = ("model", "refined", "history")
+
+
+def now() -> float:
+    return time.time()
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """A kernel's identity: its name, the fingerprint of its spec, its data parameter names
+    (which order every stored D) and the spec's JSON-safe description (`KernelSpec.to_summary`)."""
+
+    name: str
+    fingerprint: str
+    data_names: tuple[str, ...]
+    spec: dict[str, Any] = field(default_factory=dict, compare=False)
+    updated: float = field(default_factory=now, compare=False)
+
+
+@dataclass(frozen=True)
+class CollectFacts:
+    """What collection learned about a kernel on one GPU (the device key is the row's key)."""
+
+    device_name: str = ""
+    attributes: KernelAttributes | None = None
+    ptx_barriers: int | None = None
+    sync_per_warp: float | None = None
+    sync_note: str = ""
+    ncu_status: str = ""
+    ncu_reason: str = ""
+    updated: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device_name": self.device_name,
+            "attributes": None if self.attributes is None else self.attributes.to_dict(),
+            "ptx_barriers": self.ptx_barriers,
+            "sync_per_warp": self.sync_per_warp,
+            "sync_note": self.sync_note,
+            "ncu_status": self.ncu_status,
+            "ncu_reason": self.ncu_reason,
+            "updated": self.updated,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CollectFacts:
+        """From `to_dict`'s form, or from a schema-1 `summary["collect"][device]` entry."""
+        if not isinstance(d, Mapping):
+            raise StoreError(f"collect facts must be a JSON object, got {type(d).__name__}")
+        attrs = d.get("attributes")
+        ncu = d.get("ncu") if isinstance(d.get("ncu"), Mapping) else {}
+        sync = d.get("sync_per_warp")
+        barriers = d.get("ptx_barriers")
+        try:
+            return cls(
+                device_name=str(d.get("device_name", "")),
+                attributes=None if attrs is None else KernelAttributes.from_dict(attrs),
+                ptx_barriers=None if barriers is None else int(barriers),
+                sync_per_warp=None if sync is None else float(sync),
+                sync_note=str(d.get("sync_note", "")),
+                ncu_status=str(d.get("ncu_status", ncu.get("status", ""))),
+                ncu_reason=str(d.get("ncu_reason", ncu.get("reason", ""))),
+                updated=str(d.get("updated", "")),
+            )
+        except (TypeError, ValueError) as exc:
+            raise StoreError(f"malformed collect facts {dict(d)}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class TruthDecision:
+    """The benchmark's decision, made before measuring, whether to time every block at D."""
+
+    D: DataSize
+    measure: bool
+    estimate_s: float
+    reason: str
+    decided: str = ""
+
+
+@dataclass
+class Measurement:
+    """One measured (or refused) point: kernel × device × D × block × kind.
+
+    `value` is a JSON-safe dict (e.g. `{"median_ms": 0.12, "spread": 0.01}` for kind 'time',
+    the raw counters for 'ncu').
+    """
+
+    kernel: str
+    device: str
+    D: DataSize
+    block: Block
+    kind: str
+    status: str
+    value: dict[str, Any]
+    reason: str = ""
+    created: float = field(default_factory=now)
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    """A build's identity, without its helper program."""
+
+    id: int
+    kernel: str
+    device: str
+    model: str
+    created: float
+
+
+@dataclass(frozen=True)
+class BuildRecord(BuildInfo):
+    """A build: the helper program (its `to_dict` form), the build report (a JSON document of
+    fits, timings and model selection) and the blocks refused at build time with why."""
+
+    helper: dict[str, Any] = field(default_factory=dict, compare=False)
+    report: dict[str, Any] = field(default_factory=dict, compare=False)
+    rejected: dict[Block, str] = field(default_factory=dict, compare=False)
+
+
+@dataclass
+class HistoryRow:
+    """One selector decision for a data size D (the invocation history)."""
+
+    D: DataSize
+    block: Block
+    grid: Grid
+    predicted_ms: float | None
+    measured_ms: float | None = None
+    source: str = "model"
+    created: float = field(default_factory=now)
+    model: str = ""
+
+
+def _json_default(obj: Any) -> Any:
+    # NumPy scalars and arrays reach the store from the collector and the fitter.
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON-serialisable")
+
+
+def dumps(obj: Any) -> str:
+    """The store's canonical JSON: compact, sorted keys, NumPy values as lists."""
+    try:
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), default=_json_default)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"cannot store a value that is not JSON-serialisable: {exc}") from exc
+
+
+def opt_float(x: Any) -> float | None:
+    if x is None:
+        return None
+    f = float(x)
+    return None if math.isnan(f) else f
+
+
+__all__ = [
+    "HISTORY_SOURCES",
+    "MEASUREMENT_STATUSES",
+    "BuildInfo",
+    "BuildRecord",
+    "CollectFacts",
+    "HistoryRow",
+    "KernelRecord",
+    "Measurement",
+    "TruthDecision",
+]

@@ -1,0 +1,215 @@
+"""The store's SQLite schema, and the migrations that bring older files up to it.
+
+Version 1 (klaraptor ≤ 3a4d02d) kept collection facts and ground-truth decisions as nested JSON
+inside each kernel's summary, and a build's rejected blocks as `"[bx, by, bz]"` strings inside
+its payload. Version 2 gives each its own table; `migrate_1_to_2` moves the data over in the
+same write transaction that opens the file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from klaraptor.errors import StoreError
+from klaraptor.store.records import CollectFacts, dumps
+
+APPLICATION_ID = 0x4B4C5250  # "KLRP" in the SQLite header: marks a klaraptor store
+SCHEMA_VERSION = 2
+
+SCHEMA = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE kernels (
+    name        TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    data_names  TEXT NOT NULL,
+    spec        TEXT NOT NULL,
+    updated     REAL NOT NULL
+);
+CREATE TABLE collect_facts (
+    kernel  TEXT NOT NULL,
+    device  TEXT NOT NULL,
+    facts   TEXT NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (kernel, device)
+);
+CREATE TABLE truth_decisions (
+    kernel     TEXT NOT NULL,
+    device     TEXT NOT NULL,
+    d          TEXT NOT NULL,
+    measure    INTEGER NOT NULL,
+    estimate_s REAL NOT NULL,
+    reason     TEXT NOT NULL,
+    decided    TEXT NOT NULL,
+    PRIMARY KEY (kernel, device, d)
+);
+CREATE TABLE device_profiles (
+    key     TEXT PRIMARY KEY,
+    profile TEXT NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE measurements (
+    id      INTEGER PRIMARY KEY,
+    kernel  TEXT NOT NULL,
+    device  TEXT NOT NULL,
+    d       TEXT NOT NULL,
+    bx      INTEGER NOT NULL,
+    by      INTEGER NOT NULL,
+    bz      INTEGER NOT NULL,
+    kind    TEXT NOT NULL,
+    status  TEXT NOT NULL CHECK (status IN ('ok', 'failed', 'rejected')),
+    value   TEXT NOT NULL,
+    reason  TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    UNIQUE (kernel, device, d, bx, by, bz, kind)
+);
+CREATE INDEX measurements_by_kind ON measurements (kernel, device, kind, status);
+CREATE TABLE builds (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    kernel  TEXT NOT NULL,
+    device  TEXT NOT NULL,
+    model   TEXT NOT NULL,
+    created REAL NOT NULL,
+    helper  TEXT NOT NULL,
+    report  TEXT NOT NULL
+);
+CREATE INDEX builds_latest ON builds (kernel, device, model, created);
+CREATE TABLE build_rejected (
+    build_id INTEGER NOT NULL REFERENCES builds (id) ON DELETE CASCADE,
+    bx       INTEGER NOT NULL,
+    by       INTEGER NOT NULL,
+    bz       INTEGER NOT NULL,
+    reason   TEXT NOT NULL,
+    PRIMARY KEY (build_id, bx, by, bz)
+);
+CREATE TABLE history (
+    id           INTEGER PRIMARY KEY,
+    kernel       TEXT NOT NULL,
+    device       TEXT NOT NULL,
+    model        TEXT NOT NULL,
+    d            TEXT NOT NULL,
+    bx           INTEGER NOT NULL,
+    by           INTEGER NOT NULL,
+    bz           INTEGER NOT NULL,
+    gx           INTEGER NOT NULL,
+    gy           INTEGER NOT NULL,
+    gz           INTEGER NOT NULL,
+    predicted_ms REAL,
+    measured_ms  REAL,
+    source       TEXT NOT NULL CHECK (source IN ('model', 'refined', 'history')),
+    created      REAL NOT NULL,
+    UNIQUE (kernel, device, model, d)
+);
+"""
+
+TABLES = frozenset(re.findall(r"CREATE TABLE (\w+)", SCHEMA))
+
+
+def create(conn: sqlite3.Connection) -> None:
+    """Create every table of the current schema (inside the caller's transaction)."""
+    for stmt in SCHEMA.split(";"):
+        if stmt.strip():
+            conn.execute(stmt)
+
+
+def _loads(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StoreError(f"cannot migrate: {what} is not valid JSON ({exc})") from None
+
+
+_TRIPLE = re.compile(r"^\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]$")
+
+
+def migrate_1_to_2(conn: sqlite3.Connection) -> None:
+    """Schema 1 → 2: nested summary JSON and block strings become rows of their own tables."""
+    conn.execute("ALTER TABLE kernels RENAME TO kernels_v1")
+    conn.execute("ALTER TABLE builds RENAME TO builds_v1")
+    conn.execute("DROP INDEX IF EXISTS builds_latest")
+    for stmt in SCHEMA.split(";"):
+        name = re.search(r"CREATE (?:TABLE|INDEX) (\w+)", stmt)
+        if name and name.group(1) in (
+            "kernels",
+            "collect_facts",
+            "truth_decisions",
+            "builds",
+            "builds_latest",
+            "build_rejected",
+        ):
+            conn.execute(stmt)
+    rows = conn.execute("SELECT name, fingerprint, summary, updated FROM kernels_v1").fetchall()
+    for name, fingerprint, summary_json, updated in rows:
+        summary = _loads(summary_json, f"the summary of kernel {name!r}")
+        collect = summary.pop("collect", None) or {}
+        truth = summary.pop("truth", None) or {}
+        names = [str(d["name"]) for d in summary.get("data", []) if isinstance(d, dict)]
+        conn.execute(
+            "INSERT INTO kernels (name, fingerprint, data_names, spec, updated) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (name, fingerprint, dumps(names), dumps(summary), updated),
+        )
+        for device, entry in collect.items():
+            facts = CollectFacts.from_dict(entry)
+            conn.execute(
+                "INSERT INTO collect_facts (kernel, device, facts, updated) VALUES (?, ?, ?, ?)",
+                (name, device, dumps(facts.to_dict()), updated),
+            )
+        for device, decisions in truth.items():
+            for n, dec in decisions.items():
+                conn.execute(
+                    "INSERT INTO truth_decisions (kernel, device, d, measure, estimate_s, reason, "
+                    "decided) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        name,
+                        device,
+                        dumps([int(n)]),
+                        int(bool(dec.get("measure"))),
+                        float(dec.get("estimate_s", float("nan"))),
+                        str(dec.get("reason", "")),
+                        str(dec.get("decided", "")),
+                    ),
+                )
+    rows = conn.execute(
+        "SELECT id, kernel, device, model, created, payload FROM builds_v1 ORDER BY id"
+    ).fetchall()
+    for build_id, kernel, device, model, created, payload_json in rows:
+        payload = _loads(payload_json, f"build {build_id} of {kernel!r}")
+        report = dict(payload.get("report") or {})
+        rejected = report.pop("rejected", None) or {}
+        conn.execute(
+            "INSERT INTO builds (id, kernel, device, model, created, helper, report) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                build_id,
+                kernel,
+                device,
+                model,
+                created,
+                dumps(payload.get("helper") or {}),
+                dumps(report),
+            ),
+        )
+        for text, why in rejected.items():
+            m = _TRIPLE.match(str(text))
+            if m is None:
+                raise StoreError(
+                    f"cannot migrate build {build_id} of {kernel!r}: rejected block {text!r} "
+                    "is not '[bx, by, bz]'"
+                )
+            conn.execute(
+                "INSERT INTO build_rejected (build_id, bx, by, bz, reason) VALUES (?, ?, ?, ?, ?)",
+                (build_id, *(int(g) for g in m.groups()), str(why)),
+            )
+    conn.execute("DROP TABLE kernels_v1")
+    conn.execute("DROP TABLE builds_v1")
+
+
+# MIGRATIONS[v] upgrades a store from schema v to v + 1 inside the open write transaction.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_1_to_2}

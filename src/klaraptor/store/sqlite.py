@@ -1,0 +1,833 @@
+"""The Store: one SQLite file holding everything klaraptor measures and builds.
+
+Tables (schema.py): `kernels` (name → fingerprint, data names, spec description),
+`collect_facts` and `truth_decisions` (per kernel and GPU), `device_profiles`, `measurements`
+(one row per (kernel, device, D, block, kind), upserted), `builds` (helper program and report)
+with `build_rejected`, and `history` (the selector's choices per D, upserted). Reads and writes
+go through the typed records of records.py.
+
+Many processes may share one file: the journal is WAL (readers never block the writer), every
+write is an explicit `BEGIN IMMEDIATE` transaction retried while another process holds the write
+lock, and each connection belongs to one process (it is reopened after a fork or unpickling).
+The file is marked with `PRAGMA application_id` and a `meta.schema_version`, so a foreign or
+newer file is refused with a message naming it instead of being silently modified; an older one
+is migrated (schema.MIGRATIONS) in the transaction that opens it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from klaraptor.errors import StoreError
+from klaraptor.store import schema
+from klaraptor.store.records import (
+    HISTORY_SOURCES,
+    MEASUREMENT_STATUSES,
+    BuildInfo,
+    BuildRecord,
+    CollectFacts,
+    HistoryRow,
+    KernelRecord,
+    Measurement,
+    TruthDecision,
+    dumps,
+    now,
+    opt_float,
+)
+from klaraptor.types import Block, DataSize
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_HINT = (
+    "move the file away or point klaraptor at another store "
+    "(set KLARAPTOR_HOME or pass a different path)"
+)
+
+
+def default_store_path() -> Path:
+    """`$KLARAPTOR_HOME/klaraptor.sqlite`, else `$XDG_CACHE_HOME/klaraptor/…`, else `~/.cache/…`."""
+    home = os.environ.get("KLARAPTOR_HOME")
+    if home:
+        return Path(home).expanduser() / "klaraptor.sqlite"
+    cache = os.environ.get("XDG_CACHE_HOME")
+    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
+    return base / "klaraptor" / "klaraptor.sqlite"
+
+
+def _as_int(x: Any, what: str) -> int:
+    if isinstance(x, bool) or not hasattr(x, "__index__"):
+        raise StoreError(f"{what} must be an integer, got {x!r}")
+    return int(x.__index__())
+
+
+def _triple(b: Iterable[Any], what: str) -> tuple[int, int, int]:
+    t = tuple(_as_int(v, what) for v in b)
+    if len(t) != 3:
+        raise StoreError(f"{what} must have three entries (x, y, z), got {t!r}")
+    return t  # type: ignore[return-value]
+
+
+def _canon_d(D: Any, names: tuple[str, ...], kernel: str) -> str:
+    """D as canonical JSON (a compact list of ints ordered as the kernel's data names)."""
+    if type(D) is not DataSize:
+        raise StoreError(f"{kernel}: D must be a DataSize (KernelSpec.size(...)), got {D!r}")
+    if D.names != names:
+        raise StoreError(
+            f"{kernel}: D={D} names {list(D.names)}, but the kernel's data parameters are "
+            f"{list(names)}"
+        )
+    return json.dumps(list(D.values()), separators=(",", ":"))
+
+
+def _is_locked(exc: BaseException) -> bool:
+    msg = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
+
+
+class Store:
+    """The SQLite store. Safe to share between threads of a process and between processes."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        timeout: float = 30.0,
+        must_exist: bool = False,
+    ) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_store_path()
+        self.timeout = float(timeout)
+        if must_exist and not self.path.exists():
+            raise StoreError(
+                f"there is no klaraptor store at {self.path}: build a kernel first "
+                "(`klaraptor build`), or create the recorded H200 builds with "
+                "`klaraptor import-recorded`; --store or KLARAPTOR_HOME pick another file"
+            )
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        self._closed = False
+        self._names: dict[str, tuple[str, ...]] = {}
+        # Open now so a bad path fails at construction, not at the first write of a long build.
+        with self._lock:
+            self._connection()
+
+    # -- pickling / forking: a connection never crosses a process boundary -------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": str(self.path), "timeout": self.timeout, "closed": self._closed}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = Path(state["path"])
+        self.timeout = state["timeout"]
+        self._lock = threading.RLock()
+        self._conn = None
+        self._pid = -1
+        self._closed = state["closed"]
+        self._names = {}
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.path)!r})"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close this process's connection. The Store cannot be used afterwards."""
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+            self._closed = True
+
+    # -- opening and validation --------------------------------------------------------------
+
+    def _err(self, what: str, exc: BaseException | None = None) -> StoreError:
+        detail = f" ({exc})" if exc is not None else ""
+        return StoreError(f"klaraptor store {self.path}: {what}{detail}")
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise self._err("the store is closed")
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        # A connection inherited through fork belongs to the parent: drop it without closing.
+        self._conn = None
+        self._check_file()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._err("cannot create its directory", exc) from exc
+        try:
+            conn = sqlite3.connect(
+                str(self.path),
+                timeout=self.timeout,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,  # shared between threads under self._lock
+            )
+        except sqlite3.Error as exc:
+            raise self._err("cannot open the file", exc) from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            self._validate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        self._pid = os.getpid()
+        return conn
+
+    def _check_file(self) -> None:
+        """Look at the raw header before SQLite does, to name what is wrong with the file."""
+        p = self.path
+        if p.is_dir():
+            raise StoreError(
+                f"klaraptor store {p} is a directory; pass the path of a file inside it, "
+                f"e.g. {p / 'klaraptor.sqlite'}"
+            )
+        if not p.exists():
+            self._create()
+            return
+        try:
+            size = p.stat().st_size
+            with open(p, "rb") as fh:
+                header = fh.read(100)
+        except OSError as exc:
+            raise self._err("cannot read the file", exc) from exc
+        if size == 0:
+            # klaraptor never leaves an empty file behind (stores are created whole, below).
+            raise self._err(
+                "the file is empty, not a klaraptor store; delete it to start a new store there"
+            )
+        if not header.startswith(_SQLITE_MAGIC[: min(len(header), 16)]):
+            raise self._err(f"the file is not an SQLite database; {_HINT}")
+        if size < 100:
+            raise self._err(f"the file is truncated ({size} bytes, no full header); {_HINT}")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        n_pages = int.from_bytes(header[28:32], "big")
+        # The in-header page count is valid when the change counter matches "version valid for".
+        # With a -wal file present a checkpoint may be extending the file right now, so the
+        # check would race; SQLite's own corruption errors cover that case.
+        wal = p.with_name(p.name + "-wal")
+        if (
+            header[24:28] == header[92:96]
+            and n_pages
+            and size < n_pages * page_size
+            and not wal.exists()
+        ):
+            raise self._err(
+                f"the file is truncated ({size} bytes, the header says "
+                f"{n_pages * page_size}); {_HINT}"
+            )
+        app_id = int.from_bytes(header[68:72], "big")
+        if app_id not in (0, schema.APPLICATION_ID):
+            raise self._err(
+                f"this is another program's SQLite database (application_id {app_id:#x}), "
+                f"not a klaraptor store; {_HINT}"
+            )
+
+    def _create(self) -> None:
+        """Create a new store whole: initialise it under a temporary name, then link it into
+        place, so no process ever sees a half-made file (if another process wins the race,
+        its store is used and ours is discarded)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise self._err("cannot create its directory", exc) from exc
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.new")
+        try:
+            conn = sqlite3.connect(str(tmp), isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                self._transaction_on(conn, self._initialise_or_migrate)
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                pass  # another process created it first: use theirs
+            except OSError:  # no hard links on this filesystem
+                if not self.path.exists():
+                    os.replace(tmp, self.path)
+        except (OSError, sqlite3.Error) as exc:
+            raise self._err("cannot create a new store", exc) from exc
+        finally:
+            for leftover in (
+                tmp,
+                tmp.with_name(tmp.name + "-wal"),
+                tmp.with_name(tmp.name + "-shm"),
+            ):
+                leftover.unlink(missing_ok=True)
+
+    def _inspect(self, conn: sqlite3.Connection) -> tuple[int, set[str]]:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        return app_id, tables
+
+    def _schema_version(self, conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            raise self._err(f"the meta table has no schema_version: the store is damaged; {_HINT}")
+        try:
+            return int(row[0])
+        except ValueError as exc:
+            raise self._err(f"bad schema_version {row[0]!r}; {_HINT}") from exc
+
+    def _state(self, conn: sqlite3.Connection) -> str:
+        """'ready', 'empty' (initialise), 'old' (migrate); raises on a foreign or newer file."""
+        app_id, tables = self._inspect(conn)
+        if app_id == 0 and not tables:
+            return "empty"
+        if app_id != schema.APPLICATION_ID or "meta" not in tables:
+            raise self._err(
+                f"this SQLite database was not created by klaraptor (application_id "
+                f"{app_id:#x}, tables {sorted(tables)}); {_HINT}"
+            )
+        version = self._schema_version(conn)
+        if version > schema.SCHEMA_VERSION:
+            raise self._err(
+                f"schema version {version} was written by a newer klaraptor (this one supports "
+                f"up to {schema.SCHEMA_VERSION}); upgrade klaraptor or use another store"
+            )
+        return "old" if version < schema.SCHEMA_VERSION else "ready"
+
+    def _validate(self, conn: sqlite3.Connection) -> None:
+        try:
+            state = self._retry(lambda: self._state(conn))
+            if state != "ready":
+                # journal_mode must change outside a transaction; it persists in the file.
+                self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
+                self._transaction_on(conn, self._initialise_or_migrate)
+            # WAL + NORMAL: a commit survives a crash of the process (what resume needs); only a
+            # power loss may drop the last commits, and fsync per measured point would be wasted.
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except StoreError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            raise self._err(f"the file is corrupt or unreadable; {_HINT}", exc) from exc
+
+    def _initialise_or_migrate(self, conn: sqlite3.Connection) -> None:
+        # Re-check under the write lock: another process may have done it meanwhile.
+        state = self._state(conn)
+        if state == "empty":
+            conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+            schema.create(conn)
+            conn.executemany(
+                "INSERT INTO meta (key, value) VALUES (?, ?)",
+                [
+                    ("schema_version", str(schema.SCHEMA_VERSION)),
+                    ("created", str(now())),
+                    ("creator", "klaraptor"),
+                ],
+            )
+        elif state == "old":
+            version = self._schema_version(conn)
+            while version < schema.SCHEMA_VERSION:
+                migrate = schema.MIGRATIONS.get(version)
+                if migrate is None:
+                    raise self._err(f"no migration from schema version {version}; {_HINT}")
+                migrate(conn)
+                version += 1
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),)
+                )
+
+    # -- transactions --------------------------------------------------------------------------
+
+    def _retry(self, fn: Callable[[], Any]) -> Any:
+        """Run fn, retrying while another process holds a lock that busy_timeout did not absorb."""
+        deadline = time.monotonic() + self.timeout
+        delay = 0.001
+        while True:
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(delay * (1 + random.random()))
+            delay = min(delay * 2, 0.05)
+
+    def _transaction_on(
+        self, conn: sqlite3.Connection, body: Callable[[sqlite3.Connection], Any]
+    ) -> Any:
+        def attempt() -> Any:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = body(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return result
+
+        return self._retry(attempt)
+
+    def _write(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
+        """Run body in one write transaction (all or nothing, durable once it returns)."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                return self._transaction_on(conn, body)
+            except sqlite3.DatabaseError as exc:
+                raise self._wrap(exc) from exc
+
+    def _read(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            conn = self._connection()
+            try:
+                return self._retry(lambda: conn.execute(sql, tuple(params)).fetchall())
+            except sqlite3.DatabaseError as exc:
+                raise self._wrap(exc) from exc
+
+    def _wrap(self, exc: sqlite3.DatabaseError) -> StoreError:
+        if _is_locked(exc):
+            return self._err(
+                f"the database stayed locked for more than {self.timeout:g} s; another process "
+                "holds a long write transaction",
+                exc,
+            )
+        return self._err(f"database error; the file may be corrupt; {_HINT}", exc)
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the file."""
+        return int(self._read("SELECT value FROM meta WHERE key = 'schema_version'")[0][0])
+
+    def check(self) -> list[str]:
+        """Run SQLite's integrity check; returns the problems found (empty when healthy)."""
+        rows = self._read("PRAGMA integrity_check")
+        return [] if rows == [("ok",)] else [r[0] for r in rows]
+
+    # -- kernels --------------------------------------------------------------------------------
+
+    def put_kernel(self, record: KernelRecord) -> None:
+        """Insert or replace a kernel's identity (fingerprint, data names, spec description)."""
+        if not isinstance(record, KernelRecord):
+            raise StoreError(f"put_kernel takes a KernelRecord, got {type(record).__name__}")
+        row = (
+            record.name,
+            record.fingerprint,
+            dumps(list(record.data_names)),
+            dumps(dict(record.spec)),
+            float(record.updated),
+        )
+        self._write(
+            lambda c: c.execute(
+                "INSERT INTO kernels (name, fingerprint, data_names, spec, updated) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                "fingerprint = excluded.fingerprint, data_names = excluded.data_names, "
+                "spec = excluded.spec, updated = excluded.updated",
+                row,
+            )
+        )
+        self._names[record.name] = tuple(record.data_names)
+
+    def kernel(self, name: str) -> KernelRecord | None:
+        """The kernel's record, or None if the store does not know it."""
+        rows = self._read(
+            "SELECT name, fingerprint, data_names, spec, updated FROM kernels WHERE name = ?",
+            (name,),
+        )
+        return self._kernel_row(rows[0]) if rows else None
+
+    def kernels(self) -> list[KernelRecord]:
+        """All kernels, sorted by name."""
+        rows = self._read(
+            "SELECT name, fingerprint, data_names, spec, updated FROM kernels ORDER BY name"
+        )
+        return [self._kernel_row(r) for r in rows]
+
+    def _kernel_row(self, r: tuple[Any, ...]) -> KernelRecord:
+        return KernelRecord(
+            r[0], r[1], tuple(self._json(r[2], f"kernel {r[0]!r}")), self._json(r[3], r[0]), r[4]
+        )
+
+    def _json(self, text: str, what: str) -> Any:
+        try:
+            return json.loads(text)
+        except (TypeError, json.JSONDecodeError) as exc:
+            raise self._err(
+                f"the stored record of {what} is not valid JSON ({exc}); {_HINT}"
+            ) from None
+
+    def data_names(self, kernel: str) -> tuple[str, ...]:
+        """The data parameter names of a registered kernel (what orders its stored D)."""
+        names = self._names.get(kernel)
+        if names is None:
+            rec = self.kernel(kernel)
+            if rec is None:
+                raise StoreError(
+                    f"kernel {kernel!r} is not registered in {self.path}; store its KernelRecord "
+                    "(put_kernel) before its measurements, builds or history"
+                )
+            names = self._names[kernel] = rec.data_names
+        return names
+
+    def delete_kernel(self, name: str) -> int:
+        """Delete a kernel with everything stored about it; returns the rows deleted."""
+
+        def body(c: sqlite3.Connection) -> int:
+            n = c.execute(
+                "DELETE FROM build_rejected WHERE build_id IN "
+                "(SELECT id FROM builds WHERE kernel = ?)",
+                (name,),
+            ).rowcount
+            for table, col in (
+                ("measurements", "kernel"),
+                ("builds", "kernel"),
+                ("history", "kernel"),
+                ("collect_facts", "kernel"),
+                ("truth_decisions", "kernel"),
+                ("kernels", "name"),
+            ):
+                n += c.execute(f"DELETE FROM {table} WHERE {col} = ?", (name,)).rowcount
+            return n
+
+        self._names.pop(name, None)
+        return self._write(body)
+
+    # -- what collection learned, per GPU ----------------------------------------------------
+
+    def put_collect_facts(self, kernel: str, device: str, facts: CollectFacts) -> None:
+        """Insert or replace the collection facts of a kernel on a GPU."""
+        self.data_names(kernel)
+        row = (kernel, device, dumps(facts.to_dict()), now())
+        self._write(
+            lambda c: c.execute(
+                "INSERT INTO collect_facts (kernel, device, facts, updated) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (kernel, device) DO UPDATE SET facts = excluded.facts, "
+                "updated = excluded.updated",
+                row,
+            )
+        )
+
+    def collect_facts(self, kernel: str, device: str) -> CollectFacts | None:
+        rows = self._read(
+            "SELECT facts FROM collect_facts WHERE kernel = ? AND device = ?", (kernel, device)
+        )
+        if not rows:
+            return None
+        return CollectFacts.from_dict(self._json(rows[0][0], f"{kernel!r} on {device!r}"))
+
+    def collect_devices(self, kernel: str) -> list[str]:
+        """The GPUs a kernel was collected on."""
+        rows = self._read(
+            "SELECT device FROM collect_facts WHERE kernel = ? ORDER BY device", (kernel,)
+        )
+        return [r[0] for r in rows]
+
+    def put_truth_decisions(
+        self, kernel: str, device: str, decisions: Iterable[TruthDecision]
+    ) -> None:
+        names = self.data_names(kernel)
+        rows = [
+            (
+                kernel,
+                device,
+                _canon_d(d.D, names, kernel),
+                int(bool(d.measure)),
+                float(d.estimate_s),
+                d.reason,
+                d.decided,
+            )
+            for d in decisions
+        ]
+        self._write(
+            lambda c: c.executemany(
+                "INSERT INTO truth_decisions (kernel, device, d, measure, estimate_s, reason, "
+                "decided) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (kernel, device, d) DO UPDATE "
+                "SET measure = excluded.measure, estimate_s = excluded.estimate_s, "
+                "reason = excluded.reason, decided = excluded.decided",
+                rows,
+            )
+        )
+
+    def truth_decisions(self, kernel: str, device: str) -> dict[DataSize, TruthDecision]:
+        names = self.data_names(kernel)
+        rows = self._read(
+            "SELECT d, measure, estimate_s, reason, decided FROM truth_decisions "
+            "WHERE kernel = ? AND device = ?",
+            (kernel, device),
+        )
+        out = {}
+        for d, measure, est, reason, decided in rows:
+            D = DataSize(names, json.loads(d))
+            out[D] = TruthDecision(D, bool(measure), float(est), reason, decided)
+        return out
+
+    # -- device profiles ------------------------------------------------------------------------
+
+    def put_device_profile(self, key: str, profile: Mapping[str, Any]) -> None:
+        """Insert or replace the profile (a JSON-safe dict) cached under `key`."""
+        profile_json = dumps(dict(profile))
+        self._write(
+            lambda c: c.execute(
+                "INSERT INTO device_profiles (key, profile, updated) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET profile = excluded.profile, "
+                "updated = excluded.updated",
+                (key, profile_json, now()),
+            )
+        )
+
+    def device_profile(self, key: str) -> dict[str, Any] | None:
+        rows = self._read("SELECT profile FROM device_profiles WHERE key = ?", (key,))
+        return self._json(rows[0][0], f"device profile {key!r}") if rows else None
+
+    def device_profiles(self) -> dict[str, dict[str, Any]]:
+        """All cached profiles, key → profile dict."""
+        rows = self._read("SELECT key, profile FROM device_profiles ORDER BY key")
+        return {k: self._json(p, f"device profile {k!r}") for k, p in rows}
+
+    # -- measurements ---------------------------------------------------------------------------
+
+    def _measurement_row(self, m: Measurement) -> tuple[Any, ...]:
+        if m.status not in MEASUREMENT_STATUSES:
+            raise StoreError(
+                f"measurement status must be one of {MEASUREMENT_STATUSES}, got {m.status!r}"
+            )
+        if not m.kind:
+            raise StoreError("measurement kind must be a non-empty string")
+        return (
+            m.kernel,
+            m.device,
+            _canon_d(m.D, self.data_names(m.kernel), m.kernel),
+            *_triple(m.block, "block"),
+            m.kind,
+            m.status,
+            dumps(dict(m.value)),
+            m.reason or "",
+            float(m.created),
+        )
+
+    _PUT_MEASUREMENT = (
+        "INSERT INTO measurements (kernel, device, d, bx, by, bz, kind, status, value, reason, "
+        "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (kernel, device, d, bx, by, bz, kind) DO UPDATE SET "
+        "status = excluded.status, value = excluded.value, reason = excluded.reason, "
+        "created = excluded.created"
+    )
+
+    def put_measurement(self, m: Measurement) -> None:
+        """Upsert one point; committed (durable) when this returns, so a crash keeps it."""
+        row = self._measurement_row(m)
+        self._write(lambda c: c.execute(self._PUT_MEASUREMENT, row))
+
+    def put_measurements(self, ms: Iterable[Measurement]) -> int:
+        """Upsert many points in one transaction (all or none); returns how many."""
+        rows = [self._measurement_row(m) for m in ms]
+        if rows:
+            self._write(lambda c: c.executemany(self._PUT_MEASUREMENT, rows))
+        return len(rows)
+
+    def measurements(
+        self,
+        kernel: str,
+        device: str,
+        kind: str | None = None,
+        status: str | None = None,
+    ) -> list[Measurement]:
+        """Points of one kernel on one device, optionally of one kind / status, oldest first."""
+        sql = (
+            "SELECT d, bx, by, bz, kind, status, value, reason, created "
+            "FROM measurements WHERE kernel = ? AND device = ?"
+        )
+        params: list[Any] = [kernel, device]
+        if kind is not None:
+            sql += " AND kind = ?"
+            params.append(kind)
+        if status is not None:
+            sql += " AND status = ?"
+            params.append(status)
+        rows = self._read(sql + " ORDER BY id", params)
+        if not rows:
+            return []
+        names = self.data_names(kernel)
+        return [
+            Measurement(
+                kernel=kernel,
+                device=device,
+                D=DataSize(names, json.loads(r[0])),
+                block=(r[1], r[2], r[3]),
+                kind=r[4],
+                status=r[5],
+                value=self._json(r[6], f"a measurement of {kernel!r}"),
+                reason=r[7],
+                created=r[8],
+            )
+            for r in rows
+        ]
+
+    def measured_keys(self, kernel: str, device: str, kind: str) -> set[tuple[DataSize, Block]]:
+        """(D, block) pairs already done (status ok or failed): what a resumed build skips."""
+        rows = self._read(
+            "SELECT d, bx, by, bz FROM measurements WHERE kernel = ? AND device = ? AND kind = ? "
+            "AND status IN ('ok', 'failed')",
+            (kernel, device, kind),
+        )
+        if not rows:
+            return set()
+        names = self.data_names(kernel)
+        return {(DataSize(names, json.loads(d)), (bx, by, bz)) for d, bx, by, bz in rows}
+
+    def count_measurements(self, kernel: str | None = None) -> int:
+        """Number of measurement rows (of one kernel, or all)."""
+        if kernel is None:
+            return int(self._read("SELECT COUNT(*) FROM measurements")[0][0])
+        return int(
+            self._read("SELECT COUNT(*) FROM measurements WHERE kernel = ?", (kernel,))[0][0]
+        )
+
+    # -- builds ---------------------------------------------------------------------------------
+
+    def put_build(
+        self,
+        kernel: str,
+        device: str,
+        model: str,
+        helper: Mapping[str, Any],
+        report: Mapping[str, Any],
+        rejected: Mapping[Block, str] | None = None,
+    ) -> int:
+        """Record a build (helper program, report, blocks refused at build); returns its id."""
+        helper_json, report_json = dumps(dict(helper)), dumps(dict(report))
+        rej = [(*_triple(b, "rejected block"), str(why)) for b, why in (rejected or {}).items()]
+
+        def body(c: sqlite3.Connection) -> int:
+            build_id = int(
+                c.execute(
+                    "INSERT INTO builds (kernel, device, model, created, helper, report) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (kernel, device, model, now(), helper_json, report_json),
+                ).lastrowid
+            )
+            c.executemany(
+                "INSERT INTO build_rejected (build_id, bx, by, bz, reason) VALUES (?, ?, ?, ?, ?)",
+                [(build_id, *r) for r in rej],
+            )
+            return build_id
+
+        return int(self._write(body))
+
+    def latest_build(
+        self, kernel: str, device: str | None = None, model: str | None = None
+    ) -> BuildRecord | None:
+        """The newest build of a kernel (optionally for one device / model), or None."""
+        sql = (
+            "SELECT id, kernel, device, model, created, helper, report FROM builds WHERE kernel = ?"
+        )
+        params: list[Any] = [kernel]
+        if device is not None:
+            sql += " AND device = ?"
+            params.append(device)
+        if model is not None:
+            sql += " AND model = ?"
+            params.append(model)
+        rows = self._read(sql + " ORDER BY created DESC, id DESC LIMIT 1", params)
+        if not rows:
+            return None
+        r = rows[0]
+        what = f"build {r[0]} of {kernel!r}"
+        rejected = {
+            (bx, by, bz): why
+            for bx, by, bz, why in self._read(
+                "SELECT bx, by, bz, reason FROM build_rejected WHERE build_id = ? "
+                "ORDER BY bx, by, bz",
+                (r[0],),
+            )
+        }
+        helper, report = self._json(r[5], what), self._json(r[6], what)
+        if not isinstance(helper, dict) or not isinstance(report, dict):
+            raise self._err(f"{what} is malformed (helper and report must be JSON objects)")
+        return BuildRecord(r[0], r[1], r[2], r[3], r[4], helper, report, rejected)
+
+    def builds(self, kernel: str | None = None) -> list[BuildInfo]:
+        """Builds, newest first (without their helper programs)."""
+        cols = "SELECT id, kernel, device, model, created FROM builds"
+        if kernel is None:
+            rows = self._read(f"{cols} ORDER BY created DESC, id DESC")
+        else:
+            rows = self._read(f"{cols} WHERE kernel = ? ORDER BY created DESC, id DESC", (kernel,))
+        return [BuildInfo(*r) for r in rows]
+
+    # -- invocation history ---------------------------------------------------------------------
+
+    def _history_row(self, kernel: str, device: str, model: str, row: HistoryRow) -> tuple:
+        if not isinstance(row, HistoryRow):
+            raise StoreError(f"history rows must be HistoryRow, got {type(row).__name__}")
+        if row.source not in HISTORY_SOURCES:
+            raise StoreError(f"history source must be one of {HISTORY_SOURCES}, got {row.source!r}")
+        return (
+            kernel,
+            device,
+            model,
+            _canon_d(row.D, self.data_names(kernel), kernel),
+            *_triple(row.block, "block"),
+            *_triple(row.grid, "grid"),
+            opt_float(row.predicted_ms),
+            opt_float(row.measured_ms),
+            row.source,
+            float(row.created),
+        )
+
+    def record_history(
+        self, kernel: str, device: str, model: str, rows: Iterable[HistoryRow]
+    ) -> int:
+        """Upsert the selector's decisions (one per D) in one transaction; returns how many."""
+        data = [self._history_row(kernel, device, model, r) for r in rows]
+        if data:
+            self._write(
+                lambda c: c.executemany(
+                    "INSERT INTO history (kernel, device, model, d, bx, by, bz, gx, gy, gz, "
+                    "predicted_ms, measured_ms, source, created) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (kernel, device, model, d) DO UPDATE SET "
+                    "bx = excluded.bx, by = excluded.by, bz = excluded.bz, gx = excluded.gx, "
+                    "gy = excluded.gy, gz = excluded.gz, predicted_ms = excluded.predicted_ms, "
+                    "measured_ms = excluded.measured_ms, source = excluded.source, "
+                    "created = excluded.created",
+                    data,
+                )
+            )
+        return len(data)
+
+    def history(self, kernel: str, device: str, model: str | None = None) -> list[HistoryRow]:
+        """Recorded decisions of a kernel on a device (optionally one model), oldest first."""
+        sql = (
+            "SELECT d, bx, by, bz, gx, gy, gz, predicted_ms, measured_ms, source, created, model "
+            "FROM history WHERE kernel = ? AND device = ?"
+        )
+        params: list[Any] = [kernel, device]
+        if model is not None:
+            sql += " AND model = ?"
+            params.append(model)
+        rows = self._read(sql + " ORDER BY created, id", params)
+        if not rows:
+            return []
+        names = self.data_names(kernel)
+        return [
+            HistoryRow(
+                D=DataSize(names, json.loads(r[0])),
+                block=(r[1], r[2], r[3]),
+                grid=(r[4], r[5], r[6]),
+                predicted_ms=r[7],
+                measured_ms=r[8],
+                source=r[9],
+                created=r[10],
+                model=r[11],
+            )
+            for r in rows
+        ]

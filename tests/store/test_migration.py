@@ -1,0 +1,74 @@
+"""A schema-1 store written by klaraptor 3a4d02d stays readable: it is migrated on open."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from klaraptor.build import load
+from klaraptor.store import SCHEMA_VERSION, Store
+from klaraptor.types import DataSize
+
+DATA = Path(__file__).parents[1] / "data"
+KERNEL = "polybench.atax.k1"
+
+
+@pytest.fixture
+def v1_store(tmp_path: Path) -> Path:
+    path = tmp_path / "v1.sqlite"
+    path.write_bytes(gzip.decompress((DATA / "store_v1_3a4d02d.sqlite.gz").read_bytes()))
+    con = sqlite3.connect(path)
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
+    con.close()
+    return path
+
+
+def test_a_3a4d02d_store_is_migrated_and_chooses_as_before(v1_store: Path) -> None:
+    expected = json.loads((DATA / "store_v1_3a4d02d.expected.json").read_text())
+    with Store(v1_store) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.check() == []
+        rec = store.kernel(KERNEL)
+        assert rec is not None and rec.data_names == ("N",)
+        assert "collect" not in rec.spec and rec.spec["name"] == KERNEL
+        (device,) = store.collect_devices(KERNEL)
+        facts = store.collect_facts(KERNEL, device)
+        assert facts is not None and facts.attributes is not None
+        assert facts.attributes.max_threads_per_block == 512 and facts.sync_per_warp == 0.0
+        times = store.measurements(KERNEL, device, kind="time")
+        assert len(times) == 256 and all(type(m.D) is DataSize for m in times)
+        for model, want in expected.items():
+            kern = load(KERNEL, store=store, model=model, device=device)
+            # The rejected blocks, stored as "[bx, by, bz]" strings by schema 1, are typed now.
+            assert len(kern.selector.rejected) == want["rejected"]
+            assert all(isinstance(b, tuple) and len(b) == 3 for b in kern.selector.rejected)
+            for n in ("2048", "3000", "4096", "5000"):
+                s = kern.select(int(n))
+                assert [list(s.block), list(s.grid), s.source] == want[n], (model, n)
+        history = store.history(KERNEL, device)
+        assert any(r.source == "refined" and r.D == {"N": 4096} for r in history)
+    # Opening again finds schema 2: nothing to migrate.
+    with Store(v1_store) as store:
+        assert store.schema_version() == 2
+
+
+def test_a_malformed_schema_1_build_is_a_clear_error(v1_store: Path) -> None:
+    con = sqlite3.connect(v1_store)
+    con.execute(
+        "UPDATE builds SET payload = ? WHERE id = 1", ('{"report": {"rejected": {"x": 1}}}',)
+    )
+    con.commit()
+    con.close()
+    from klaraptor.errors import StoreError
+
+    with pytest.raises(StoreError, match=r"rejected block 'x' is not '\[bx, by, bz\]'"):
+        Store(v1_store)
+    # Refused in the migration's transaction: the file is still schema 1, nothing was lost.
+    con = sqlite3.connect(v1_store)
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
+    assert con.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == 352
+    con.close()
