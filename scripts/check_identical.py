@@ -37,7 +37,7 @@ KERNELS = (
 )
 MODELS = ("mwp_cwp", "time_fit", "auto")
 SIZES = (2048, 3000, 4096, 8192)
-WALL_KEYS = {"fit_wall_s", "total_wall_s", "wall_s"}
+WALL_KEYS = {"fit_wall_s", "total_wall_s", "wall_s", "fit_s"}  # wall-clock seconds
 
 
 def exact(x: Any) -> Any:
@@ -177,6 +177,24 @@ def fits_part() -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001
             out[f"rational/{key}"] = failure(exc)
 
+    # Bad calls: the error (type and message) is part of the behaviour.
+    bad_calls: dict[str, Any] = {
+        "unknown_keyword": lambda: fit_rational({"N": n}, n, bogus=1),
+        "positional_option": lambda: fit_rational({"N": n}, n, None),
+        "degree_list": lambda: fit_rational({"N": N, "bx": BX}, N, max_degree=[3, -1]),
+        "degree_length": lambda: fit_rational({"N": n}, n, max_den_degree=[1, 1]),
+        "fraction": lambda: fit_rational({"N": n}, n, holdout_fraction=1.5),
+        "pole_factor": lambda: fit_rational({"N": n}, n, pole_factor=0.5),
+        "two_errors": lambda: fit_rational(np.zeros((0, 1)), [], holdout="bogus"),
+        "table_unknown_keyword": lambda: fit_rational_table(N, N, N * 0, 1, degree=2),
+        "table_pole_factor": lambda: fit_rational_table(N, N, N * 0, 1, pole_factor=0),
+    }
+    for key, fn in bad_calls.items():
+        try:
+            out[f"bad/{key}"] = exact(fn().to_dict())
+        except Exception as exc:  # noqa: BLE001
+            out[f"bad/{key}"] = failure(exc)
+
     cfg = np.tile(np.arange(len(shapes)), len(n))
     table_problems: dict[str, tuple[Any, Any, dict[str, Any]]] = {
         "per_cfg": (N, N**2 / BX + 5.0 * BY * N + 11.0, {}),
@@ -200,7 +218,9 @@ def fits_part() -> dict[str, Any]:
             tf = fit_rational_table(X, y, cfg, len(shapes), names=["N"], **kw)
             out[f"table/{key}"] = {
                 "fit": exact(tf.to_dict()),
-                "values": exact(tf({"N": np.linspace(1, 4096, 5)[:, None]}, np.arange(len(shapes)))),
+                "values": exact(
+                    tf({"N": np.linspace(1, 4096, 5)[:, None]}, np.arange(len(shapes)))
+                ),
                 "program": tf.to_program("g").to_python(),
                 "repr": repr(tf),
             }
