@@ -368,7 +368,7 @@ def test_satisfies_constraints() -> None:
 
 
 def test_constraint_truth_follows_program_semantics_and_raising_callable_is_reported() -> None:
-    # NaN is true, as in program.py and the generated code (x != 0)
+    # NaN is true, as in klaraptor.program and the generated code (x != 0)
     s = gemm(constraints=("(N - N) / (bx - bx)", "0 * bx"))
     ok, why = s.satisfies_constraints({"N": 64}, (32, 1, 1))
     assert not ok and "'0 * bx'" in why

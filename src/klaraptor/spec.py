@@ -295,7 +295,7 @@ class KernelSpec:
                 p.name in BLOCK_VARS
                 or p.name in RESERVED_NAMES
                 or keyword.iskeyword(p.name)
-                or p.name.startswith("_kp_")  # program.py reserves it for generated code
+                or p.name.startswith("_kp_")  # klaraptor.program reserves it for generated code
             ):
                 bad(where, f"the name {p.name!r} is reserved (block variable or function)")
                 ok = False
@@ -667,7 +667,7 @@ def constraint_masks(
     """Satisfied-masks of parsed constraints over an environment (data names, bx, by, bz).
 
     An expression holds when its value is non-zero (NaN counts as true, as everywhere in
-    program.py). Callables run once per block (they are scalar code).
+    klaraptor.program). Callables run once per block (they are scalar code).
     """
     shape = _env_shape(env)
     exprs = {f"c{i}": e for i, (_, e) in enumerate(items) if not callable(e)}
@@ -677,7 +677,7 @@ def constraint_masks(
         if callable(e):
             out.append((label, _callable_mask(label, e, env, shape)))
         else:
-            # Truth as in program.py (x != 0, so NaN is true): the generated code agrees.
+            # Truth as in klaraptor.program (x != 0, so NaN is true): the generated code agrees.
             v = np.broadcast_to(np.asarray(values[f"c{i}"], dtype=np.float64), shape)
             out.append((label, np.not_equal(v, 0.0)))
     return out

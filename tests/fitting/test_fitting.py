@@ -3,6 +3,7 @@ shapes, bad input, per-configuration tables, and programs that evaluate like the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -14,12 +15,14 @@ from hypothesis import strategies as st
 from klaraptor.errors import FitError
 from klaraptor.fitting import (
     ErrorSummary,
+    FitSettings,
     RationalFit,
     TableFit,
     fit_rational,
     fit_rational_table,
     iqr_upper_fence,
 )
+from klaraptor.fitting.search import FitSettingsKeywords
 
 SIZES = np.array([16, 24, 32, 48, 64, 96, 128, 192, 256], dtype=float)
 SHAPES = [(bx, 256 // bx) for bx in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
@@ -227,3 +230,32 @@ def test_random_univariate_rationals_are_recovered(num: list[int], den: int) -> 
     big = np.array([1024.0, 4096.0])
     assert rel(fit(big), f(big)) < 1e-7
     np.testing.assert_allclose(fit.to_program("f").evaluate(N=big)["value"], fit(big), rtol=1e-12)
+
+
+def test_fit_settings_are_the_keywords_of_both_fits() -> None:
+    names = {f.name for f in dataclasses.fields(FitSettings)}
+    assert set(FitSettingsKeywords.__annotations__) == names
+    x = SIZES
+    y = (x**2 + 3) / (x + 1)
+    cfg = np.zeros(x.size, dtype=int)
+    options = {"max_degree": 3, "holdout_fraction": 0.4, "rtol_accept": 0.2, "pole_factor": 8.0}
+    by_keywords = fit_rational(x, y, names=["N"], **options)
+    by_settings = fit_rational(x, y, names=["N"], settings=FitSettings(**options))
+    assert json.dumps(by_keywords.to_dict()) == json.dumps(by_settings.to_dict())
+    # Keywords override the fields of settings=.
+    mixed = fit_rational(x, y, names=["N"], settings=FitSettings(max_degree=0), **options)
+    assert json.dumps(mixed.to_dict()) == json.dumps(by_keywords.to_dict())
+    table_kw = fit_rational_table(x, y, cfg, 1, names=["N"], **options)
+    table_st = fit_rational_table(x, y, cfg, 1, names=["N"], settings=FitSettings(**options))
+    assert json.dumps(table_kw.to_dict()) == json.dumps(table_st.to_dict())
+
+
+def test_unknown_fit_keywords_raise_type_error() -> None:
+    with pytest.raises(
+        TypeError, match=r"fit_rational\(\) got an unexpected keyword argument 'degree'"
+    ):
+        fit_rational(SIZES, SIZES, degree=2)
+    with pytest.raises(TypeError, match=r"fit_rational_table\(\) got an unexpected keyword"):
+        fit_rational_table(SIZES, SIZES, np.zeros(SIZES.size), 1, max_degre=2)
+    with pytest.raises(FitError, match="settings must be a FitSettings"):
+        fit_rational(SIZES, SIZES, settings={"max_degree": 2})  # type: ignore[arg-type]
