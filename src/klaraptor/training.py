@@ -24,7 +24,7 @@ import numpy as np
 
 from klaraptor.device_profile import DeviceProfile
 from klaraptor.errors import BuildError, FitError
-from klaraptor.fitting import fit_rational, fit_rational_table
+from klaraptor.fitting import FitSettings, fit_rational, fit_rational_table
 from klaraptor.metrics import collected
 from klaraptor.occupancy import arch_params
 from klaraptor.program import Program, const, var
@@ -33,16 +33,17 @@ from klaraptor.store import Store
 from klaraptor.types import BLOCK_VARS, DataSize, KernelAttributes
 
 
-@dataclass
+@dataclass(frozen=True)
 class FitOptions:
-    """How metrics are fitted. `mode`: "auto" (keep the better of table and joint), "table" or
-    "joint"; degree bounds apply per data variable (table) and per variable (joint)."""
+    """How a metric is fitted: `mode` "auto" keeps the better of the per-configuration ("table")
+    and the joint fit, else only the one named; each uses its `FitSettings` (degree bounds per
+    data variable for the table fit, per variable for the joint fit)."""
 
     mode: str = "auto"
-    max_degree: int = 2
-    max_den_degree: int = 1
-    joint_max_degree: int = 2
-    joint_max_total_degree: int = 3
+    table: FitSettings = field(default_factory=lambda: FitSettings(max_degree=2, max_den_degree=1))
+    joint: FitSettings = field(
+        default_factory=lambda: FitSettings(max_degree=2, max_den_degree=1, max_total_degree=3)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,8 +135,7 @@ def fit_metric(
                 cfg,
                 n_cfg,
                 names=list(data_names),
-                max_degree=options.max_degree,
-                max_den_degree=options.max_den_degree,
+                settings=options.table,
             )
             fitted = int(np.count_nonzero(tf.fitted))
             if fitted == n_cfg:
@@ -163,9 +163,7 @@ def fit_metric(
                 y,
                 names=[names[i] for i in keep],
                 data_vars=list(data_names),
-                max_degree=options.joint_max_degree,
-                max_den_degree=options.max_den_degree,
-                max_total_degree=options.joint_max_total_degree,
+                settings=options.joint,
             )
             fits.append(
                 MetricFit(

@@ -121,7 +121,12 @@ class TemplateModel(Model):
     def fit_options(self, base: FitOptions) -> FitOptions:
         if self.fit_degrees is None:
             return base
-        return replace(base, max_degree=self.fit_degrees[0], max_den_degree=self.fit_degrees[1])
+        num, den = self.fit_degrees
+        return replace(
+            base,
+            table=replace(base.table, max_degree=num, max_den_degree=den),
+            joint=replace(base.joint, max_den_degree=den),
+        )
 
     def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
         spec, train = job.spec, job.train
