@@ -11,6 +11,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[isa]' || echo "could not install the isa extra; tests/test_isa_* that compile will be skipped"
 	@if command -v nvidia-smi >/dev/null 2>&1 && ! $(PY) -c 'import cupy' >/dev/null 2>&1; then \
 	  echo "GPU found: installing the cuda extra (CuPy)"; \
 	  $(PY) -m pip install -q -e '.[cuda]' || echo "could not install CuPy; the demo will use recorded data"; \
