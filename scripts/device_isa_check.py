@@ -6,7 +6,7 @@ For every suite kernel, independently (a failure is recorded, never fatal):
 1. `klaraptor.isa.compile` with the device's NVRTC (cuda.bindings), disassembled with the device's
    cuobjdump: opcode sequence and registers against the recorded file
    (src/klaraptor/data/isa_sm90.json.gz, made on a CPU with the pip NVRTC).
-2. CuPy, exactly as the collector compiles (`backend_cupy.compile_kernel`): `num_regs`,
+2. CuPy, exactly as the collector compiles (`CupyBackend.compile`): `num_regs`,
    `shared_size_bytes`, `local_size_bytes`; the NVRTC options CuPy really passed (captured by
    wrapping `cupy_backends.cuda.libs.nvrtc.compileProgram`); and the cubin CuPy loaded (read
    from its kernel cache in OUTDIR/cupy_cache), disassembled: the SASS that actually runs.
@@ -159,11 +159,13 @@ for spec in specs:
 
     # 2. CuPy as the collector compiles it
     try:
-        from klaraptor import backend_cupy
+        from klaraptor.gpu.backend import CupyBackend
+
+        backend_cupy = CupyBackend()
 
         before = set(CACHE.iterdir())
         n_cap = len(captured)
-        fn_cupy = backend_cupy.compile_kernel(spec.source, spec.kernel, spec.options)
+        fn_cupy = backend_cupy.compile(spec.source, spec.kernel, spec.options)
         attrs = backend_cupy.attributes(fn_cupy)
         new = sorted(set(CACHE.iterdir()) - before, key=lambda p: p.stat().st_mtime)
         key = (spec.source, tuple(spec.options))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).resolve().parent / "data" / "isa"
+FIXTURES = Path(__file__).resolve().parents[1] / "data" / "isa"
 
 
 @functools.cache

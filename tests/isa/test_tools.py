@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from isa_helpers import needs_tools
+from tests.isa.helpers import needs_tools
 from klaraptor.isa import tools
 from klaraptor.isa.errors import ToolMissingError
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def test_missing_tool_names_it_and_how_to_install(tmp_path):

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from isa_helpers import needs_tools
+from tests.isa.helpers import needs_tools
 from klaraptor import suite
 from klaraptor.errors import CompileError
 from klaraptor.isa import analysis, compile
@@ -165,7 +165,7 @@ def test_missing_tools_in_analyze(tmp_path):
 
 def test_analysis_of_a_fixture_without_tools():
     """A KernelISA assembled from committed cuobjdump/NVRTC output: calls followed, features."""
-    from isa_helpers import fixture_text
+    from tests.isa.helpers import fixture_text
     from klaraptor.isa.sass import parse_res_usage, parse_sass, resources
 
     isa = analysis.KernelISA(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from isa_helpers import fixture_text
+from tests.isa.helpers import fixture_text
 from klaraptor.isa import analysis
 from klaraptor.isa.classify import (
     PTX_CLASSES,
