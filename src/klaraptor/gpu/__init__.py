@@ -1,0 +1,1 @@
+"""GPU-side measurement: resource microbenchmarks for the SAAKE emulator, SASS of kernels."""
