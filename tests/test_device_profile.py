@@ -6,6 +6,7 @@ import json
 import math
 import sys
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ H200_QUERY: dict[str, Any] = {
     "departure_delay_uncoal": None,
     "dram_bandwidth_gbs": None,
     "issue_cycles": None,
+    **{f: None for f, _, _ in dp.RESOURCE_FIELDS},
     "provenance": {"source": "device query: cudaDeviceGetAttribute via CuPy", "device_id": 0},
 }
 
@@ -173,8 +175,27 @@ def test_recorded_profile(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     path = Path(dp.__file__).parent / "data" / "h200_profile.json"
     if path.exists():  # the committed, measured file
         p = recorded_profile()
-        assert p.name.startswith("NVIDIA H200") and p.missing_microbench == []
+        assert p.name.startswith("NVIDIA H200") and p.missing_model_inputs == []
         assert p.hardware_params()["hw_n_sm"] == 132
+        # resource fields (SAAKE) are either all measured or reported missing, never made up
+        resource_names = [f for f, _, _ in dp.RESOURCE_FIELDS]
+        assert set(p.missing_microbench) <= set(resource_names)
+
+
+def test_a_profile_written_before_the_resource_fields_reads_with_them_missing() -> None:
+    old = {k: v for k, v in H200_QUERY.items() if k not in {f for f, _, _ in dp.RESOURCE_FIELDS}}
+    old.update(MICRO)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "unknown field" warning either
+        p = DeviceProfile.from_dict(old)
+    assert p.missing_model_inputs == []
+    assert p.missing_microbench == [f for f, _, _ in dp.RESOURCE_FIELDS]
+    assert p.hardware_params()["hw_mem_ld"] == 650.0  # the MWP-CWP inputs still work
+    text = format_profile(p)
+    assert "lat_fp32_cycles" in text and "not measured" in text
+    full = p.with_microbench(**{f: 1.0 for f, _, _ in dp.RESOURCE_FIELDS})
+    assert full.missing_microbench == []
+    assert DeviceProfile.from_dict(json.loads(json.dumps(full.to_dict()))) == full
 
 
 def test_recorded_profile_envelope(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """Device profile: the hardware parameters H the models read.
 
 A profile combines the device query (limits, clocks, SMs, memory) with microbenchmark results
-(memory latencies, departure delays, bandwidth, issue cycles; `None` until measured). Profiles are
+(memory latencies, departure delays, bandwidth, issue cycles for MWP-CWP; a latency and a gap per
+resource for SAAKE, see klaraptor.gpu.resources; `None` until measured, listed by
+`missing_microbench`). Profiles are
 cached in the store per GPU name, driver and SM clock (`DeviceProfile.key`), and a measured H200
 profile is committed under `klaraptor/data/` so the models run on machines without a GPU.
 
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
     from klaraptor.store import Store
 
 # Microbenchmark fields: (field, unit, what it is). None until measured.
-MICROBENCH_FIELDS: tuple[tuple[str, str, str], ...] = (
+# The MWP-CWP inputs (hardware_params), measured by klaraptor.microbench:
+MODEL_INPUT_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("mem_latency_dram_cycles", "cycles", "DRAM load latency (pointer chase), Mem_LD"),
     ("mem_latency_l2_cycles", "cycles", "L2 hit latency (pointer chase)"),
     ("departure_delay_coal", "cycles", "departure delay, coalesced warp load"),
@@ -36,6 +39,29 @@ MICROBENCH_FIELDS: tuple[tuple[str, str, str], ...] = (
     ("dram_bandwidth_gbs", "GB/s", "achievable DRAM bandwidth (streaming copy)"),
     ("issue_cycles", "cycles", "cycles to issue one warp instruction"),
 )
+# SAAKE's latency and gap per resource, measured by klaraptor.gpu.resources (definitions there):
+# latency = cycles from issue to a dependent instruction's issue; gap = SM cycles between
+# successive warp instructions (128-B requests for l2/dram) the resource accepts per SM.
+RESOURCES: tuple[tuple[str, str], ...] = (
+    ("fp32", "FP32 pipe (FFMA)"),
+    ("fp64", "FP64 pipe (DFMA)"),
+    ("sfu", "special function unit (MUFU.EX2)"),
+    ("alu", "integer ALU (LOP3, IADD3)"),
+    ("imad", "integer multiply-add (IMAD)"),
+    ("smem", "shared memory (LDS.32, conflict-free)"),
+    ("issue", "warp instruction issue"),
+    ("l2", "L2 hit (128-B warp request)"),
+    ("dram", "DRAM (128-B warp request)"),
+)
+RESOURCE_FIELDS: tuple[tuple[str, str, str], ...] = tuple(
+    item
+    for res, what in RESOURCES
+    for item in (
+        (f"lat_{res}_cycles", "cycles", f"latency, {what}"),
+        (f"gap_{res}_cycles", "cycles", f"gap per SM, {what}"),
+    )
+)
+MICROBENCH_FIELDS: tuple[tuple[str, str, str], ...] = MODEL_INPUT_FIELDS + RESOURCE_FIELDS
 _MICROBENCH_NAMES = frozenset(f for f, _, _ in MICROBENCH_FIELDS)
 # Keys to_dict never writes but from_dict accepts quietly (derived values some writers add).
 _DERIVED_KEYS = frozenset({"key", "peak_dram_bandwidth_gbs"})
@@ -72,6 +98,24 @@ class DeviceProfile:
     departure_delay_uncoal: float | None = None
     dram_bandwidth_gbs: float | None = None
     issue_cycles: float | None = None
+    lat_fp32_cycles: float | None = None
+    gap_fp32_cycles: float | None = None
+    lat_fp64_cycles: float | None = None
+    gap_fp64_cycles: float | None = None
+    lat_sfu_cycles: float | None = None
+    gap_sfu_cycles: float | None = None
+    lat_alu_cycles: float | None = None
+    gap_alu_cycles: float | None = None
+    lat_imad_cycles: float | None = None
+    gap_imad_cycles: float | None = None
+    lat_smem_cycles: float | None = None
+    gap_smem_cycles: float | None = None
+    lat_issue_cycles: float | None = None
+    gap_issue_cycles: float | None = None
+    lat_l2_cycles: float | None = None
+    gap_l2_cycles: float | None = None
+    lat_dram_cycles: float | None = None
+    gap_dram_cycles: float | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -91,8 +135,13 @@ class DeviceProfile:
 
     @property
     def missing_microbench(self) -> list[str]:
-        """Microbenchmark fields not measured yet."""
+        """Microbenchmark fields not measured yet (MWP-CWP inputs and SAAKE resources)."""
         return [f for f, _, _ in MICROBENCH_FIELDS if getattr(self, f) is None]
+
+    @property
+    def missing_model_inputs(self) -> list[str]:
+        """MWP-CWP inputs (`hardware_params`) not measured yet."""
+        return [f for f, _, _ in MODEL_INPUT_FIELDS if getattr(self, f) is None]
 
     def with_microbench(
         self, provenance: dict[str, Any] | None = None, **values: float
@@ -113,10 +162,10 @@ class DeviceProfile:
         Missing microbenchmark numbers raise (or are NaN with `allow_missing=True`), because a
         model silently evaluated on a made-up latency would pick configurations for no reason.
         """
-        if self.missing_microbench and not allow_missing:
+        if self.missing_model_inputs and not allow_missing:
             raise KlaraptorError(
                 f"device profile {self.key!r} lacks microbenchmark results "
-                f"{self.missing_microbench}; run the microbenchmarks on this GPU "
+                f"{self.missing_model_inputs}; run the microbenchmarks on this GPU "
                 "(klaraptor.gpu.microbench) or use the recorded profile (recorded_profile())"
             )
 

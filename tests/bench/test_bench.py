@@ -36,7 +36,7 @@ def test_dataset_is_complete_and_matches_the_current_suite(data) -> None:  # noq
     assert all(s["commit"] for s in data.provenance["sessions"])
     assert len(data.kernels) == 30
     profile = data.profile()
-    assert not profile.missing_microbench
+    assert not profile.missing_model_inputs
     for name, k in data.kernels.items():
         spec = suite.get(name)
         # a changed kernel would make the recorded measurements stale

@@ -8,11 +8,11 @@ import math
 
 import pytest
 
-from tests.isa.helpers import needs_tools
 from klaraptor import suite
 from klaraptor.errors import CompileError
 from klaraptor.isa import analysis, compile
 from klaraptor.isa.errors import DisassemblyError
+from tests.isa.helpers import needs_tools
 
 # Loop nesting read from the CUDA sources in klaraptor/suite/polybench.py (0: no loop).
 EXPECTED_DEPTH = {
@@ -165,8 +165,8 @@ def test_missing_tools_in_analyze(tmp_path):
 
 def test_analysis_of_a_fixture_without_tools():
     """A KernelISA assembled from committed cuobjdump/NVRTC output: calls followed, features."""
-    from tests.isa.helpers import fixture_text
     from klaraptor.isa.sass import parse_res_usage, parse_sass, resources
+    from tests.isa.helpers import fixture_text
 
     isa = analysis.KernelISA(
         name="fixture.widths",

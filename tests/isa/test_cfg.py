@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.isa.helpers import fixture_text
 from klaraptor.isa.cfg import Flow, build_cfg, ptx_cfg, sass_cfg
 from klaraptor.isa.ptx import parse_ptx
 from klaraptor.isa.sass import parse_sass
+from tests.isa.helpers import fixture_text
 
 
 @pytest.fixture(scope="module")

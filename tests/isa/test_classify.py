@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.isa.helpers import fixture_text
 from klaraptor.isa import analysis
 from klaraptor.isa.classify import (
     PTX_CLASSES,
@@ -19,6 +18,7 @@ from klaraptor.isa.classify import (
 from klaraptor.isa.errors import UnknownOpcodeError
 from klaraptor.isa.ptx import parse_ptx
 from klaraptor.isa.sass import Control, parse_instruction, parse_sass
+from tests.isa.helpers import fixture_text
 
 CTRL = Control.from_code(0x7E0)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.isa.helpers import fixture_text
 from klaraptor.isa.errors import DisassemblyError
 from klaraptor.isa.sass import (
     Control,
@@ -13,6 +12,7 @@ from klaraptor.isa.sass import (
     parse_sass,
     resources,
 )
+from tests.isa.helpers import fixture_text
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.isa.helpers import needs_tools
 from klaraptor.isa import tools
 from klaraptor.isa.errors import ToolMissingError
+from tests.isa.helpers import needs_tools
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 

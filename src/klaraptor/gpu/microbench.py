@@ -28,6 +28,9 @@ raw numbers), cached in the store per profile key:
   reported per transaction (slope / 32), as MWP-CWP's Mem_L_Uncoal uses it.
 - `issue_cycles`: one warp issuing 8 independent FMA chains; SM cycles per warp instruction
   (the loop's 3 overhead instructions per 64 FMAs are included).
+
+`measure_profile` also measures SAAKE's latency and gap per resource (`lat_<r>_cycles`,
+`gap_<r>_cycles`), defined and measured in `klaraptor.gpu.resources`, in child processes.
 """
 
 from __future__ import annotations
@@ -345,10 +348,14 @@ def measure_profile(
     *,
     config: MicrobenchConfig = MicrobenchConfig(),  # noqa: B008 - frozen
     force: bool = False,
+    resources: bool = True,
 ) -> DeviceProfile:
     """Device query + microbenchmarks, cached in `store` under the profile's key.
 
     A cached profile with every microbenchmark field is returned as is unless `force`.
+    `resources`: also measure SAAKE's latency and gap per resource (klaraptor.gpu.resources,
+    in child processes, ~30 s); a resource benchmark that fails stays missing, with the reason
+    in the provenance.
     """
     from klaraptor.device_profile import cached_profile, query_device, save_profile
 
@@ -360,6 +367,13 @@ def measure_profile(
     cp = CupyBackend().module()
     with cp.cuda.Device(device_id):
         values, prov = run_microbenchmarks(base, config)
+    if resources:
+        from klaraptor.gpu.resources import measure_resources
+
+        be.free_memory()  # the child processes need the device memory
+        measured = measure_resources(base, device_id=device_id)
+        values.update(measured.values)
+        prov.update(measured.provenance)
     profile = base.with_microbench(provenance=prov, **values)
     if store is not None:
         save_profile(store, profile)

@@ -503,3 +503,10 @@ def load_recorded_raw(path: str | Path | None = None) -> dict[str, Any]:
     p = Path(path) if path is not None else recorded_path()
     with gzip.open(p, "rt", encoding="utf-8") as fh:
         return json.load(fh)
+
+
+def disassemble(
+    cubin: bytes, search_dirs: Sequence[str | Path] | None = None
+) -> dict[str, SassFunction]:
+    """Every function of a cubin, parsed (cuobjdump -sass)."""
+    return parse_sass(tools.run_cuobjdump(cubin, ["-sass"], search_dirs))
