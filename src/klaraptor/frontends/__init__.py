@@ -1,0 +1,1 @@
+"""Front-ends: where kernels come from (annotated .cu files, Kernel Tuner files, ...)."""
