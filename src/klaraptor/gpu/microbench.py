@@ -364,8 +364,8 @@ def measure_profile(
         cached = cached_profile(store, base.key)
         if cached is not None and not cached.missing_microbench:
             return cached
-    cp = CupyBackend().module()
-    with cp.cuda.Device(device_id):
+    be = CupyBackend()
+    with be.module().cuda.Device(device_id):
         values, prov = run_microbenchmarks(base, config)
     if resources:
         from klaraptor.gpu.resources import measure_resources

@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
                         "seconds": time.monotonic() - t0,
                     }
                 )
-                if not be.context_alive():
+                if not d.be.context_alive():
                     return 3  # a sticky CUDA error: the parent continues in a new process
     return 0
 

@@ -50,9 +50,15 @@ class CollectFacts:
     ncu_status: str = ""
     ncu_reason: str = ""
     updated: str = ""
+    # Attributes not measured but assumed (name -> why), e.g. by an import from Kernel Tuner.
+    attributes_assumed: dict[str, str] = field(default_factory=dict)
+    # Measurements brought in from other tools: {"tool", "source", "points", "date", ...}.
+    imports: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "attributes_assumed": dict(self.attributes_assumed),
+            "imports": [dict(i) for i in self.imports],
             "device_name": self.device_name,
             "attributes": None if self.attributes is None else self.attributes.to_dict(),
             "ptx_barriers": self.ptx_barriers,
@@ -82,6 +88,10 @@ class CollectFacts:
                 ncu_status=str(d.get("ncu_status", ncu.get("status", ""))),
                 ncu_reason=str(d.get("ncu_reason", ncu.get("reason", ""))),
                 updated=str(d.get("updated", "")),
+                attributes_assumed={
+                    str(k): str(v) for k, v in (d.get("attributes_assumed") or {}).items()
+                },
+                imports=tuple(dict(i) for i in d.get("imports") or ()),
             )
         except (TypeError, ValueError) as exc:
             raise StoreError(f"malformed collect facts {dict(d)}: {exc}") from None
