@@ -24,7 +24,8 @@ err_console = Console(stderr=True)
 
 def resolve_specs(target: str) -> list[Any]:
     """Specs named by TARGET: a .cu file with KLARAPTOR annotations, `module:ATTR`, a suite kernel
-    (`polybench.gemm.gemm`), a suite benchmark (`polybench.gemm`) or `polybench` (all)."""
+    (`polybench.gemm.gemm`, `rodinia.srad.k1`), a suite benchmark (`polybench.gemm`,
+    `rodinia.srad`) or a whole suite (`polybench`, `rodinia`)."""
     from klaraptor import suite
     from klaraptor.spec import KernelSpec
 
@@ -183,8 +184,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.suite:
         from klaraptor import suite
 
-        for bench, names in suite.benchmarks().items():
-            console.print(f"{bench}: {', '.join(names)}")
+        for name in suite.suites():
+            console.print(f"[bold]{name}[/bold]")
+            for bench, names in suite.benchmarks(name).items():
+                console.print(f"  {bench}: {', '.join(names)}")
         return 0
     store = _store(args)
     builds = store.builds()
@@ -275,7 +278,9 @@ def make_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("build", help="collect, fit and store helper programs")
-    b.add_argument("target", help=".cu file, module:ATTR, or suite name (polybench.gemm.gemm)")
+    b.add_argument(
+        "target", help=".cu file, module:ATTR, or suite name (polybench.gemm.gemm, rodinia)"
+    )
     b.add_argument("--sizes", help="training sizes, e.g. 256,512,1024 (default: the spec's)")
     b.add_argument("--model", default="mwp_cwp")
     b.add_argument("--dry-run", action="store_true", help="list the points a build would measure")
