@@ -24,7 +24,7 @@ from klaraptor.errors import SpecError
 from klaraptor.spec import KernelSpec, evaluate_exprs, parse_expression
 from klaraptor.suite import polybench
 
-SPECS = suite.all_specs()
+SPECS = suite.all_specs("polybench")
 IDS = [s.name for s in SPECS]
 
 EXPECTED_KERNELS = {
@@ -57,7 +57,7 @@ BLOCKS = {
 
 
 def test_fifteen_benchmarks_with_their_kernel_counts() -> None:
-    bench = suite.benchmarks()
+    bench = suite.benchmarks("polybench")
     assert {b: len(k) for b, k in bench.items()} == EXPECTED_KERNELS
     assert list(bench) == list(EXPECTED_KERNELS)  # Table 6.2 order
     assert [n for names in bench.values() for n in names] == IDS
@@ -66,12 +66,13 @@ def test_fifteen_benchmarks_with_their_kernel_counts() -> None:
 def test_names_are_unique_and_resolvable() -> None:
     assert len(set(IDS)) == len(IDS)
     assert len({s.kernel for s in SPECS}) == len(SPECS)  # profilers filter by function name
-    assert suite.all_specs() == SPECS  # deterministic
+    assert suite.all_specs("polybench") == SPECS  # deterministic
+    assert suite.suites()["polybench"] == IDS
     for spec in SPECS:
         assert spec.name.startswith("polybench.")
         assert suite.get(spec.name) is spec
         assert suite.resolve(suite.SPEC_REF[spec.name]) is spec
-    assert set(suite.SPEC_REF) == set(IDS)
+    assert {n for n in suite.SPEC_REF if n.startswith("polybench.")} == set(IDS)
 
 
 def test_unknown_names_raise_spec_error() -> None:

@@ -1,4 +1,4 @@
-"""The suite's CUDA kernels on a real GPU: compile with NVRTC, launch, compare with `reference`.
+"""The PolyBench-style suite's CUDA kernels on a real GPU: compile with NVRTC, launch, compare with `reference`.
 
 Every kernel runs at a size that is not a multiple of any block dimension, with its default block
 and two other shapes (one with bx < 32), so the bounds checks and the index mapping are exercised.
@@ -29,7 +29,7 @@ pytestmark = [
     pytest.mark.skipif(_device_count() == 0, reason="no CUDA device"),
 ]
 
-SPECS = suite.all_specs()
+SPECS = suite.all_specs("polybench")  # Rodinia: tests/test_suite_rodinia_gpu.py
 IDS = [s.name for s in SPECS]
 N = 67  # prime: never a multiple of a block dimension
 

@@ -52,6 +52,9 @@ NCU_SIZES_3D = (48, 96)
 
 
 def ncu_sizes_for(spec: KernelSpec) -> tuple[int, ...]:
+    """The counter sizes: the spec's `meta["ncu_sizes"]` where given, else the PolyBench ones."""
+    if spec.meta.get("ncu_sizes"):
+        return tuple(int(n) for n in spec.meta["ncu_sizes"])
     return NCU_SIZES_3D if spec.dim == 3 else NCU_SIZES
 
 

@@ -103,8 +103,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     if args.suite:
         from klaraptor import suite
 
-        for bench, names in suite.benchmarks().items():
-            console.print(f"{bench}: {', '.join(names)}")
+        for name in suite.suites():
+            console.print(f"[bold]{name}[/bold]")
+            for bench, names in suite.benchmarks(name).items():
+                console.print(f"  {bench}: {', '.join(names)}")
         return 0
     store = open_store(args, must_exist=True)
     builds = store.builds()

@@ -30,7 +30,9 @@ def make_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("build", help="collect, fit and store helper programs")
-    b.add_argument("target", help=".cu file, module:ATTR, or suite name (polybench.gemm.gemm)")
+    b.add_argument(
+        "target", help=".cu file, module:ATTR, or suite name (polybench.gemm.gemm, rodinia)"
+    )
     b.add_argument(
         "--sizes",
         nargs="+",

@@ -13,7 +13,8 @@ from klaraptor.spec import KernelSpec
 
 def resolve_specs(target: str) -> list[KernelSpec]:
     """Specs named by TARGET: a .cu file with KLARAPTOR annotations, `module:ATTR`, a suite kernel
-    (`polybench.gemm.gemm`), a suite benchmark (`polybench.gemm`) or `polybench` (all)."""
+    (`polybench.gemm.gemm`, `rodinia.srad.k1`), a suite benchmark (`polybench.gemm`,
+    `rodinia.srad`) or a whole suite (`polybench`, `rodinia`)."""
     from klaraptor import suite
 
     if target.endswith(".cu"):

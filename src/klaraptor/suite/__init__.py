@@ -1,8 +1,13 @@
-"""The benchmark suite: the PolyBench/GPU-style kernels of the KLARAPTOR thesis as KernelSpecs.
+"""The benchmark suites as KernelSpecs: "polybench" (the PolyBench/GPU-style kernels of the
+KLARAPTOR thesis) and "rodinia" (kernels of the Rodinia applications).
 
 >>> from klaraptor import suite
->>> suite.benchmarks()["ATAX"]
+>>> list(suite.suites())
+['polybench', 'rodinia']
+>>> suite.benchmarks("polybench")["ATAX"]
 ['polybench.atax.k1', 'polybench.atax.k2']
+>>> suite.benchmarks("rodinia")["srad"]
+['rodinia.srad.k1', 'rodinia.srad.k2']
 >>> suite.SPEC_REF["polybench.gemm.gemm"]  # re-imported by worker processes with `resolve`
 'klaraptor.suite.polybench:GEMM'
 """
@@ -10,38 +15,61 @@
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 
 from klaraptor.errors import SpecError
 from klaraptor.spec import KernelSpec
-from klaraptor.suite import polybench
+from klaraptor.suite import polybench, rodinia
 
-_BY_NAME: dict[str, KernelSpec] = {spec.name: spec for spec in polybench.SPECS}
+# Suite name -> its module (each defines SPECS in its own order); names are store-name prefixes.
+_SUITES: dict[str, ModuleType] = {"polybench": polybench, "rodinia": rodinia}
+
+_BY_NAME: dict[str, KernelSpec] = {
+    spec.name: spec for module in _SUITES.values() for spec in module.SPECS
+}
 
 # "module:ATTRIBUTE" of every suite spec, so another process can re-import it with `resolve`.
 SPEC_REF: dict[str, str] = {
-    value.name: f"{polybench.__name__}:{attr}"
-    for attr, value in vars(polybench).items()
+    value.name: f"{module.__name__}:{attr}"
+    for module in _SUITES.values()
+    for attr, value in vars(module).items()
     if isinstance(value, KernelSpec)
 }
 
 
-def all_specs() -> list[KernelSpec]:
-    """Every suite kernel, benchmarks in the order of the thesis' Table 6.2, kernels in launch order."""
-    return list(polybench.SPECS)
+def _modules(suite: str | None) -> list[ModuleType]:
+    if suite is None:
+        return list(_SUITES.values())
+    try:
+        return [_SUITES[suite]]
+    except KeyError:
+        raise SpecError(f"no suite named {suite!r}; known: {', '.join(_SUITES)}") from None
+
+
+def suites() -> dict[str, list[str]]:
+    """Suite name ("polybench", "rodinia") -> the names of its kernels, in suite order."""
+    return {name: [spec.name for spec in module.SPECS] for name, module in _SUITES.items()}
+
+
+def all_specs(suite: str | None = None) -> list[KernelSpec]:
+    """Every kernel of one suite (or of all, PolyBench first): PolyBench in the order of the
+    thesis' Table 6.2, Rodinia by application; kernels in launch order."""
+    return [spec for module in _modules(suite) for spec in module.SPECS]
 
 
 def get(name: str) -> KernelSpec:
-    """The suite kernel with this store name, e.g. "polybench.atax.k1"."""
+    """The suite kernel with this store name, e.g. "polybench.atax.k1" or "rodinia.srad.k1"."""
     try:
         return _BY_NAME[name]
     except KeyError:
         raise SpecError(f"no suite kernel named {name!r}; known: {', '.join(_BY_NAME)}") from None
 
 
-def benchmarks() -> dict[str, list[str]]:
-    """The 15 benchmarks of the thesis (Table 6.2 names) -> their kernel names, in launch order."""
+def benchmarks(suite: str | None = None) -> dict[str, list[str]]:
+    """Benchmark (PolyBench: the thesis' Table 6.2 names; Rodinia: the application) -> its
+    kernel names in launch order, for one suite or for all."""
     out: dict[str, list[str]] = {}
-    for spec in polybench.SPECS:
+    for spec in all_specs(suite):
         out.setdefault(spec.meta["benchmark"], []).append(spec.name)
     return out
 
@@ -58,4 +86,4 @@ def resolve(ref: str) -> KernelSpec:
     return spec
 
 
-__all__ = ["SPEC_REF", "all_specs", "benchmarks", "get", "resolve"]
+__all__ = ["SPEC_REF", "all_specs", "benchmarks", "get", "resolve", "suites"]
