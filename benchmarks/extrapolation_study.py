@@ -282,6 +282,8 @@ def baseline_costs(case: Case, cost: CostModel, h: float) -> dict[str, float]:
 
 
 def explain_loss(case: Case, fit: ScalingFit, N: int, r_model: float, r_to: float) -> str:
+    """The data behind a loss: regime and footprints, ranks of the chosen and the best block in
+    the anchors at L, and what the counters say about the bytes really touched."""
     ms = case.truth[N]
     best = int(np.nanargmin(ms))
     ch = fit.choose((N,))
@@ -289,22 +291,48 @@ def explain_loss(case: Case, fit: ScalingFit, N: int, r_model: float, r_to: floa
     cold = fit.is_cold((N,))
     anchor = fit.a_cold if cold else fit.a_hot
     rank = np.argsort(np.argsort(anchor))
-    fpD = case.footprint.bytes([[float(N)]])[0] / 1e6
     L = max(case.train)
     b = case.blocks
+    regime = "cold" if cold else "hot"
     txt = (
-        f"{'cold' if cold else 'hot'} regime (argument footprint {fpD:.0f} MB vs L2 "
-        f"{fit.l2_bytes / 1e6:.0f} MB). Chose {b[ch]} (rank {rank[ch] + 1} of the "
-        f"{'cold' if cold else 'hot'} times at N={L}, r={r_model:.3f}); tune-once {b[to]} "
-        f"r={r_to:.3f}; the best at N={N} is {b[best]}, which ranked {rank[best] + 1} at N={L} "
-        f"({anchor[best] / anchor.min():.3f}× the fastest there)"
+        f"{regime} regime (argument footprint {case.footprint.bytes([[float(N)]])[0] / 1e6:.0f} MB"
+        f" vs L2 {fit.l2_bytes / 1e6:.0f} MB). Chose {b[ch]} (rank {rank[ch] + 1} of the "
+        f"{regime} times at N={L}); tune-once {b[to]}; the best at N={N} is {b[best]}, rank "
+        f"{rank[best] + 1} there ({anchor[best] / anchor.min():.3f}× the fastest)"
     )
     if cold and fit.cold_measured.any():
-        hr = np.argsort(np.argsort(fit.a_hot))
-        txt += f" and {hr[best] + 1} hot"
-    if fit.delta.any():
-        txt += f"; deviations d = {fit.delta[ch]:+.3f} (chosen), {fit.delta[best]:+.3f} (best)"
-    return txt + "."
+        txt += f", rank {np.argsort(np.argsort(fit.a_hot))[best] + 1} hot"
+    txt += "."
+    # DRAM bytes per size (median over the profiled blocks): the footprint the kernel touches.
+    by_size: dict[int, list[float]] = {}
+    for (D, _), v in case.profiled.items():
+        by_size.setdefault(D[0], []).append(v["dram_bytes"])
+    if len(by_size) >= 2:
+        sizes = sorted(by_size)
+        touched = Footprint.fit_power(
+            ("N",), [[n] for n in sizes], [float(np.median(by_size[n])) for n in sizes]
+        )
+        t_L = float(np.median(by_size[max(sizes)]))
+        a_L = case.footprint.bytes([[float(max(sizes))]])[0]
+        if t_L < 0.5 * a_L:
+            t_N = touched.bytes([[float(N)]])[0]
+            txt += (
+                f" The counters show it touches {t_L / 1e6:.2f} MB of its {a_L / 1e6:.1f} MB of "
+                f"arguments at N={max(sizes)}; by that footprint ({t_N / 1e6:.1f} MB at N={N}) "
+                f"N={N} is {'cold' if t_N > fit.l2_bytes else 'hot'}: the argument footprint "
+                "misplaces the regime."
+            )
+    if rank[best] > 0 and anchor[best] / anchor.min() > 1 + fit.band_at((N,)):
+        txt += (
+            f" The best block's lead at N={N} is outside the band the training data allow "
+            f"({fit.band_at((N,)):.1%}): no measurement at N≤{L} shows it."
+        )
+    elif rank[best] > 0:
+        txt += (
+            f" Within the model's band ({fit.band_at((N,)):.1%}): online top-k tries "
+            f"{len(fit.topk((N,)))} blocks here."
+        )
+    return txt
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -343,11 +371,37 @@ def existing_methods(names: list[str]) -> dict[str, dict[tuple[str, int], float]
     return out
 
 
-def run(out_dir: Path) -> dict[str, Any]:
+def measured_cold(path: Path, cases: dict[str, Case]) -> list[str]:
+    """Replace the ncu stand-ins by flushed CUDA-event timings from bench_cold.py; returns the
+    kernels replaced."""
+    done = []
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        case = cases.get(row["kernel"])
+        if row.get("pass") != "cold" or case is None or not row.get("points"):
+            continue
+        idx = {b: i for i, b in enumerate(case.blocks)}
+        case.cold = {
+            ((int(row["N"]),), idx[tuple(p["block"])]): (
+                p["median_ms"],
+                (p["q3_ms"] - p["q1_ms"]) / p["median_ms"],
+            )
+            for p in row["points"]
+            if tuple(p["block"]) in idx
+        }
+        done.append(case.name)
+    return done
+
+
+def run(out_dir: Path, cold_file: Path | None = None) -> dict[str, Any]:
     data = load_recorded()
     l2 = float(data.profile().l2_bytes)
     names = sorted(data.kernels)
     cases = {n: load_case(data, n) for n in names}
+    cold_source = "ncu gpu__time_duration at L (caches flushed by ncu)"
+    if cold_file is not None:
+        replaced = measured_cold(cold_file, cases)
+        cold_source = f"flushed CUDA-event timings from {cold_file} for {len(replaced)} kernels"
     cost, h_kernel = fit_cost_model(recorded_phases(data, cases))
     variants = {
         "scaling": {},
@@ -471,6 +525,7 @@ def run(out_dir: Path) -> dict[str, Any]:
         "data_date": data.provenance.get("date"),
         "commit": _commit(),
         "l2_bytes": l2,
+        "cold_source": cold_source,
         "cost_model": {k: v for k, v in cost.__dict__.items() if k != "protocol"},
         "methods": methods,
         "per_kernel": per_kernel,
@@ -510,7 +565,18 @@ def markdown(res: dict[str, Any]) -> str:
         "",
         f"Data: {res['data']}, recorded {res['data_date']}. Regenerate with "
         "`.venv/bin/python benchmarks/extrapolation_study.py` (commit "
-        f"{res['commit']}). Pairs: {m['scaling']['pairs']}.",
+        f"{res['commit']}). Pairs: {m['scaling']['pairs']}. Cold anchors: {res['cold_source']}.",
+        "",
+        "Methods: `scaling` = the scaling model (klaraptor.models.scaling) built from the budgeted "
+        "plan (klaraptor.build_plan, budget 1.5× tune-once, argument footprint); `_topk` = the "
+        "best measured of its adaptive online top-k (always with tune-once's block, at most "
+        f"{KMAX} + 1); `scaling_counters_footprint` = the footprint from DRAM counters of two "
+        "profiled points (cost counted, over budget); `scaling_separate_cold_session` = the cold "
+        "sweep priced as its own collection; `scaling_full_data` = every recorded training point, "
+        "no budget; `hot_only_full_data` = no cache regime; `auto`, `time_fit`, `mwp_cwp` from "
+        "pairs.json (their cost: the full training collection). Costs come from the cost model "
+        "(`fit_cost_model` on the recorded training phases) applied to the recorded times of the "
+        "points each method used.",
         "",
         "| method | geomean r | max r | within 5 % | mean S % | max cost / tune-once |",
         "|---|---:|---:|---:|---:|---:|",
@@ -550,8 +616,9 @@ def markdown(res: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/h200"))
+    ap.add_argument("--cold", default=None, help="cold_timing.jsonl from benchmarks/bench_cold.py")
     args = ap.parse_args(argv)
-    res = run(Path(args.out))
+    res = run(Path(args.out), Path(args.cold) if args.cold else None)
     for k, v in res["methods"].items():
         c = v.get("max_cost_over_tune_once")
         print(
