@@ -593,14 +593,17 @@ def markdown(res: dict[str, Any]) -> str:
         "",
         f"Spearman correlation across kernels: {res['fold_vs_true_spearman']:.2f}.",
         "",
-        "| kernel | fold | fold r | true geomean r | tune-once | plan cost / tune-once | λ | cold points |",
-        "|---|---|---:|---:|---:|---:|---:|---:|",
+        "| kernel | fold | fold r | true geomean r | tune-once r | tune-once s | plan s | "
+        "plan / tune-once | full training s | λ | cold points |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for k in res["per_kernel"]:
+        c = res["costs"][k["kernel"]]
         lines.append(
             f"| {k['kernel']} | {k['fold']} | {k['fold_r']:.3f} | {k['true_geomean_r']:.3f} | "
-            f"{k['tune_once_geomean_r']:.3f} | {k['plan_ratio']:.2f} | {k['lambda']:.0f} | "
-            f"{k['cold_points']} |"
+            f"{k['tune_once_geomean_r']:.3f} | {c['tune_once']:.1f} | {c['scaling']:.1f} | "
+            f"{k['plan_ratio']:.2f} | {c['full_training_with_counters']:.1f} | "
+            f"{k['lambda']:.0f} | {k['cold_points']} |"
         )
     lines += ["", "## Pairs where the scaling model loses to tune-once", ""]
     for x in res["losses_to_tune_once"]:

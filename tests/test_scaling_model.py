@@ -203,6 +203,7 @@ def test_program_matches_array_predictions_bit_for_bit() -> None:
         out = prog.evaluate(N=float(N), cfg=cfg)
         assert np.array_equal(out["time_ms"], fit.predict((N,))), N
         assert bool(out["cold"][0]) == fit.is_cold((N,))
+        assert out["band"][0] == fit.band_at((N,))
         assert np.array_equal(out["cycles"], fit.predict((N,)) * (1980.0 * 1e3))
     ns: dict = {}
     exec(compile(prog.to_python(), "<scaling>", "exec"), ns)
@@ -228,9 +229,52 @@ def test_program_matches_in_c(tmp_path: Path) -> None:
     fn = ctypes.CDLL(str(lib)).kp_scaling
     fn.restype = ctypes.c_double
     fn.argtypes = [ctypes.c_double, ctypes.c_double, ctypes.POINTER(ctypes.c_double)]
-    out = (ctypes.c_double * 3)()
+    out = (ctypes.c_double * 4)()
     for N in (1536, 4096, 8192):
         pred = fit.predict((N,))
         for c in range(fit.n_cfg):
             fn(float(N), float(c), out)
             assert out[1] == pred[c] or math.isclose(out[1], pred[c], rel_tol=1e-12)
+
+
+def test_helper_program_from_the_fit_chooses_like_the_fit() -> None:
+    """The adapter the builder will use: the fit's program as a HelperProgram's model."""
+    from klaraptor.helper import HelperProgram, admit_program
+
+    spec = suite.get("polybench.gemm.gemm")
+    blocks = [(32, 2, 1), (64, 2, 1), (128, 2, 1), (256, 4, 1), (32, 8, 1), (64, 4, 1)]
+    rng = np.random.default_rng(11)
+    times = {
+        (n, c): (1 + rng.uniform(0, 0.05)) * _shared_growth(n) for n in SIZES for c in range(6)
+    }
+    cold = {c: times[(1536, c)] * rng.uniform(1.0, 1.3) for c in range(6)}
+    fp = Footprint.fit_exact(
+        ("N",), [[256.0], [512.0], [1024.0]], [12 * n * n for n in (256, 512, 1024)]
+    )
+    fit = fit_scaling(_table(times, cold), 6, footprint=fp, l2_bytes=62914560.0)
+    admit = admit_program(
+        "admit",
+        spec.data_names,
+        spec.grid_exprs(),
+        spec.constraint_exprs(),
+        spec.smem_expr(),
+        static_smem=0,
+        smem_limit=232448,
+        max_grid=(2147483647, 65535, 65535),
+        data_ranges=[(p.lo, p.hi) for p in spec.data],
+    )
+    helper = HelperProgram(
+        kernel=spec.name,
+        model_name="scaling",
+        data_names=spec.data_names,
+        candidates=tuple(blocks),
+        model=fit.to_program(clock_mhz=1980.0),
+        admit=admit,
+        hw={},
+        clock_mhz=1980.0,
+        band=0.0,
+    )
+    for N in (1536, 2048, 4096, 8192):
+        top, ms, _ = helper.choose((N,), k=6)
+        assert top[0] == fit.choose((N,))
+        np.testing.assert_allclose(ms, np.sort(fit.predict((N,)))[: len(ms)], rtol=1e-12)

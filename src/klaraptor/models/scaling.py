@@ -383,8 +383,8 @@ class ScalingFit:
         band at L plus the drift measured inside the training data, scaled to the extrapolation
         (and the band once more for a cold anchor, a second measurement)."""
         x, _, cold = self._scalars(D)
-        z = abs(2.0 * (x - 1.0) / (x + 1.0))
-        return self.band * (2.0 if cold else 1.0) + self.drift * z
+        z = 2.0 * (x - 1.0) / (x + 1.0)
+        return self.band * (2.0 if cold else 1.0) + self.drift * (-z if z < 0.0 else z)
 
     def topk(self, D: Sequence[float], kmax: int = 8) -> list[int]:
         return adaptive_topk(self.predict(D), self.band_at(D), self.tune_once, kmax)
@@ -392,7 +392,8 @@ class ScalingFit:
     # -- the rational program -------------------------------------------------------------------
     def to_program(self, name: str = "scaling", clock_mhz: float = 1000.0) -> Program:
         """Inputs: the data names and ``cfg``; outputs ``cycles`` (ms × clock), ``time_ms``,
-        ``cold`` (1 when the footprint exceeds the L2)."""
+        ``cold`` (1 when the footprint exceeds the L2) and ``band`` (`band_at`, which sizes the
+        online top-k at run time)."""
         dn = self.data_names
         s: Expr = var(dn[0])
         for n in dn[1:]:
@@ -424,8 +425,14 @@ class ScalingFit:
             ),
             ("time_ms", var("a") * var("g") * var("p")),
             ("cycles", var("time_ms") * const(clock_mhz * 1e3)),
+            ("z", const(2.0) * (var("x") - 1.0) / (var("x") + 1.0)),
+            (
+                "band",
+                const(self.band) * where(var("cold"), 2.0, 1.0)
+                + const(self.drift) * where(var("z") < 0.0, -var("z"), var("z")),
+            ),
         ]
-        return Program(name, tuple(dn) + ("cfg",), asg, ["cycles", "time_ms", "cold"])
+        return Program(name, tuple(dn) + ("cfg",), asg, ["cycles", "time_ms", "cold", "band"])
 
     def to_dict(self) -> dict[str, Any]:
         return {
