@@ -22,13 +22,16 @@ parameters), x = s / s(L):
   max(1, median cold/hot ratio) · A_hot[c]; the measurement plan skips only candidates whose hot
   time already exceeds the best cold time, so it cannot win the cold regime);
 - G: one growth law per kernel, a polynomial in s with non-negative coefficients whose degree is
-  chosen by a ×2 extrapolation fold (only absolute times depend on it, not the ranking);
+  chosen by a fold holding out the largest size (only absolute times depend on it, not the
+  ranking);
 - d_c = λ·δ_c: per-configuration growth deviation, the regression of log t(c, n) / A_hot[c] (less
   the shared size effect) on 2 (x - 1) / (x + 1) over the smaller sizes in the same launch regime
   (a partial wave or at least one full wave, as at L), empirical-Bayes shrunk towards 0; λ is 1
   only when the ×2 fold (anchor at the largest smaller size M, deviations from sizes ≤ M/2,
-  predict L) predicts the relative times at L better with the deviations than without, else 0.
-  With no such evidence the ranking at any D in one regime is the ranking measured at L.
+  predict L, over the candidates padded at neither size) predicts the relative times at L better
+  with the deviations than without by more than the timing noise band, else 0. Deviations are
+  hot-timing evidence, so the cold regime does not use them. With no such evidence the ranking
+  at any D in one regime is the ranking measured at L.
 
 Everything is rational in D (`ScalingFit.to_program`): tables per configuration, a polynomial
 footprint compared with the L2 size, a polynomial growth law and the Padé factor.
