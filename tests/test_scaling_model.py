@@ -1,0 +1,280 @@
+"""The scaling model (klaraptor.models.scaling): exact quantities, footprint, growth law,
+shrinkage (no size evidence: tune-once's choice), the cache regime, the program round trip."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from klaraptor import suite
+from klaraptor.errors import FitError, KlaraptorError
+from klaraptor.models.scaling import (
+    Footprint,
+    GrowthLaw,
+    ScalingTable,
+    adaptive_topk,
+    exact_quantities,
+    fit_scaling,
+    pade_factor,
+)
+from klaraptor.occupancy import active_blocks_per_sm
+
+CC = shutil.which("cc")
+SIZES = (256, 512, 768, 1024, 1536)
+
+
+def _table(
+    times: dict[tuple[int, int], float], cold: dict[int, float] | None = None
+) -> ScalingTable:
+    """Hot times {(N, cfg): ms} (every cfg at the largest N), cold {cfg: ms} at the largest."""
+    rows = [(n, c, t, False) for (n, c), t in sorted(times.items())]
+    L = max(n for n, _ in times)
+    rows += [(L, c, t, True) for c, t in sorted((cold or {}).items())]
+    return ScalingTable(
+        D=np.array([[r[0]] for r in rows], dtype=np.float64),
+        cfg=np.array([r[1] for r in rows]),
+        time_ms=np.array([r[2] for r in rows]),
+        cold=np.array([r[3] for r in rows]),
+        spread=np.full(len(rows), 0.003),
+    )
+
+
+def _shared_growth(n: float) -> float:
+    return 1e-3 + 2e-7 * n * n
+
+
+# -- exact quantities ---------------------------------------------------------------------------
+
+
+def test_exact_quantities_follow_grid_and_occupancy() -> None:
+    spec = suite.get("polybench.gemm.gemm")
+    attrs = {"num_regs": 32, "static_smem": 0}
+    blocks = [(32, 2, 1), (1024, 1, 1), (16, 16, 1)]
+    q = exact_quantities(spec, blocks, {"N": 1536}, attrs, cc=(9, 0), sm_count=132)
+    expect_blocks = [48 * 768, 2 * 1536, 96 * 96]
+    assert q.blocks.tolist() == expect_blocks
+    assert q.threads.tolist() == [64, 1024, 256]
+    act = active_blocks_per_sm([64, 1024, 256], 32, 0, (9, 0))
+    assert q.active_blocks.tolist() == act.tolist()
+    np.testing.assert_allclose(q.waves, np.array(expect_blocks) / (act * 132))
+    assert q.full_waves.tolist() == np.ceil(q.waves).tolist()
+    # 1536 is not a multiple of 1024: the padded block launches 2048 threads per row.
+    assert q.launched_threads.tolist() == [1536 * 1536, 2048 * 1536, 1536 * 1536]
+
+
+# -- footprint and growth law -------------------------------------------------------------------
+
+
+def test_footprint_exact_polynomial_and_expr() -> None:
+    D = np.array([[256.0], [512.0], [768.0], [1024.0]])
+    nbytes = 4 * D[:, 0] ** 2 + 8 * D[:, 0]
+    fp = Footprint.fit_exact(("N",), D, nbytes)
+    assert fp.bytes([[8192.0]])[0] == pytest.approx(4 * 8192**2 + 8 * 8192, rel=1e-9)
+    from klaraptor.program import Program
+
+    prog = Program("f", ["N"], [("f", fp.expr())], ["f"])
+    N = np.array([300.0, 4096.0, 8192.0])
+    assert np.array_equal(prog.evaluate(N=N)["f"], fp.bytes(N[:, None]))
+
+
+def test_footprint_power_needs_two_sizes() -> None:
+    fp = Footprint.fit_power(("N",), [[512.0], [1536.0]], [2.1e6, 18.9e6])
+    assert fp.exps == ((2,),)
+    with pytest.raises(FitError):
+        Footprint.fit_power(("N",), [[1536.0]], [18.9e6])
+
+
+def test_growth_law_recovers_quadratic() -> None:
+    s = np.array([256.0, 512.0, 768.0])
+    R = np.array([_shared_growth(v) / _shared_growth(1536.0) for v in s])
+    g = GrowthLaw.fit(s, R, 1536.0)
+    assert all(c >= 0 for c in g.coef)
+    assert float(g.ratio(np.array(1536.0))) == pytest.approx(1.0)
+    want = _shared_growth(6144.0) / _shared_growth(1536.0)
+    assert float(g.ratio(np.array(6144.0))) == pytest.approx(want, rel=1e-3)
+
+
+def test_pade_factor_is_a_bounded_power() -> None:
+    x = np.array([0.5, 1.0, 1.1, 100.0])
+    p = pade_factor(x, 0.3)
+    assert p[1] == 1.0
+    assert p[2] == pytest.approx(1.1**0.3, rel=1e-3)
+    assert p[3] < (1 + 0.3) / (1 - 0.3)
+
+
+# -- shrinkage: no size evidence means tune-once's choice ----------------------------------------
+
+
+def test_no_size_evidence_keeps_the_best_measured_at_L() -> None:
+    rng = np.random.default_rng(3)
+    base = rng.uniform(1.0, 1.1, size=12)  # per-config factors, near-ties included
+    times = {
+        (n, c): base[c] * _shared_growth(n) * (1 + rng.normal(0, 0.003))
+        for n in SIZES
+        for c in range(12)
+    }
+    fit = fit_scaling(_table(times), 12)
+    at_L = np.array([times[(1536, c)] for c in range(12)])
+    assert fit.report["lambda"] == 0.0
+    assert not fit.delta.any()
+    for N in (2048, 4096, 8192, 32768):
+        assert fit.choose((N,)) == int(np.argmin(at_L)) == fit.tune_once
+
+
+def test_consistent_size_trend_moves_the_choice() -> None:
+    # Config 0 is fastest at L but grows faster than the rest at every size, config 1 slower:
+    # a trend seen at every size, which the fold confirms, so the choice moves at large N.
+    exps = {0: 0.25, 1: -0.25, 2: 0.0, 3: 0.0}
+    mult = {0: 0.95, 1: 1.0, 2: 1.02, 3: 1.04}
+    times = {
+        (n, c): mult[c] * _shared_growth(n) * (n / 1536.0) ** exps[c]
+        for n in SIZES
+        for c in range(4)
+    }
+    fit = fit_scaling(_table(times), 4)
+    assert fit.report["lambda"] == 1.0
+    assert fit.delta[0] > 0 > fit.delta[1]
+    assert fit.choose((1536,)) == 0
+    assert fit.choose((8192,)) == 1
+
+
+# -- the cache regime -----------------------------------------------------------------------------
+
+
+def test_cold_regime_uses_cold_anchors_beyond_the_l2() -> None:
+    times = {(n, c): (1.0 + 0.01 * c) * _shared_growth(n) for n in SIZES for c in range(4)}
+    cold = {0: 3.0 * times[(1536, 0)], 1: 1.2 * times[(1536, 1)], 2: 2.0 * times[(1536, 2)]}
+    fp = Footprint(("N",), ((2,),), (8.0,))  # 8 N^2 bytes: 60 MB at about N = 2740
+    fit = fit_scaling(_table(times, cold), 4, footprint=fp, l2_bytes=60e6)
+    assert not fit.is_cold((2048,)) and fit.is_cold((4096,))
+    assert fit.choose((2048,)) == 0
+    assert fit.choose((4096,)) == 1
+    # Config 3 was not cold-timed (pruned): it gets a bound, never below its hot time.
+    assert fit.a_cold[3] >= fit.a_hot[3]
+
+
+def test_missing_candidate_at_L_is_an_error() -> None:
+    times = {(n, c): 1.0 for n in SIZES for c in range(3)}
+    del times[(1536, 2)]
+    with pytest.raises(KlaraptorError, match="no timing at the largest size"):
+        fit_scaling(_table(times), 3)
+
+
+# -- adaptive top-k ---------------------------------------------------------------------------
+
+
+def test_adaptive_topk_band_kmax_and_tune_once() -> None:
+    pred = np.array([1.00, 1.004, 1.02, 1.5, np.nan])
+    assert adaptive_topk(pred, 0.0, must=0) == [0]
+    assert adaptive_topk(pred, 0.0, must=3) == [0, 3]
+    assert adaptive_topk(pred, 0.01, must=0) == [0, 1]
+    assert adaptive_topk(pred, 1.0, must=0, kmax=2) == [0, 1]
+
+
+# -- program round trip -------------------------------------------------------------------------
+
+
+def _fitted_with_everything():
+    rng = np.random.default_rng(7)
+    exps = rng.normal(0, 0.2, size=6)
+    times = {
+        (n, c): (1 + 0.02 * c) * _shared_growth(n) * (n / 1536.0) ** exps[c]
+        for n in SIZES
+        for c in range(6)
+    }
+    cold = {c: 1.5 * times[(1536, c)] * (1 + 0.1 * c) for c in range(4)}
+    fp = Footprint(("N",), ((1,), (2,)), (8.0, 8.0))
+    return fit_scaling(_table(times, cold), 6, footprint=fp, l2_bytes=60e6)
+
+
+def test_program_matches_array_predictions_bit_for_bit() -> None:
+    fit = _fitted_with_everything()
+    assert fit.delta.any() and fit.cold_measured.any() and fit.growth is not None
+    prog = fit.to_program(clock_mhz=1980.0)
+    cfg = np.arange(fit.n_cfg, dtype=np.float64)
+    for N in (100, 1536, 2048, 2739, 2740, 4096, 8192, 46340):
+        out = prog.evaluate(N=float(N), cfg=cfg)
+        assert np.array_equal(out["time_ms"], fit.predict((N,))), N
+        assert bool(out["cold"][0]) == fit.is_cold((N,))
+        assert out["band"][0] == fit.band_at((N,))
+        assert np.array_equal(out["cycles"], fit.predict((N,)) * (1980.0 * 1e3))
+    ns: dict = {}
+    exec(compile(prog.to_python(), "<scaling>", "exec"), ns)
+    fn = ns["scaling"]
+    for N in (1536, 4096, 8192):
+        pred = fit.predict((N,))
+        for c in range(fit.n_cfg):
+            assert fn(N=float(N), cfg=float(c))[1] == pred[c]
+
+
+@pytest.mark.skipif(CC is None, reason="no C compiler")
+def test_program_matches_in_c(tmp_path: Path) -> None:
+    fit = _fitted_with_everything()
+    prog = fit.to_program()
+    where = Path(tempfile.mkdtemp(dir=tmp_path))
+    (where / "gen.c").write_text(prog.to_c())
+    lib = where / "gen.so"
+    flags = ["-std=c99", "-O2", "-fPIC", "-shared"]
+    res = subprocess.run(
+        [CC, *flags, "-o", str(lib), str(where / "gen.c"), "-lm"], capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stderr
+    fn = ctypes.CDLL(str(lib)).kp_scaling
+    fn.restype = ctypes.c_double
+    fn.argtypes = [ctypes.c_double, ctypes.c_double, ctypes.POINTER(ctypes.c_double)]
+    out = (ctypes.c_double * 4)()
+    for N in (1536, 4096, 8192):
+        pred = fit.predict((N,))
+        for c in range(fit.n_cfg):
+            fn(float(N), float(c), out)
+            assert out[1] == pred[c] or math.isclose(out[1], pred[c], rel_tol=1e-12)
+
+
+def test_helper_program_from_the_fit_chooses_like_the_fit() -> None:
+    """The adapter the builder will use: the fit's program as a HelperProgram's model."""
+    from klaraptor.helper import HelperProgram, admit_program
+
+    spec = suite.get("polybench.gemm.gemm")
+    blocks = [(32, 2, 1), (64, 2, 1), (128, 2, 1), (256, 4, 1), (32, 8, 1), (64, 4, 1)]
+    rng = np.random.default_rng(11)
+    times = {
+        (n, c): (1 + rng.uniform(0, 0.05)) * _shared_growth(n) for n in SIZES for c in range(6)
+    }
+    cold = {c: times[(1536, c)] * rng.uniform(1.0, 1.3) for c in range(6)}
+    fp = Footprint.fit_exact(
+        ("N",), [[256.0], [512.0], [1024.0]], [12 * n * n for n in (256, 512, 1024)]
+    )
+    fit = fit_scaling(_table(times, cold), 6, footprint=fp, l2_bytes=62914560.0)
+    admit = admit_program(
+        "admit",
+        spec.data_names,
+        spec.grid_exprs(),
+        spec.constraint_exprs(),
+        spec.smem_expr(),
+        static_smem=0,
+        smem_limit=232448,
+        max_grid=(2147483647, 65535, 65535),
+        data_ranges=[(p.lo, p.hi) for p in spec.data],
+    )
+    helper = HelperProgram(
+        kernel=spec.name,
+        model_name="scaling",
+        data_names=spec.data_names,
+        candidates=tuple(blocks),
+        model=fit.to_program(clock_mhz=1980.0),
+        admit=admit,
+        hw={},
+        clock_mhz=1980.0,
+        band=0.0,
+    )
+    for N in (1536, 2048, 4096, 8192):
+        top, ms, _ = helper.choose((N,), k=6)
+        assert top[0] == fit.choose((N,))
+        np.testing.assert_allclose(ms, np.sort(fit.predict((N,)))[: len(ms)], rtol=1e-12)

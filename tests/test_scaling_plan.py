@@ -1,0 +1,110 @@
+"""The budgeted measurement plan (klaraptor.build_plan): cost model, budget, cold-sweep bound."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from klaraptor.bench.dataset import load_recorded
+from klaraptor.build_plan import (
+    CostModel,
+    TableMeasurer,
+    fit_cost_model,
+    ladder,
+    protocol_launches,
+    run_plan,
+)
+
+
+def test_protocol_launches_follow_the_timer() -> None:
+    # 1 ms: no batching, 5 samples reach 5 ms: warm-up 2 + probe 1 + 5.
+    assert protocol_launches(1.0) == 8
+    # 0.01 ms: batches of 20 launches (0.2 ms per sample), 25 samples to reach 5 ms.
+    assert protocol_launches(0.01) == 3 + 25 * 20
+    # 0.001 ms: 100 launches per sample at most, 30 samples at most.
+    assert protocol_launches(0.001) == 3 + 30 * 100
+    # Long kernels: the minimum of 5 samples.
+    assert protocol_launches(50.0) == 8
+
+
+def test_fit_cost_model_recovers_constants() -> None:
+    truth = CostModel(per_point_s=0.04, ncu_session_s=3.0, ncu_point_s=0.2, ncu_replay=1.5)
+    rng = np.random.default_rng(0)
+    phases = []
+    for k in range(6):
+        t = list(rng.uniform(0.005, 2.0, size=40 + 10 * k))
+        ncu = [(v, 4.0) for v in t[: 20 + 30 * k]]
+        phases.append(
+            {
+                "kernel": f"k{k}",
+                "time_ms": t,
+                "train_time_s": truth.sweep_s(t),
+                "ncu": ncu,
+                "train_ncu_s": truth.ncu_s(ncu),
+            }
+        )
+    model, per_kernel = fit_cost_model(phases)
+    assert model.per_point_s == pytest.approx(0.04)
+    assert all(v == pytest.approx(0.04) for v in per_kernel.values())
+    assert model.ncu_session_s == pytest.approx(3.0, rel=1e-6)
+    assert model.ncu_point_s == pytest.approx(0.2, rel=1e-6)
+    assert model.ncu_replay == pytest.approx(1.5, rel=1e-6)
+
+
+def test_ladder() -> None:
+    assert ladder(1536, [256, 512, 768, 1024, 1536]) == [768, 256]
+    assert ladder(96, [32, 48, 64, 96]) == [48]
+    assert ladder(256, [256]) == []
+
+
+def _recorded_measurers():
+    data = load_recorded()
+    for name, kd in sorted(data.kernels.items()):
+        times = kd.times()
+        sizes = sorted({D[0] for D, _ in times})
+        train = [int(n) for n in kd.summary["meta"]["train_sizes"]]
+        L = max(train)
+        blocks = sorted(b for D, b in times if D == (L,))
+        idx = {b: i for i, b in enumerate(blocks)}
+        hot = {
+            ((D[0],), idx[b]): (v[0], (v[2] - v[1]) / v[0])
+            for (D, b), v in times.items()
+            if D[0] in train and b in idx
+        }
+        cold = {
+            ((L,), idx[tuple(r[1:4])]): (r[4]["gpu__time_duration.sum"] / 1e6, math.nan)
+            for r in kd.ncu
+            if r[0] == L and tuple(r[1:4]) in idx
+        }
+        assert sizes
+        yield name, TableMeasurer(hot, cold), len(blocks), L, train
+
+
+@pytest.mark.parametrize("budget", [1.0, 1.25, 1.5, 3.0])
+def test_plan_never_exceeds_its_budget_on_the_recorded_suite(budget: float) -> None:
+    for name, meas, n_cfg, L, train in _recorded_measurers():
+        cost = CostModel(per_point_s=0.03)
+        res = run_plan(meas, cost, n_cfg, (L,), [(n,) for n in ladder(L, train)], budget=budget)
+        assert res.spent_s <= res.budget_s + 1e-12, (name, res.spent_s, res.budget_s)
+        at_L = [p["ms"] for p in res.points if p["kind"] == "time" and p["D"] == [L]]
+        assert len(at_L) >= n_cfg  # every candidate timed hot at L
+        assert res.tune_once_s == pytest.approx(cost.sweep_s(at_L[:n_cfg]))
+        if budget == 1.0:
+            assert res.spent_s == pytest.approx(res.tune_once_s)
+
+
+def test_cold_sweep_bound_measures_every_possible_winner() -> None:
+    for name, meas, n_cfg, L, _ in _recorded_measurers():
+        res = run_plan(meas, CostModel(per_point_s=0.0), n_cfg, (L,), [], budget=100.0)
+        hot = {p["cfg"]: p["ms"] for p in res.points if p["kind"] == "time"}
+        cold = {p["cfg"]: p["ms"] for p in res.points if p["kind"] == "cold"}
+        assert cold, name
+        spreads = [p["spread"] for p in res.points if p["kind"] == "time"]
+        band = float(np.median(spreads))
+        best_cold = min(cold.values())
+        # Anything skipped had a hot time (less the band) above the best cold time found.
+        for c, t in hot.items():
+            if c not in cold:
+                assert t * (1 - band) > best_cold, (name, c)
