@@ -81,7 +81,8 @@ def argument_footprint(spec: Any, sizes: list[int]) -> Footprint:
 def load_case(data: RecordedDataset, name: str) -> Case:
     spec = suite.get(name)
     kd = data.kernels[name]
-    times = kd.times()
+    # The study keys sizes by their value tuple (one data parameter, N).
+    times = {(D.values(), b): v for (D, b), v in kd.times().items()}
     train = [int(n) for n in spec.meta["train_sizes"]]
     evals = [int(n) for n in spec.meta["eval_sizes"]]
     L = max(train)
@@ -112,7 +113,7 @@ def load_case(data: RecordedDataset, name: str) -> Case:
             truth[N] = ms
             q = times[((N,), blocks[int(np.nanargmin(ms))])]
             noise[N] = (q[2] - q[1]) / q[0]
-    attrs = kd.summary["collect"][data.device_key]["attributes"]
+    attrs = kd.facts(data.device_key).attributes.to_dict()
     prof = data.profile()
     exact = {
         n: exact_quantities(

@@ -72,7 +72,7 @@ def protocol_launches(
     max_inner: int = 100,
     batched: bool = True,
 ) -> int:
-    """Launches of one timed point under the timing protocol (backend_cupy.Timer.measure):
+    """Launches of one timed point under the timing protocol (gpu.backend.Timer.measure):
     warm-up, one probe, then samples of `inner` launches until `min_time_ms` is measured."""
     t = max(float(t_ms), 1e-9)
     inner = 1

@@ -275,6 +275,6 @@ def test_helper_program_from_the_fit_chooses_like_the_fit() -> None:
         band=0.0,
     )
     for N in (1536, 2048, 4096, 8192):
-        top, ms, _ = helper.choose((N,), k=6)
+        top, ms, _ = helper.choose(spec.size(N), k=6)
         assert top[0] == fit.choose((N,))
         np.testing.assert_allclose(ms, np.sort(fit.predict((N,)))[: len(ms)], rtol=1e-12)

@@ -63,15 +63,15 @@ def _recorded_measurers():
     data = load_recorded()
     for name, kd in sorted(data.kernels.items()):
         times = kd.times()
-        sizes = sorted({D[0] for D, _ in times})
+        sizes = sorted({D.values()[0] for D, _ in times})
         train = [int(n) for n in kd.summary["meta"]["train_sizes"]]
         L = max(train)
-        blocks = sorted(b for D, b in times if D == (L,))
+        blocks = sorted(b for D, b in times if D.values() == (L,))
         idx = {b: i for i, b in enumerate(blocks)}
         hot = {
-            ((D[0],), idx[b]): (v[0], (v[2] - v[1]) / v[0])
+            ((D.values()[0],), idx[b]): (v[0], (v[2] - v[1]) / v[0])
             for (D, b), v in times.items()
-            if D[0] in train and b in idx
+            if D.values()[0] in train and b in idx
         }
         cold = {
             ((L,), idx[tuple(r[1:4])]): (r[4]["gpu__time_duration.sum"] / 1e6, math.nan)
