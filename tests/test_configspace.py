@@ -17,34 +17,12 @@ from klaraptor.configspace import (
     default_candidates,
     format_dry_run,
 )
-from klaraptor.device_profile import DeviceProfile
+from klaraptor.device_profile import recorded_profile
 from klaraptor.errors import SpecError
 from klaraptor.spec import DataParam, KernelSpec
 
-# The H200 as query_device() reports it (microbenchmarks are irrelevant here).
-H200 = DeviceProfile(
-    name="NVIDIA H200",
-    cc=(9, 0),
-    driver="580.159.04",
-    runtime="13.2",
-    sm_clock_mhz=1980.0,
-    mem_clock_mhz=3201.0,
-    sm_count=132,
-    warp_size=32,
-    max_threads_per_block=1024,
-    max_block_dim=(1024, 1024, 64),
-    max_grid_dim=(2147483647, 65535, 65535),
-    max_threads_per_sm=2048,
-    max_blocks_per_sm=32,
-    regs_per_sm=65536,
-    regs_per_block=65536,
-    smem_per_sm=233472,
-    smem_per_block=49152,
-    smem_per_block_optin=232448,
-    reserved_smem_per_block=1024,
-    l2_bytes=62914560,
-    mem_bus_width_bits=6016,
-)
+# The committed H200 profile (the device limits are what matter here).
+H200 = recorded_profile("h200")
 
 PLAIN = KernelAttributes(
     num_regs=32,

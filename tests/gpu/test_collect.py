@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from klaraptor.configspace import ConfigSpace
-from klaraptor.device_profile import DeviceProfile
+from klaraptor.device_profile import DeviceProfile, recorded_profile
 from klaraptor.errors import CollectError, CompileError
 from klaraptor.gpu import collect as kc
 from klaraptor.gpu import process as kp
@@ -50,29 +50,7 @@ def spec(**kw: object) -> KernelSpec:
 
 
 def h200() -> DeviceProfile:
-    return DeviceProfile(
-        name="NVIDIA H200",
-        cc=(9, 0),
-        driver="580.159.04",
-        runtime="13.0",
-        sm_clock_mhz=1980.0,
-        mem_clock_mhz=3201.0,
-        sm_count=132,
-        warp_size=32,
-        max_threads_per_block=1024,
-        max_block_dim=(1024, 1024, 64),
-        max_grid_dim=(2147483647, 65535, 65535),
-        max_threads_per_sm=2048,
-        max_blocks_per_sm=32,
-        regs_per_sm=65536,
-        regs_per_block=65536,
-        smem_per_sm=233472,
-        smem_per_block=49152,
-        smem_per_block_optin=232448,
-        reserved_smem_per_block=1024,
-        l2_bytes=62914560,
-        mem_bus_width_bits=6016,
-    )
+    return recorded_profile("h200")
 
 
 ATTRS = KernelAttributes(

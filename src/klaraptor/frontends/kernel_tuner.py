@@ -66,7 +66,7 @@ from klaraptor.frontends.kernel_tuner_files import (
 )
 from klaraptor.spec import KernelSpec
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
-from klaraptor.types import DataSize, KernelAttributes
+from klaraptor.types import Block, DataSize, KernelAttributes
 
 __all__ = [
     "ImportReport",
@@ -76,7 +76,7 @@ __all__ = [
     "import_kernel_tuner",
 ]
 
-Block = tuple[int, int, int]
+
 KT_DEFAULT_BLOCK = (256, 1, 1)  # kernel_tuner.util.get_thread_block_dimensions
 _PROBLEM = re.compile(r"^problem_size(?:\[(\d+)\])?$")
 _AXES = ("bx", "by", "bz")

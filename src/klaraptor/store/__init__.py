@@ -1,6 +1,7 @@
 """The SQLite store: typed records (records.py), the schema and its migrations (schema.py), and
 the `Store` that reads and writes them (sqlite.py)."""
 
+from klaraptor.store.connection import default_store_path
 from klaraptor.store.records import (
     HISTORY_SOURCES,
     MEASUREMENT_STATUSES,
@@ -13,7 +14,7 @@ from klaraptor.store.records import (
     TruthDecision,
 )
 from klaraptor.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
-from klaraptor.store.sqlite import Store, default_store_path
+from klaraptor.store.sqlite import Store
 
 __all__ = [
     "APPLICATION_ID",
