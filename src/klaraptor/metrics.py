@@ -60,6 +60,19 @@ RAW_METRICS: tuple[str, ...] = (
     "sm__warps_active.avg.pct_of_peak_sustained_active",
 )
 
+# Warp instructions per pipe (requested with RAW_METRICS since 2026-11-23): the dynamic
+# instruction mix an emulator (SAAKE) checks its static classification and trip counts against.
+PIPE_METRICS: tuple[str, ...] = (
+    "smsp__inst_executed_pipe_fma.sum",
+    "smsp__inst_executed_pipe_alu.sum",
+    "smsp__inst_executed_pipe_fp64.sum",
+    "smsp__inst_executed_pipe_xu.sum",
+    "smsp__inst_executed_pipe_lsu.sum",
+    "smsp__inst_executed_pipe_adu.sum",
+    "smsp__inst_executed_pipe_cbu.sum",
+    "smsp__inst_executed_pipe_uniform.sum",
+)
+
 # Columns of the raw page that come with every profiled launch (not requested, kept when present).
 LAUNCH_COLUMNS: tuple[str, ...] = (
     "launch__block_dim_x",

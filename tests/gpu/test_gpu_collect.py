@@ -280,15 +280,15 @@ def test_counters_with_ncu(tmp_path: Path) -> None:
             progress=False,
         )
         show(rep, store, TWICE)
-        facts = store.kernel(TWICE.name)["summary"]["collect"][rep.device]
-        print(f"kernel summary: {facts}")
+        facts = store.collect_facts(TWICE.name, rep.device)
+        print(f"collection facts: {facts}")
         got = metrics.collected(store, TWICE, rep.device)
     assert rep.ncu_status == "ok", rep.ncu_reason
     assert rep.count("ncu", "ok") == 6
-    assert facts["ptx_barriers"] == 0, facts["sync_note"]
-    for (D, block), d in sorted(got.items()):
+    assert facts is not None and facts.ptx_barriers == 0, facts
+    for (D, block), d in sorted(got.items(), key=lambda kv: (kv[0][0].values(), kv[0][1])):
         print(f"  D={D} block={block}: " + ", ".join(f"{k}={v:.4g}" for k, v in d.items()))
-        n = D[0]
+        n = D["N"]
         assert d["warps"] == n // 32  # every warp is full: n is a multiple of the block
         assert d["gld_per_warp"] == pytest.approx(1.0)
         assert d["gst_per_warp"] == pytest.approx(1.0)

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
-from klaraptor.spec import Block, KernelSpec
+from klaraptor.spec import KernelSpec
+from klaraptor.types import Block
 
 cp = pytest.importorskip("cupy")
 
@@ -62,7 +63,7 @@ def _host(args: tuple[Any, ...]) -> tuple[Any, ...]:
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_kernel_matches_reference(spec: KernelSpec) -> None:
     fn = _function(spec)
-    D = {"N": N}
+    D = spec.size(N)
     for block in _blocks(spec):
         args = spec.make_args(D, np.random.default_rng(N))
         host = _host(args)
@@ -89,7 +90,7 @@ def test_idempotent_flag(spec: KernelSpec) -> None:
     """idempotent=True: a second launch on the same arrays leaves the outputs bit-identical;
     False: it changes them (the kernel reads what it writes)."""
     fn = _function(spec)
-    D = {"N": N}
+    D = spec.size(N)
     block = spec.default_block
     args = spec.make_args(D, np.random.default_rng(N))
     grid = spec.grid_for(D, block)

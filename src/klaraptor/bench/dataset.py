@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from klaraptor.errors import KlaraptorError
-from klaraptor.metrics import LAUNCH_COLUMNS, RAW_METRICS
+from klaraptor.metrics import LAUNCH_COLUMNS, PIPE_METRICS, RAW_METRICS
 from klaraptor.spec import KernelSpec
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store, TruthDecision
 from klaraptor.types import Block, DataSize
 
 DATA_NAME = "h200_suite.json.gz"
 FORMAT = 1
-_KEEP_NCU = set(RAW_METRICS) | set(LAUNCH_COLUMNS) - {
+_KEEP_NCU = set(RAW_METRICS) | set(PIPE_METRICS) | set(LAUNCH_COLUMNS) - {
     f"launch__{a}_dim_{x}" for a in ("block", "grid") for x in "xyz"
 }
 

@@ -35,7 +35,7 @@ from klaraptor.configspace import ConfigSpace
 from klaraptor.errors import CollectError
 from klaraptor.gpu.process import ItemResult, run_isolated, run_once, worker_command, worker_env
 from klaraptor.gpu.worker import Point, write_job
-from klaraptor.metrics import RAW_METRICS
+from klaraptor.metrics import PIPE_METRICS, RAW_METRICS
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
 from klaraptor.types import Block, DataSize, KernelAttributes
 
@@ -77,7 +77,7 @@ class CollectOptions:
     timeout_s: float = 60.0
     startup_timeout_s: float = 300.0
     ncu: str | None = None
-    ncu_metrics: tuple[str, ...] = RAW_METRICS
+    ncu_metrics: tuple[str, ...] = RAW_METRICS + PIPE_METRICS
     ncu_stall_s: float = 120.0
     ncu_batch: int = 0  # points per ncu process; 0 = all in one
     replace_stale: bool = False
