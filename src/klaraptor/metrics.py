@@ -159,7 +159,7 @@ def derive(
 
     Besides the canonical names, a few extras that help diagnose a model: `thread_inst_per_warp`,
     `l1_hit_rate`, `l2_hit_rate`, `sm_cycles`, `regs_per_thread`, `static_smem`, `dynamic_smem`,
-    `waves`.
+    `waves`, and `pipe_<pipe>_per_warp` for each of PIPE_METRICS that was collected.
     """
     out: dict[str, float] = {}
     if time_ms is not None:
@@ -208,6 +208,10 @@ def derive(
         "dynamic_smem": _num(raw, "launch__shared_mem_per_block_dynamic"),
         "waves": _num(raw, "launch__waves_per_multiprocessor"),
     }
+    # Per-pipe warp instructions (PIPE_METRICS, when collected): "pipe_fma_per_warp", ...
+    for name in PIPE_METRICS:
+        pipe = name.removeprefix("smsp__inst_executed_pipe_").removesuffix(".sum")
+        candidates[f"pipe_{pipe}_per_warp"] = per_warp(name)
     rd, wr = _num(raw, "dram__bytes_read.sum"), _num(raw, "dram__bytes_write.sum")
     candidates["dram_bytes"] = None if rd is None or wr is None else rd + wr
     if sync_per_warp is not None:

@@ -1,0 +1,302 @@
+"""Abstract kernel emulation (SAAKE, Alg. 1) of the warps resident on one SM, scaled to a grid.
+
+One SM is emulated. Its W resident warps (occupancy × warps per block) are represented by S
+sampled warps (S = W up to `max_warps`; past that whole blocks where they fit, each sampled warp
+standing for W/S warps), all running the same `Trace`. State, as in Alg. 1:
+
+- per warp: an instruction pointer, the finish time `fin` of every instruction it issued, and
+  the earliest time its next instruction may issue (`ready` = the latest `fin` of the
+  instructions it depends on, and at least one issue latency after its previous instruction);
+- per resource r: `admit[r]`, the earliest time r accepts another request. An instruction issued
+  at t starts at max(t, admit[r]) on every resource it uses, finishes `latency` later, and moves
+  admit[r] to max(admit[r], t) + gap[r] x demand x weight x W/S (each sampled warp's request
+  stands for W/S warps' requests; `weight` is the fraction of warps that run it).
+
+Issue is itself a resource (the SM's four schedulers: gap_issue per warp instruction). The
+scheduler is greedy-then-oldest: the warp that issued last keeps issuing while it is ready when
+the issue resource is free, else the warp whose next instruction is ready first (the lowest
+index on ties). A barrier (BAR.SYNC) holds every warp of its block until all of them reached it
+and all their earlier instructions finished (§4.4).
+
+Loops: the trace holds K iterations of each loop; the steady-state period P of a loop is the
+mean over warps of the time between the starts of its last two emitted iterations, and the
+iterations not emitted add P_own each (P minus the emitted inner iterations' periods), so an
+emulation costs the same for N = 512 or N = 8192 ("loop bodies once per trip-count class").
+
+Grid: with M active blocks per SM (occupancy), B blocks and n SMs, full = floor(B / (M n))
+waves of M blocks per SM and, if blocks remain, one tail wave with ceil(rest / n) blocks per SM:
+T = full x T_SM(M) + T_SM(tail). With fewer than n SMs busy (tail or small grids) each gets a
+larger share of L2 and DRAM bandwidth (their gaps scale by busy SMs / n).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from klaraptor.models.saake.ops import BARRIER, RESOURCES, MemoryParams, R, StaticOp, op_costs
+from klaraptor.models.saake.trace import Trace
+
+MAX_WARPS = 4
+_INF = math.inf
+
+
+@dataclass(frozen=True)
+class Params:
+    """Latency and gap per resource (arrays indexed like RESOURCES), in SM cycles."""
+
+    lat: np.ndarray
+    gap: np.ndarray
+
+    @staticmethod
+    def from_pairs(pairs: dict[str, tuple[float, float]]) -> Params:
+        return Params(
+            np.array([pairs[r][0] for r in RESOURCES], dtype=np.float64),
+            np.array([pairs[r][1] for r in RESOURCES], dtype=np.float64),
+        )
+
+    def scaled(self, resource: str, kind: str, factor: float) -> Params:
+        """A copy with one resource's latency ("lat") or gap ("gap") multiplied by factor."""
+        lat, gap = self.lat.copy(), self.gap.copy()
+        (lat if kind == "lat" else gap)[R[resource]] *= factor
+        return Params(lat, gap)
+
+
+@dataclass
+class SMResult:
+    """One emulation of one SM."""
+
+    cycles: float  # emulated time plus the extrapolated loop iterations
+    emulated: float  # the emulated trace alone
+    periods: dict[str, float] = field(default_factory=dict)  # loop class -> own period
+    busy: np.ndarray = field(default_factory=lambda: np.zeros(len(RESOURCES)))  # admitted gaps
+    issued: int = 0
+
+
+def sampled_warps(active_warps: int, warps_per_block: int, max_warps: int = MAX_WARPS) -> int:
+    """How many warps to emulate for `active_warps` resident warps (whole blocks when they fit)."""
+    if active_warps <= max_warps:
+        return max(active_warps, 1)
+    if warps_per_block <= max_warps:
+        return warps_per_block * (max_warps // warps_per_block)
+    return max_warps
+
+
+def emulate_sm(
+    trace: Trace,
+    ops: Sequence[StaticOp],
+    params: Params,
+    mem: MemoryParams,
+    *,
+    active_warps: int,
+    warps_per_block: int,
+    bandwidth_share: float = 1.0,
+    max_warps: int = MAX_WARPS,
+    access: dict[int, tuple[int, int]] | None = None,
+) -> SMResult:
+    """Emulate `active_warps` warps running `trace` on one SM (see the module docstring).
+
+    `bandwidth_share` (<= 1) scales the L2 and DRAM gaps: the fraction of the GPU's SMs busy.
+    """
+    n = len(trace)
+    if n == 0 or active_warps <= 0:
+        return SMResult(0.0, 0.0)
+    S = sampled_warps(active_warps, warps_per_block, max_warps)
+    scale = active_warps / S
+    group = max(1, min(warps_per_block, S))
+    gap = params.gap.copy()
+    gap[R["l2"]] *= bandwidth_share
+    gap[R["dram"]] *= bandwidth_share
+    lat_op, dem_op = op_costs(ops, params.lat, mem, access)
+    lat = lat_op[trace.op].tolist()
+    amounts = dem_op[trace.op] * (trace.weight[:, None] * scale) * gap[None, :]
+    issue_r = R["issue"]
+    issue_cost = amounts[:, issue_r].tolist()
+    amounts[:, issue_r] = 0.0
+    nz_pos, nz_res = np.nonzero(amounts)
+    dem: list[tuple[tuple[int, float], ...]] = [()] * n
+    if nz_pos.size:
+        vals = amounts[nz_pos, nz_res].tolist()
+        splits = np.searchsorted(nz_pos, np.arange(n + 1))
+        res_l = nz_res.tolist()
+        dem = [
+            tuple(zip(res_l[splits[p] : splits[p + 1]], vals[splits[p] : splits[p + 1]]))
+            for p in range(n)
+        ]
+    barrier = [ops[i].kind == BARRIER for i in trace.op.tolist()]
+    deps = trace.deps
+    lat_issue = float(params.lat[issue_r])
+    marks = {p for lp in trace.loops for inst in lp.instances for p in inst}
+
+    admit = [0.0] * len(RESOURCES)
+    fin = [[0.0] * n for _ in range(S)]
+    maxfin = [0.0] * S
+    pc = [0] * S
+    ready = [0.0] * S
+    arrived = [-1] * S
+    is_mark = [False] * n
+    for p in marks:
+        is_mark[p] = True
+    started: list[dict[int, float]] = [{} for _ in range(S)]
+    warps = range(S)
+    cur = 0
+    alive = S
+    iss = 0.0  # when the issue resource (the schedulers) is free next
+    while alive:
+        w = cur
+        r_w = ready[w]
+        if r_w > iss:
+            w = min(warps, key=ready.__getitem__)
+            r_w = ready[w]
+            if r_w == _INF:
+                break  # every live warp waits at a barrier no one else reaches (malformed)
+        p = pc[w]
+        if barrier[p]:
+            arrived[w] = p
+            ready[w] = _INF
+            g0 = (w // group) * group
+            members = range(g0, min(g0 + group, S))
+            if all(arrived[m] == p for m in members):
+                release = max(max(maxfin[m] for m in members), r_w)
+                for m in members:
+                    arrived[m] = -1
+                    pc[m] = p + 1
+                    if p + 1 >= n:
+                        alive -= 1
+                        ready[m] = _INF
+                    else:
+                        ready[m] = _next_ready(fin[m], deps[p + 1], release)
+            cur = w
+            continue
+        t = r_w if r_w > iss else iss
+        iss = t + issue_cost[p]
+        start = t
+        for r, amount in dem[p]:
+            a = admit[r]
+            if a > start:
+                start = a
+                admit[r] = a + amount
+            else:
+                admit[r] = t + amount if t > a else a + amount
+        f = start + lat[p]
+        fw = fin[w]
+        fw[p] = f
+        if f > maxfin[w]:
+            maxfin[w] = f
+        if is_mark[p]:
+            started[w][p] = t
+        p += 1
+        pc[w] = p
+        if p >= n:
+            alive -= 1
+            ready[w] = _INF
+        else:
+            r = t + lat_issue
+            for d in deps[p]:
+                fd = fw[d]
+                if fd > r:
+                    r = fd
+            ready[w] = r
+        cur = w
+    busy = (amounts.sum(axis=0) * S).tolist()
+    busy[issue_r] = sum(issue_cost) * S
+    emulated = max(maxfin)
+    periods = _loop_periods(trace, started)
+    extra = sum(lp.missing * periods.get(lp.name, 0.0) for lp in trace.loops)
+    return SMResult(emulated + extra, emulated, periods, np.asarray(busy), S * n)
+
+
+def _next_ready(fw: list[float], dep: tuple[int, ...], floor: float) -> float:
+    r = floor
+    for d in dep:
+        f = fw[d]
+        if f > r:
+            r = f
+    return r
+
+
+def _loop_periods(trace: Trace, started: list[dict[int, float]]) -> dict[str, float]:
+    """Own steady-state period of every loop (see the module docstring)."""
+    full: list[float] = []
+    for lp in trace.loops:
+        per: list[float] = []
+        for inst in lp.instances:
+            if len(inst) < 2:
+                continue
+            a, b = inst[-2], inst[-1]
+            d = [s[b] - s[a] for s in started if a in s and b in s]
+            if d:
+                per.append(sum(d) / len(d))
+        full.append(float(np.median(per)) if per else 0.0)
+    out: dict[str, float] = {}
+    for i, lp in enumerate(trace.loops):
+        inner = sum(trace.loops[c].unroll * full[c] for c in lp.children)
+        out[lp.name] = max(full[i] - inner, 0.0)
+    return out
+
+
+@dataclass(frozen=True)
+class GridShape:
+    """How a launch fills the GPU: blocks, active blocks per SM, warps per block, SMs."""
+
+    blocks: int
+    active_blocks: int
+    warps_per_block: int
+    sm_count: int
+
+    def waves(self) -> list[tuple[int, int, float]]:
+        """[(repetitions, blocks per SM, busy-SM share)]: the full waves, then the tail."""
+        per_wave = self.active_blocks * self.sm_count
+        full, rest = divmod(self.blocks, per_wave)
+        out = []
+        if full:
+            out.append((full, self.active_blocks, 1.0))
+        if rest:
+            per_sm = math.ceil(rest / self.sm_count)
+            busy = min(self.sm_count, rest) / self.sm_count
+            out.append((1, per_sm, busy))
+        return out
+
+
+def emulate_grid(
+    trace: Trace,
+    ops: Sequence[StaticOp],
+    params: Params,
+    mem: MemoryParams,
+    shape: GridShape,
+    *,
+    max_warps: int = MAX_WARPS,
+    access: dict[int, tuple[int, int]] | None = None,
+) -> float:
+    """Predicted cycles of the whole launch (full waves plus the tail wave)."""
+    if shape.active_blocks <= 0 or shape.blocks <= 0:
+        return math.inf
+    total = 0.0
+    for reps, per_sm, share in shape.waves():
+        res = emulate_sm(
+            trace,
+            ops,
+            params,
+            mem,
+            active_warps=per_sm * shape.warps_per_block,
+            warps_per_block=shape.warps_per_block,
+            bandwidth_share=share,
+            max_warps=max_warps,
+            access=access,
+        )
+        total += reps * res.cycles
+    return total
+
+
+__all__ = [
+    "MAX_WARPS",
+    "GridShape",
+    "Params",
+    "SMResult",
+    "emulate_grid",
+    "emulate_sm",
+    "sampled_warps",
+]

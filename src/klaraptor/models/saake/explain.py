@@ -1,0 +1,62 @@
+"""The bottleneck of one chosen configuration, for `klaraptor explain` and `klaraptor demo`.
+
+Only the chosen block's counter points are fitted (a `KernelEmulator` over that one candidate),
+so naming a bottleneck costs a fraction of a build: about 40 emulations of one configuration.
+Any build of the kernel works (its training sizes and the store's points are used), whatever
+model chose the block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from klaraptor.errors import KlaraptorError
+from klaraptor.models.base import HelperJob
+from klaraptor.models.saake.emulator import KernelEmulator
+from klaraptor.models.saake.sensitivity import Sensitivity, analyse, format_sensitivity
+
+
+def job_bottleneck(job: HelperJob, D: Any, block: tuple[int, int, int]) -> Sensitivity:
+    """The sensitivity analysis of `block` at D from a build's job."""
+    block = tuple(int(v) for v in block)  # type: ignore[assignment]
+    if block not in job.candidates:
+        raise KlaraptorError(f"{job.spec.name}: block {block} is not a launchable candidate")
+    em = KernelEmulator.from_job(replace(job, candidates=(block,)))
+    values = D.values() if hasattr(D, "values") and callable(D.values) else tuple(D)
+    return analyse(em, tuple(int(v) for v in values), 0)
+
+
+def kernel_bottleneck(kern: Any, D: Any, block: tuple[int, int, int] | None = None) -> Sensitivity:
+    """The sensitivity of a built `klaraptor.build.Kernel` at D (its chosen block by default)."""
+    from klaraptor.build import make_job
+    from klaraptor.device_profile import cached_profile, recorded_profile
+
+    if kern.spec is None or kern.store is None or kern.report is None:
+        raise KlaraptorError(
+            f"{kern.name}: the bottleneck needs the kernel's spec, store and build report"
+        )
+    profile = cached_profile(kern.store, kern.device_key)
+    if profile is None:
+        profile = recorded_profile("h200")
+        if profile.key != kern.device_key:
+            raise KlaraptorError(
+                f"{kern.name}: the store has no device profile for {kern.device_key!r}"
+            )
+    size = kern.spec.size(D) if not hasattr(D, "names") else D
+    if block is None:
+        block = kern.select(size).block
+    job = make_job(kern.spec, kern.store, profile, kern.report.sizes)
+    return job_bottleneck(job, size, block)
+
+
+def bottleneck_text(kern: Any, D: Any) -> str:
+    """What `klaraptor explain` prints: the headline and the largest sensitivities, or why the
+    analysis could not run."""
+    try:
+        return format_sensitivity(kernel_bottleneck(kern, D))
+    except KlaraptorError as exc:
+        return f"bottleneck: unavailable ({exc})"
+
+
+__all__ = ["bottleneck_text", "job_bottleneck", "kernel_bottleneck"]

@@ -1,0 +1,300 @@
+"""The registered model ``saake``: abstract kernel emulation turned into a rational program.
+
+Build (`SaakeModel.make_helper`):
+1. `KernelEmulator.from_job`: the SASS, trip counts and memory behaviour fitted per
+   configuration from the counter points, static coalescing, resource latencies and gaps.
+2. Every candidate is emulated at every training size and "beyond": the largest training size
+   with each data parameter multiplied by 2, 4 and 8 (within the spec's range).
+3. Calibration (``calibrate=True``, the default): t_ms = a + b · emulated_ms, a >= 0 (launch
+   and drain overheads the emulator does not model) and b > 0, fitted by non-negative least
+   squares on the relative error over the TRAINING timings only. SAAKE itself reports raw
+   emulated times; `calibrate=False` gives those. An affine map with b > 0 keeps the order of
+   the candidates, so the choice of block hardly depends on it; the time error does.
+4. The (calibrated) emulated times of each configuration are fitted as a rational function of
+   D (`fit_rational_table`, degrees up to (3, 1), largest size held out), and the helper program
+   is those functions (cycles = ms × clock) with the exact occupancy for the tie rule, so
+   `select` costs microseconds and the C/Python export works.
+
+``cache_term=False`` is SAAKE without its cache term (§4.4): every global access goes to DRAM,
+with the coalescing from the counters or the static analysis.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import nnls
+
+from klaraptor.errors import BuildError, FitError
+from klaraptor.fitting import FitSettings, fit_rational_table
+from klaraptor.helper import HelperProgram
+from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, Model
+from klaraptor.models.saake.emulate import MAX_WARPS
+from klaraptor.models.saake.emulator import KernelEmulator
+from klaraptor.occupancy import HW_INPUTS, occupancy_program
+from klaraptor.program import Expr, Program, call, const, var, where
+from klaraptor.spec import parse_expression
+from klaraptor.training import exact_subprograms, hardware_inputs
+from klaraptor.types import BLOCK_VARS
+
+BEYOND = (2, 4, 8)
+COLD_STEPS = (1.05, 1.5, 2.0, 4.0)
+TIME_SETTINGS = FitSettings(max_degree=3, max_den_degree=1)
+HARDWARE: tuple[str, ...] = ("hw_clock_ghz", "hw_l2_bytes", *HW_INPUTS)
+
+
+def emulation_sizes(job: HelperJob, em: KernelEmulator | None = None) -> list[tuple[int, ...]]:
+    """The training sizes, the largest one scaled by BEYOND, and when the footprint crosses the
+    L2 beyond the training sizes, sizes just past the crossing (`COLD_STEPS` times it), all
+    within the spec's range."""
+    sizes = [tuple(int(v) for v in D.values()) for D in job.train.sizes()]
+    largest = sizes[-1]
+    his = [int(p.hi) for p in job.spec.data]
+
+    def scaled(f: float) -> tuple[int, ...]:
+        return tuple(min(max(int(round(v * f)), 1), hi) for v, hi in zip(largest, his, strict=True))
+
+    extra = [scaled(f) for f in BEYOND]
+    if em is not None and em.footprint(largest) is not None and not em.cold(largest):
+        lo, hi = 1.0, 64.0
+        if em.cold(scaled(hi)):
+            for _ in range(40):
+                mid = (lo + hi) / 2
+                lo, hi = (lo, mid) if em.cold(scaled(mid)) else (mid, hi)
+            extra += [scaled(hi * g) for g in COLD_STEPS]
+    for d in extra:
+        if d not in sizes:
+            sizes.append(d)
+    return sorted(sizes)
+
+
+@dataclass
+class EmulatedGrid:
+    """A kernel's emulator and its emulated ms (sizes x candidates), with timing stats."""
+
+    emulator: KernelEmulator
+    sizes: list[tuple[int, ...]]
+    ms: np.ndarray
+    stats: dict[str, Any]
+
+
+def calibrate(emulated_ms: np.ndarray, measured_ms: np.ndarray) -> tuple[float, float]:
+    """(a, b) >= 0 minimising sum(((a + b e - t) / t)^2); (0, 1) when the fit is degenerate."""
+    ok = np.isfinite(emulated_ms) & np.isfinite(measured_ms) & (measured_ms > 0)
+    e, t = emulated_ms[ok], measured_ms[ok]
+    if e.size < 2:
+        return 0.0, 1.0
+    (a, b), _ = nnls(np.column_stack([1.0 / t, e / t]), np.ones_like(t))
+    if not (b > 0 and math.isfinite(a) and math.isfinite(b)):
+        return 0.0, 1.0
+    return float(a), float(b)
+
+
+class SaakeModel(Model):
+    """Registry name ``"saake"`` (see the module docstring)."""
+
+    name = "saake"
+    needs_counters = True
+    needs_measurements = True
+
+    def __init__(
+        self, *, cache_term: bool = True, calibrate: bool = True, max_warps: int = MAX_WARPS
+    ) -> None:
+        self.cache_term = bool(cache_term)
+        self.calibrate = bool(calibrate)
+        self.max_warps = int(max_warps)
+
+    def __repr__(self) -> str:
+        return (
+            f"SaakeModel(cache_term={self.cache_term}, calibrate={self.calibrate}, "
+            f"max_warps={self.max_warps})"
+        )
+
+    def emulator(self, job: HelperJob) -> KernelEmulator:
+        return KernelEmulator.from_job(job, cache_term=self.cache_term, max_warps=self.max_warps)
+
+    def emulate_grid(
+        self, em: KernelEmulator, sizes: Sequence[tuple[int, ...]]
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Emulated ms (len(sizes), n_cfg) and how long the emulations took."""
+        clock = em.profile.sm_clock_mhz * 1e3
+        t0 = time.perf_counter()
+        before = len(em._runs)
+        ms = np.array([em.cycles_all(d) / clock for d in sizes])
+        wall = time.perf_counter() - t0
+        runs = len(em._runs) - before
+        stats = {
+            "sizes": [list(d) for d in sizes],
+            "emulations": runs,
+            "wall_s": wall,
+            "ms_per_config_and_size": 1e3 * wall / max(ms.size, 1),
+        }
+        return ms, stats
+
+    def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
+        t0 = time.perf_counter()
+        grid = self.emulated(job)
+        helper, report = self.helper_from(job, grid, calibrated=self.calibrate)
+        report["fit_s"] = time.perf_counter() - t0
+        return helper, report
+
+    def emulated(self, job: HelperJob, em: KernelEmulator | None = None) -> EmulatedGrid:
+        """Steps 1-2: the emulator and every candidate's emulated ms at the emulation sizes."""
+        em = em or self.emulator(job)
+        sizes = emulation_sizes(job, em)
+        ms, stats = self.emulate_grid(em, sizes)
+        return EmulatedGrid(em, sizes, ms, stats)
+
+    def helper_from(
+        self, job: HelperJob, grid: EmulatedGrid, *, calibrated: bool
+    ) -> tuple[HelperProgram, dict[str, Any]]:
+        """Steps 3-4 on an emulated grid (one grid serves the raw and the calibrated model)."""
+        em, sizes, ms = grid.emulator, grid.sizes, grid.ms
+        report: dict[str, Any] = {"saake": {**em.report, "emulation": grid.stats}}
+        a, b = calibrate(*self._training_pairs(job, sizes, ms)) if calibrated else (0.0, 1.0)
+        report["saake"]["calibration"] = {"a_us": a * 1e3, "b": b, "applied": calibrated}
+        cold = [em.cold(d) for d in sizes]
+        helper = self._helper(
+            job, sizes, a + b * ms, report, cold, em.spec.meta.get("min_bytes"), calibrated
+        )
+        return helper, report
+
+    def _training_pairs(
+        self, job: HelperJob, sizes: Sequence[tuple[int, ...]], ms: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        row = {d: i for i, d in enumerate(sizes)}
+        col = {b: j for j, b in enumerate(job.candidates)}
+        e, t = [], []
+        for i, d in enumerate(job.train.derived):
+            D = tuple(int(v) for v in job.train.D[i])
+            b = tuple(int(v) for v in job.train.blocks[i])
+            if D in row and b in col and "time_ms" in d:
+                e.append(ms[row[D], col[b]])
+                t.append(float(d["time_ms"]))
+        return np.array(e), np.array(t)
+
+    def _helper(
+        self,
+        job: HelperJob,
+        sizes: Sequence[tuple[int, ...]],
+        pred_ms: np.ndarray,
+        report: dict[str, Any],
+        cold: Sequence[bool],
+        footprint: str | None,
+        calibrated: bool,
+    ) -> HelperProgram:
+        spec = job.spec
+        cold_a = np.asarray(cold, dtype=bool)
+        split = footprint is not None and cold_a.sum() >= 2 and (~cold_a).sum() >= 2
+        report["metrics"] = {}
+        subs = exact_subprograms(spec, job.attrs)
+        parts = {"saake_hot_ms": ~cold_a, "saake_cold_ms": cold_a} if split else {"saake_ms": None}
+        for name, rows in parts.items():
+            sel = np.ones(len(sizes), dtype=bool) if rows is None else rows
+            tf = _fit_times(spec, [d for d, k in zip(sizes, sel, strict=True) if k], pred_ms[sel])
+            subs[name] = tf.to_program(name)
+            report["metrics"][name] = {
+                "method": "table",
+                "validation_median": _jsonf(tf.validation_error.median),
+                "validation_max": _jsonf(tf.validation_error.max),
+                "n_samples": tf.n_samples,
+            }
+        fp = parse_expression(footprint, spec.data_names) if split and footprint else None
+        template = _template(tuple(spec.data_names) + BLOCK_VARS + ("cfg",), fp)
+        bound = template.bind({k: v for k, v in subs.items() if k in template.unbound_calls()})
+        hw_all = hardware_inputs(job.profile, allow_missing=True)
+        hw = {k: hw_all[k] for k in HARDWARE if k in bound.inputs}
+        return HelperProgram(
+            kernel=spec.name,
+            model_name=self.name,
+            data_names=spec.data_names,
+            candidates=tuple(job.candidates),
+            model=bound,
+            admit=job.admit(),
+            hw=hw,
+            clock_mhz=job.profile.sm_clock_mhz,
+            band=job.noise_band(),
+            info={
+                "fits": report,
+                "attributes": job.attrs.to_dict(),
+                "device": job.profile.key,
+                "saake": {
+                    "cache_term": self.cache_term,
+                    "calibrated": calibrated,
+                    "emulated_sizes": [list(s) for s in sizes],
+                    "l2_regimes": bool(split),
+                },
+            },
+            data_ranges=tuple((p.lo, p.hi) for p in spec.data),
+        )
+
+
+def _fit_times(spec: Any, sizes: Sequence[tuple[int, ...]], pred_ms: np.ndarray) -> Any:
+    n_cfg = pred_ms.shape[1]
+    D = np.repeat(np.array(sizes, dtype=np.float64), n_cfg, axis=0)
+    cfg = np.tile(np.arange(n_cfg, dtype=np.float64), len(sizes))
+    y = pred_ms.ravel()
+    ok = np.isfinite(y) & (y > 0)
+    if not ok.any():
+        raise BuildError(f"{spec.name}: saake emulated no launchable configuration")
+    try:
+        return fit_rational_table(
+            D[ok], y[ok], cfg[ok], n_cfg, names=list(spec.data_names), settings=TIME_SETTINGS
+        )
+    except FitError as exc:
+        raise BuildError(
+            f"{spec.name}: saake's emulated times could not be fitted: {exc}"
+        ) from None
+
+
+def _template(inputs: Sequence[str], footprint: Expr | None = None) -> Program:
+    v = var
+    if footprint is None:
+        time_ms: Expr = call("saake_ms")
+        regime: list[tuple[str, Expr]] = []
+    else:
+        regime = [("footprint", footprint)]
+        time_ms = where(
+            v("footprint") > v("hw_l2_bytes"), call("saake_cold_ms"), call("saake_hot_ms")
+        )
+    assignments: list[tuple[str, Expr]] = [
+        *((q, call(q)) for q in KERNEL_QUANTITIES if q != "blocks"),
+        ("active_blocks", call("occupancy")),
+        ("occupancy", call("occupancy", output="occupancy")),
+        *regime,
+        ("saake_ms", time_ms),
+        (
+            "cycles",
+            where(
+                v("active_blocks") > 0,
+                v("saake_ms") * v("hw_clock_ghz") * 1e6,
+                const(float("inf")),
+            ),
+        ),
+    ]
+    names = list(inputs) + [h for h in HARDWARE if h not in inputs]
+    return Program(
+        "saake",
+        names,
+        assignments,
+        ["cycles", "occupancy", "active_blocks", "saake_ms"],
+        {"occupancy": occupancy_program()},
+    )
+
+
+def _jsonf(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None
+
+
+__all__ = [
+    "BEYOND",
+    "EmulatedGrid",
+    "SaakeModel",
+    "calibrate",
+    "emulation_sizes",
+]

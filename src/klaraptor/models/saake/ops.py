@@ -1,0 +1,240 @@
+"""What every SASS instruction costs in the emulator: which resources it occupies (gap) and how
+long its result takes (latency), in terms of the nine measured resources of the device profile.
+
+The resources (`RESOURCES`, `klaraptor.gpu.resources` measures a latency and a gap for each):
+
+| resource | instructions                                                   | gap per warp instruction    |
+|----------|----------------------------------------------------------------|-----------------------------|
+| fp32     | FFMA, FADD, FMUL, HFMA2, ... (FMA pipe, floating point)         | 1                           |
+| imad     | IMAD, IMUL, IDP, VIADD (FMA pipe, integer; VIADD by counters)   | 1                           |
+| alu      | integer/logic/compare/select/move/predicate, F2FP (ALU pipe)    | 1                           |
+| fp64     | DADD, DFMA, DMUL, DSETP                                         | 1                           |
+| sfu      | MUFU and the XU conversions (F2I, I2F, F2F, FRND)               | 1                           |
+| smem     | shared-memory accesses, and the L1/LSU data path of every       | 1 (shared); wavefronts(s)   |
+|          | global/local access (one 128-B line, a wavefront, per cycle)    | for s sectors per request   |
+| l2       | L1 misses of global/local accesses                              | (1 - h1) s/4 (loads), s/4   |
+| dram     | the part of the L2 traffic that goes to DRAM                    | f_dram x the l2 demand      |
+| issue    | every instruction (the warp schedulers)                          | 1                           |
+
+Latencies: compute instructions take their resource's latency; a shared-memory load lat_smem; a
+global load the mix h1 lat_smem + (1 - h1)(h2 lat_l2 + (1 - h2) lat_dram) (L1 hits at the
+shared-memory latency, the same SRAM); atomics lat_l2; constant loads (LDC) and special
+registers (S2R) lat_smem (their caches sit beside L1; they occupy no modelled pipe); control,
+uniform-datapath and dependency-barrier instructions only the issue latency. h1 = L1 hit rate
+of global loads, h2 = L2 hit rate of reads, f_dram = DRAM bytes / L1-to-L2 bytes, s = sectors
+per request: from the counters (`MemoryParams`), or none of them (every access a coalesced
+DRAM access: h1 = h2 = 0, f_dram = 1, s = 4) for the model "without the cache term".
+
+wavefronts(s): the 128-B lines a request touches, which the L1 handles one per cycle. The
+counters give sectors per request (averaged over a kernel's loads), not lines: s <= 4 is one
+line (a coalesced warp of 4-byte words); beyond, every sector is taken to lie in its own line,
+the pattern of row-per-thread accesses (stride >= 128 B; e.g. polybench.atax.k1 at N = 1024,
+block 256: 16.5 sectors per load on average, 32 for A and 1 for x, 4430 cycles per 16-step
+iteration on the H200 against 8 warps x 32 loads x 16.5 = 4224 predicted). A stride of 8 or 16
+bytes (2 or 4 sectors per line) is over-charged by this rule.
+
+An opcode the classification table does not know (class "unknown") is emulated as an ALU
+instruction and reported (`unknown_opcodes`), so a new compiler degrades the model instead of
+breaking the build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from klaraptor.isa.analysis import KernelISA
+
+RESOURCES: tuple[str, ...] = ("fp32", "fp64", "sfu", "alu", "imad", "smem", "issue", "l2", "dram")
+R = {r: i for i, r in enumerate(RESOURCES)}
+
+# Op kinds (what decides the latency and the demands).
+COMPUTE, SHARED, GLOAD, GSTORE, GATOMIC, CONST, SREG, ISSUE_ONLY, BARRIER = range(9)
+_KIND_NAMES = ("compute", "shared", "gload", "gstore", "gatomic", "const", "sreg", "issue", "bar")
+
+_FP32_OPS = frozenset(
+    "FADD FADD32I FFMA FFMA32I FMUL FMUL32I FSWZADD HADD2 HADD2_32I HFMA2 HFMA2_32I HMUL2 "
+    "HMUL2_32I".split()
+)
+_IMAD_OPS = frozenset("IMAD IMAD32I IMUL IMUL32I IDP IDP4A VIADD".split())
+
+
+@dataclass(frozen=True)
+class StaticOp:
+    """The emulator's view of one SASS instruction."""
+
+    kind: int
+    resource: int  # for COMPUTE: the index in RESOURCES; else -1
+    unknown: bool = False
+
+    @property
+    def kind_name(self) -> str:
+        return _KIND_NAMES[self.kind]
+
+
+def static_op(opcode: str, cls: str, pipe: str | None) -> StaticOp:
+    """Map one instruction (opcode, classification-table class and pipe) to its StaticOp."""
+    if cls in ("global_load", "local_load", "texture"):
+        return StaticOp(GLOAD, -1)
+    if cls in ("global_store", "local_store"):
+        return StaticOp(GSTORE, -1)
+    if cls in ("global_atomic",):
+        return StaticOp(GATOMIC, -1)
+    if cls in ("shared_load", "shared_store", "shared_atomic") or opcode == "SHFL":
+        return StaticOp(SHARED, -1)
+    if cls == "barrier":
+        return StaticOp(BARRIER if opcode == "BAR" else ISSUE_ONLY, -1)
+    if cls == "constant":
+        return StaticOp(CONST if opcode == "LDC" else ISSUE_ONLY, -1)
+    if cls == "special_reg" and opcode in ("S2R", "S2UR"):
+        return StaticOp(SREG, -1)
+    if cls in ("control", "uniform", "fence", "tma"):
+        return StaticOp(ISSUE_ONLY, -1)
+    if opcode in _FP32_OPS:
+        return StaticOp(COMPUTE, R["fp32"])
+    if opcode in _IMAD_OPS:
+        return StaticOp(COMPUTE, R["imad"])
+    if cls == "fp64":
+        return StaticOp(COMPUTE, R["fp64"])
+    if cls == "sfu" or pipe == "xu":
+        return StaticOp(COMPUTE, R["sfu"])
+    if cls == "tensor":
+        return StaticOp(COMPUTE, R["fp32"])
+    if cls == "unknown":
+        return StaticOp(COMPUTE, R["alu"], unknown=True)
+    return StaticOp(COMPUTE, R["alu"])
+
+
+def static_ops(isa: KernelISA) -> list[StaticOp]:
+    """The StaticOp of every SASS instruction of a kernel."""
+    return [
+        static_op(ins.opcode, c.cls, c.pipe)
+        for ins, c in zip(isa.instructions, isa.sass_classes, strict=True)
+    ]
+
+
+def unknown_opcodes(isa: KernelISA) -> list[str]:
+    """Opcodes of reachable instructions that the emulator maps by default (see the docstring)."""
+    return sorted(
+        {
+            ins.opcode
+            for ins, c, r in zip(isa.instructions, isa.sass_classes, isa.reachable, strict=True)
+            if r and c.cls == "unknown"
+        }
+    )
+
+
+@dataclass(frozen=True)
+class MemoryParams:
+    """Per-point memory behaviour from the counters (see the module docstring)."""
+
+    l1_hit: float = 0.0
+    l2_hit: float = 0.0
+    dram_frac: float = 1.0
+    ld_sectors: float = 4.0
+    st_sectors: float = 4.0
+
+    @staticmethod
+    def from_metrics(m: Mapping[str, float]) -> MemoryParams:
+        """From klaraptor's derived per-point metrics (missing ones stay at the no-cache value)."""
+
+        def get(name: str, default: float, lo: float, hi: float) -> float:
+            v = m.get(name)
+            if v is None or not np.isfinite(v):
+                return default
+            return float(min(max(v, lo), hi))
+
+        return MemoryParams(
+            l1_hit=get("l1_hit_rate", 0.0, 0.0, 1.0),
+            l2_hit=get("l2_hit_rate", 0.0, 0.0, 1.0),
+            dram_frac=get("dram_frac", 1.0, 0.0, 1.0),
+            ld_sectors=get("gld_sectors_per_req", 4.0, 1.0, 32.0) or 4.0,
+            st_sectors=get("gst_sectors_per_req", 4.0, 1.0, 32.0) or 4.0,
+        )
+
+
+NO_CACHE = MemoryParams()
+
+
+def dram_fraction(metrics: Mapping[str, float]) -> float | None:
+    """DRAM bytes over L1-to-L2 bytes of one measured point (None without those counters)."""
+    dram = metrics.get("dram_bytes")
+    sectors = metrics.get("l2_sectors_per_warp")
+    warps = metrics.get("warps")
+    if dram is None or sectors is None or warps is None or sectors * warps <= 0:
+        return None
+    return float(min(max(dram / (32.0 * sectors * warps), 0.0), 1.0))
+
+
+def wavefronts(sectors: float) -> float:
+    """L1 wavefronts (128-B lines) of a request with `sectors` 32-B sectors (module docstring)."""
+    return 1.0 if sectors <= 4.0 else float(sectors)
+
+
+def op_costs(
+    ops: Sequence[StaticOp],
+    lat: np.ndarray,
+    mem: MemoryParams,
+    access: Mapping[int, tuple[int, int]] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(latency per op, demand matrix (ops x RESOURCES) in gaps) for latencies `lat` (per
+    resource, cycles) and the memory behaviour `mem`. The issue demand is 1 for every op.
+
+    `access` gives (sectors, lines) per op index from the static coalescing analysis; those
+    ops use them instead of the counters' average sectors per request and `wavefronts`."""
+    n = len(ops)
+    latency = np.zeros(n)
+    demand = np.zeros((n, len(RESOURCES)))
+    demand[:, R["issue"]] = 1.0
+    ld_l2 = (1.0 - mem.l1_hit) * mem.ld_sectors / 4.0
+    ld_wave, st_wave = wavefronts(mem.ld_sectors), wavefronts(mem.st_sectors)
+    st_l2 = mem.st_sectors / 4.0
+    gload_lat = mem.l1_hit * lat[R["smem"]] + (1.0 - mem.l1_hit) * (
+        mem.l2_hit * lat[R["l2"]] + (1.0 - mem.l2_hit) * lat[R["dram"]]
+    )
+    for i, op in enumerate(ops):
+        k = op.kind
+        if k == COMPUTE:
+            latency[i] = lat[op.resource]
+            demand[i, op.resource] = 1.0
+        elif k == SHARED:
+            latency[i] = lat[R["smem"]]
+            demand[i, R["smem"]] = 1.0
+        elif k == GLOAD:
+            latency[i] = gload_lat
+            wave, l2 = ld_wave, ld_l2
+            if access is not None and i in access:
+                sectors, wave = access[i]
+                l2 = (1.0 - mem.l1_hit) * sectors / 4.0
+            demand[i, R["smem"]] = wave
+            demand[i, R["l2"]] = l2
+            demand[i, R["dram"]] = mem.dram_frac * l2
+        elif k in (GSTORE, GATOMIC):
+            latency[i] = lat[R["l2"]] if k == GATOMIC else lat[R["issue"]]
+            wave, l2 = st_wave, st_l2
+            if access is not None and i in access:
+                sectors, wave = access[i]
+                l2 = sectors / 4.0
+            demand[i, R["smem"]] = wave
+            demand[i, R["l2"]] = l2
+            demand[i, R["dram"]] = mem.dram_frac * l2
+        elif k in (CONST, SREG):
+            latency[i] = lat[R["smem"]]
+        else:
+            latency[i] = lat[R["issue"]]
+    return latency, demand
+
+
+__all__ = [
+    "NO_CACHE",
+    "RESOURCES",
+    "MemoryParams",
+    "StaticOp",
+    "dram_fraction",
+    "op_costs",
+    "static_op",
+    "static_ops",
+    "unknown_opcodes",
+]
