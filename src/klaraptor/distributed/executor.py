@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from klaraptor.store import Store
 
 REFRESH_S = 0.5  # how often the client asks the scheduler which workers are alive
+RESULT_TIMEOUT_S = 60.0  # fetching one chunk's answer (kilobytes) from its worker
 Handle = Callable[[str, list[Point], dict[str, Any]], None]
 
 
@@ -371,14 +372,18 @@ class DaskExecutor:
                 f"a collection task failed on Dask worker {addr}: {type(exc).__name__}: {exc} "
                 "(can the worker import klaraptor and the kernel spec's module?)"
             )
-        if fut.status != "finished":
+        # An answer held by a worker that has left is lost: the scheduler would wait forever to
+        # recompute it on that worker, so it is queued again instead of fetched.
+        if fut.status != "finished" or addr not in self._alive():
+            fut.cancel()
             requeue(chunk)
             return
         try:
-            answer = fut.result()
+            answer = fut.result(timeout=RESULT_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - the worker left while sending the answer
             if isinstance(exc, KlaraptorError):
                 raise
+            fut.cancel()
             requeue(chunk)
             return
         fresh = [p for p in chunk if p.id in pending]
@@ -446,7 +451,7 @@ class DaskExecutor:
         on_results: Callable[[list[ItemResult]], None],
     ) -> dict[str, Any]:
         check_transportable(spec)
-        runner = {"timing_workers": 0, "crashes": 0, "timeouts": 0}
+        runner = {"timing_workers": 0, "crashes": 0, "timeouts": 0, "worker_startup_s": 0.0}
 
         def handle(addr: str, fresh: list[Point], answer: dict[str, Any]) -> None:
             ids = {p.id for p in fresh}
@@ -455,7 +460,7 @@ class DaskExecutor:
             for r in results:
                 r.value = {**r.value, "collected_by": where}
             for k in runner:
-                runner[k] += int(answer["stats"].get(k, 0))
+                runner[k] += answer["stats"].get(k, 0)
             on_results(results)
 
         opts = self.worker_options(options)
@@ -478,8 +483,10 @@ class DaskExecutor:
         check_transportable(spec)
         run = CounterRun("ran")
         skipped: list[str] = []
+        handled = [0]
 
         def handle(addr: str, fresh: list[Point], answer: dict[str, Any]) -> None:
+            handled[0] += 1
             if answer["status"] == "skipped":
                 skipped.append(f"worker {addr}: {answer['reason']}")
             else:
@@ -505,8 +512,8 @@ class DaskExecutor:
             per_worker=2,  # an ncu process costs seconds to start: fewer, larger chunks
             target=opts.ncu_batch if opts.ncu_batch > 0 else None,
         )
-        if skipped and self.stats.chunks and len(skipped) >= self.stats.chunks:
-            return CounterRun("skipped", f"{NCU_MISSING} ({'; '.join(skipped)})")
+        if skipped and len(skipped) == handled[0]:  # no worker has ncu
+            return CounterRun("skipped", f"{NCU_MISSING} ({'; '.join(sorted(set(skipped)))})")
         run.errors += skipped
         return run
 

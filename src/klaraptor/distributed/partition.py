@@ -7,8 +7,10 @@ The rule:
 - the points of one size stay together when they fit in a chunk (the measuring subprocess
   builds arguments and reference outputs once per size); a size with more points is cut into
   near-equal pieces, and small sizes share a chunk (first fit, largest first);
-- chunks are handed out largest first, one at a time to whichever GPU is idle (dynamic list
-  scheduling), which keeps every GPU busy and the work per GPU within one chunk of the others.
+- chunks are handed out largest first (by points, then by data size: a bigger D costs at
+  least as much per point, with longer kernels, arguments and reference outputs), one at a time
+  to whichever GPU is idle (dynamic list scheduling, LPT order), which keeps every GPU busy and
+  the work per GPU within one chunk of the others.
 """
 
 from __future__ import annotations
@@ -58,8 +60,8 @@ def partition(
     for group in by_size.values():
         k = math.ceil(len(group) / cap)
         pieces += [[group[i] for i in idx] for idx in np.array_split(np.arange(len(group)), k)]
-    # First fit, largest piece first; ties in size order, so the result is deterministic.
-    pieces.sort(key=lambda piece: (-len(piece), piece[0].D.values(), piece[0].id))
+    # First fit, largest piece first (more points, then larger D); deterministic.
+    pieces.sort(key=lambda piece: (-len(piece), _larger_first(piece), piece[0].id))
     bins: list[list[Point]] = []
     for piece in pieces:
         for b in bins:
@@ -70,5 +72,10 @@ def partition(
             bins.append(list(piece))
     for b in bins:
         b.sort(key=lambda p: (p.D.values(), p.id))
-    bins.sort(key=lambda b: (-len(b), b[0].D.values(), b[0].id))
+    bins.sort(key=lambda b: (-len(b), _larger_first(b), b[0].id))
     return bins
+
+
+def _larger_first(chunk: Sequence[Point]) -> tuple[int, ...]:
+    """A sort key putting chunks with larger data sizes first."""
+    return tuple(-v for v in max(p.D.values() for p in chunk))

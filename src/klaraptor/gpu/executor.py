@@ -135,7 +135,12 @@ def time_points(
         startup_timeout_s=options.startup_timeout_s,
         env=env,
     )
-    return {"timing_workers": stats.workers, "crashes": stats.crashes, "timeouts": stats.timeouts}
+    return {
+        "timing_workers": stats.workers,
+        "crashes": stats.crashes,
+        "timeouts": stats.timeouts,
+        "worker_startup_s": sum(float(ev.get("startup_s", 0.0)) for ev in stats.ready),
+    }
 
 
 def profile_batch(
