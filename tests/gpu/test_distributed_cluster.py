@@ -248,13 +248,33 @@ def test_a_killed_worker_loses_only_its_chunk_in_flight(tmp_path: Path) -> None:
 # Bad input
 
 
-def test_workers_without_a_gpu_are_refused_with_why(client: Any, tmp_path: Path) -> None:
+def test_workers_without_a_gpu_are_refused_with_why(
+    client: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     ex = DaskExecutor(client, worker_wait_s=10)
     with pytest.raises(CollectError, match="no Dask worker can take part.*no usable GPU"):
         ex.ensure_workers(need_gpu=True)
-    assert len(ex.stats.refused) == 2
+    assert len(ex.stats.refused) == 2 and ex.gpus() == {}
     with pytest.raises(CollectError, match="no usable GPU"):
         klaraptor.build(SPEC, [1000], store=Store(tmp_path / "b.sqlite"), client=client)
+    from klaraptor.cli.main import main
+
+    address = client.scheduler.address
+    assert (
+        main(
+            [
+                "--store",
+                str(tmp_path / "c.sqlite"),
+                "build",
+                "polybench.gemm.gemm",
+                "--dask",
+                address,
+            ]
+        )
+        == 2
+    )
+    err = " ".join(capsys.readouterr().err.split())
+    assert "no Dask worker can take part" in err and "no usable GPU" in err
 
 
 def test_an_unreachable_scheduler_is_an_error_within_the_timeout(

@@ -67,6 +67,10 @@ class DistributedStats:
         }
 
 
+class _WorkerLost(Exception):
+    """The worker running a single call left."""
+
+
 def _is_worker_loss(exc: BaseException) -> bool:
     """Did the task fail because its worker went away (not because of the work)?"""
     from distributed import KilledWorker
@@ -414,6 +418,28 @@ class DaskExecutor:
         """What a worker gets: its own Python, its first visible GPU (device 0)."""
         return dataclasses.replace(options, python=None, device_id=0, keep_workdir=False)
 
+    def call(
+        self, fn: Callable[..., Any], address: str, *args: Any, label: str, timeout_s: float
+    ) -> Any:
+        """`fn(*args)` on one worker; _WorkerLost when it leaves, CollectError past `timeout_s`."""
+        fut = self._submit(fn, address, *args, label=label)
+        deadline = time.monotonic() + timeout_s
+        while not fut.done():
+            self._wait([fut], REFRESH_S)
+            if fut.done():
+                break
+            if address not in self._alive():
+                fut.cancel()
+                raise _WorkerLost(address)
+            if time.monotonic() > deadline:
+                fut.cancel()
+                raise CollectError(
+                    f"Dask worker {address} did not finish {label} in {timeout_s:g} s"
+                )
+        if fut.status == "error" and _is_worker_loss(fut.exception()):
+            raise _WorkerLost(address)
+        return fut.result()
+
     def kernel_info(self, spec: KernelSpec, options: Any, workdir: Path) -> dict[str, Any]:
         from klaraptor.device_profile import DeviceProfile
 
@@ -422,14 +448,17 @@ class DaskExecutor:
         opts = self.worker_options(options)
         errors = []
         for addr in sorted(self.admitted):
-            fut = self._submit(tasks.info_task, addr, spec, opts, label="info")
             try:
-                answer = fut.result(timeout=opts.startup_timeout_s + 60)
-            except KlaraptorError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the worker left or hung: try another
-                fut.cancel()
-                errors.append(f"{addr}: {type(exc).__name__}: {exc}")
+                answer = self.call(
+                    tasks.info_task,
+                    addr,
+                    spec,
+                    opts,
+                    label="info",
+                    timeout_s=opts.startup_timeout_s + 60,
+                )
+            except _WorkerLost:
+                errors.append(f"{addr} left")
                 continue
             info = answer["info"]
             found = DeviceProfile.from_dict(info["device"])
@@ -532,9 +561,17 @@ class DaskExecutor:
             return cached
         if not measure:
             raise CollectError(f"no measured device profile for {key!r} in {store.path}")
-        addr = sorted(self.admitted)[0]
-        fut = self._submit(tasks.measure_profile_task, addr, 0, label="profile")
-        profile = DeviceProfile.from_dict(fut.result())
+        for addr in sorted(self.admitted):  # one worker measures; another if it leaves
+            try:
+                answer = self.call(
+                    tasks.measure_profile_task, addr, 0, label="profile", timeout_s=3600
+                )
+                break
+            except _WorkerLost:
+                continue
+        else:
+            raise CollectError(f"every Dask worker left while measuring the profile of {key!r}")
+        profile = DeviceProfile.from_dict(answer)
         if profile.key != key:
             raise CollectError(
                 f"Dask worker {addr} measured a profile of {profile.key!r}, not {key!r}"
