@@ -220,9 +220,10 @@ def calibrate(client: Any, spec: Any, device: Any, first: str, tmp: Path) -> dic
 
 
 def choose_sizes(cal: dict[str, Any]) -> list[int]:
-    """k sizes evenly spread over 256..2048 (multiples of 32), one GPU taking ~60 s."""
-    per_size = cal["blocks"] * cal["per_point_s"] + 0.1  # + argument/reference set-up
-    k = int(np.clip(round(TARGET_1GPU_S / per_size), 4, 32))
+    """k sizes evenly spread over 256..2048 (multiples of 32), one GPU taking ~60 s (4 to 24)."""
+    # A point times at least 20 ms of kernel; never trust a calibration below 40 ms a point.
+    per_size = cal["blocks"] * max(cal["per_point_s"], 0.04) + 0.1  # + arguments, reference
+    k = int(np.clip(round(TARGET_1GPU_S / per_size), 4, 24))
     sizes = sorted({int(round(x / 32) * 32) for x in np.linspace(256, 2048, k)})
     return sizes
 
@@ -414,7 +415,7 @@ def main() -> int:
     sizes = choose_sizes(cal) if cal else [256, 512, 768, 1024, 1280, 1536, 1792, 2048]
     RESULT["sizes"] = sizes
     RESULT["points"] = len(sizes) * (cal["blocks"] if cal else 51)
-    est = RESULT["points"] * (cal["per_point_s"] if cal else 0.075)
+    est = RESULT["points"] * (max(cal["per_point_s"], 0.04) if cal else 0.075)
     RESULT["estimated_1gpu_s"] = round(est, 1)
     log(f"{len(sizes)} sizes {sizes}: {RESULT['points']} points, ~{est:.0f} s on 1 GPU")
 
