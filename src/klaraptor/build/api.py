@@ -136,23 +136,36 @@ def build(
     collect_data: bool | None = None,
     fit: FitOptions | None = None,
     progress: bool = True,
+    client: Any | None = None,
 ) -> Kernel:
     """Collect (where needed), fit and store the helper program of `spec`; returns the Kernel.
 
     Builds are incremental: points already in the store are not measured again, so adding sizes
     only measures the new ones. Without a GPU (`collect_data=False`, or none found), the points
     must already be in the store (e.g. imported from a recorded dataset) and `device` given.
+    `client`: a `distributed.Client` (or a `klaraptor.distributed.DaskExecutor`) to collect on
+    the GPUs of a Dask cluster; this process writes the store, and the device profile is that of
+    the workers' GPU model (measured once, on one worker, when the store has none).
     """
     t0 = time.perf_counter()
     store = store or Store()
     size_list = training_sizes(spec, sizes)
+    executor = None
+    if client is not None:
+        from klaraptor.distributed import DaskExecutor
+
+        executor = (
+            client if isinstance(client, DaskExecutor) else DaskExecutor(client, device=device)
+        )
+        collect_data = True if collect_data is None else collect_data
     if collect_data is None:
         collect_data = gpu_available()
     collect_report = None
     if collect_data:
         from klaraptor.gpu.collect import CollectOptions, collect
 
-        device = device or current_profile(store)
+        if device is None:
+            device = current_profile(store) if executor is None else executor.device_profile(store)
         collect_report = collect(
             spec,
             size_list,
@@ -160,6 +173,7 @@ def build(
             device=device,
             options=collect_options or CollectOptions(),
             progress=progress,
+            executor=executor,
         )
     elif device is None:
         raise BuildError(

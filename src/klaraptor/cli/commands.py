@@ -18,11 +18,10 @@ from klaraptor.errors import KlaraptorError
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from klaraptor.build import build, plan
+    from klaraptor.build import plan
     from klaraptor.configspace import format_dry_run
     from klaraptor.frontends.targets import resolve_specs
     from klaraptor.gpu.backend import gpu_problem
-    from klaraptor.gpu.collect import CollectOptions
 
     specs = resolve_specs(args.target)
     if args.dry_run:
@@ -32,18 +31,42 @@ def cmd_build(args: argparse.Namespace) -> int:
                 markup=False,
             )
         return 0
-    problem = gpu_problem()
-    if problem is not None:
+    client = cluster = None
+    if args.dask or args.gpus is not None:
+        from klaraptor.distributed.cluster import open_client
+
+        client, cluster, where = open_client(args.dask, args.gpus, timeout_s=args.dask_timeout)
+        console.print(f"collecting on {where}")
+    elif (problem := gpu_problem()) is not None:
         raise KlaraptorError(
             f"no CUDA GPU here ({problem}); building measures the kernel on one. "
             "`klaraptor build TARGET --dry-run` shows the plan; `klaraptor demo` runs the "
-            "pipeline on recorded H200 data"
+            "pipeline on recorded H200 data; --dask ADDRESS collects on a Dask cluster's GPUs"
         )
+    try:
+        _build_all(args, specs, client)
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+    return 0
+
+
+def _build_all(args: argparse.Namespace, specs: list, client: object) -> None:
+    from klaraptor.build import build
+    from klaraptor.gpu.collect import CollectOptions
+
     store = open_store(args)
     opts = CollectOptions(counters=not args.no_counters)
     for spec in specs:
         kern = build(
-            spec, parse_sizes(args.sizes, spec), model=args.model, store=store, collect_options=opts
+            spec,
+            parse_sizes(args.sizes, spec),
+            model=args.model,
+            store=store,
+            collect_options=opts,
+            client=client,
         )
         rep = kern.report
         assert rep is not None
@@ -56,7 +79,6 @@ def cmd_build(args: argparse.Namespace) -> int:
                 f"  {metric:22s} {f['method']:8s} held-out median rel. error "
                 f"{f['validation_median']}"
             )
-    return 0
 
 
 def cmd_select(args: argparse.Namespace) -> int:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from rich.markup import escape
+
 from klaraptor.build.api import DEFAULT_MODEL
 from klaraptor.cli.bench import add_parser as add_bench
 from klaraptor.cli.commands import (
@@ -42,6 +44,21 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument("--model", default=DEFAULT_MODEL, help="auto, mwp_cwp or time_fit")
     b.add_argument("--dry-run", action="store_true", help="list the points a build would measure")
     b.add_argument("--no-counters", action="store_true", help="timing only (no Nsight Compute)")
+    where = b.add_mutually_exclusive_group()
+    where.add_argument(
+        "--dask",
+        metavar="SCHEDULER",
+        help="collect on the GPUs of a Dask cluster (tcp://HOST:8786); needs klaraptor[dask]",
+    )
+    where.add_argument(
+        "--gpus",
+        type=int,
+        metavar="N",
+        help="collect on N GPUs of this machine, one Dask worker per GPU (dask-cuda)",
+    )
+    b.add_argument(
+        "--dask-timeout", type=float, default=30.0, metavar="S", help="seconds to reach it"
+    )
     b.set_defaults(func=cmd_build)
 
     for name, fn, helptext in (
@@ -102,7 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KlaraptorError as e:
-        err_console.print(f"[bold red]error:[/bold red] {e}")
+        # escaped: messages name things like klaraptor[dask], which rich would take as markup
+        err_console.print(f"[bold red]error:[/bold red] {escape(str(e))}")
         return 2
     except KeyboardInterrupt:
         err_console.print("interrupted (measurements so far are in the store; run again to resume)")
