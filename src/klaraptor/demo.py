@@ -78,8 +78,18 @@ def run(
 
     # Tables need ~100 columns; a pipe (make, CI logs) would otherwise be cut at 80.
     console = console or Console(width=None if Console().is_terminal else 110)
+    from klaraptor.errors import CollectError, KlaraptorError
+
+    if plot is not None and not Path(plot).parent.is_dir():
+        raise KlaraptorError(
+            f"cannot write the plot {plot}: the directory {Path(plot).parent} does not exist"
+        )
     if gpu is None:
         gpu = gpu_available()
+    elif gpu and not gpu_available():
+        raise CollectError(
+            "no CUDA GPU here for `demo --gpu`; `klaraptor demo --recorded` runs it on recorded H200 data"
+        )
     if gpu:
         return _gpu_demo(console, store_path, plot)
     return _recorded_demo(console, kernels, store_path, plot)
@@ -92,8 +102,6 @@ def _plot(console: Console, results: Sequence[Any], plot: str | Path | None, gpu
     if plot is None:
         return
     path = Path(plot)
-    if not path.parent.is_dir():
-        raise KlaraptorError(f"cannot write the plot {path}: {path.parent} does not exist")
     try:
         plot_best_worst([r for r in results if r.pairs], path, gpu=gpu)
     except OSError as exc:

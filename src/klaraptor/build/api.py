@@ -51,7 +51,15 @@ def training_sizes(spec: KernelSpec, sizes: Iterable[Any] | None) -> list[DataSi
             raise BuildError(
                 f"{spec.name}: no training sizes given and the spec has no meta['train_sizes']"
             )
-    return [spec.size(s) for s in sizes]
+    out = [spec.size(s) for s in sizes]
+    if not out:
+        raise BuildError(f"{spec.name}: the list of training sizes is empty")
+    seen: set[DataSize] = set()
+    for D in out:
+        if D in seen:
+            raise BuildError(f"{spec.name}: training size {D} is given twice")
+        seen.add(D)
+    return out
 
 
 def plan(

@@ -72,9 +72,10 @@ EXIT_CODES: tuple[tuple[int, str, tuple[type[BaseException], ...]], ...] = (
 )
 
 
-def exit_code(exc: BaseException) -> int:
-    """The exit code of an error: that of its most specific class in EXIT_CODES."""
-    for cls in type(exc).__mro__:
+def exit_code(exc: BaseException | type[BaseException]) -> int:
+    """The exit code of an error (or error class): that of its most specific class in
+    EXIT_CODES."""
+    for cls in (exc if isinstance(exc, type) else type(exc)).__mro__:
         for code, _, classes in EXIT_CODES:
             if cls in classes:
                 return code

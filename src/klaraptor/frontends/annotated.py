@@ -179,7 +179,7 @@ def _pragmas(path: Path, text: str) -> tuple[dict[str, int], dict[str, int]]:
                 f"{path}:{line}: {shown}: the value {value.group(1)!r} is not an integer"
             ) from None
         key = (kind, kernel)
-        if key in seen and seen[key][0] != number:
+        if key in seen and seen[key][1] != number:
             first_line, first = seen[key]
             raise SpecError(
                 f"{path}:{line}: conflicting pragmas for kernel {kernel!r}: line {first_line} "
@@ -368,7 +368,10 @@ def _parse_params(params_text: str, where: str) -> list[KernelParam]:
         if ctype.endswith("*"):
             ctype, star = ctype.rstrip("*").strip(), "*"
         param = KernelParam(name=name, ctype=ctype, pointer=bool(star))
-        param.dtype  # noqa: B018 - raises a SpecError for unsupported types now, not at collection
+        try:
+            param.dtype  # noqa: B018 - a SpecError for unsupported types now, not at collection
+        except SpecError as exc:
+            raise SpecError(f"{where}: {exc}") from None
         params.append(param)
     return params
 

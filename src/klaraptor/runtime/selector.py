@@ -104,6 +104,18 @@ def _write_history_at_exit(
         )
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _outside_klaraptor() -> int:
+    """The stacklevel of the first caller outside klaraptor: a warning points at the user's
+    line whichever public entry point (Kernel.select, Selector.select, a launch) was called."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 # Every Selector with a store, so that SIGTERM can flush them all.
 _LIVE: weakref.WeakSet[Selector] = weakref.WeakSet()
 _SIGTERM_LOCK = threading.Lock()
@@ -272,7 +284,7 @@ class Selector:
                     f"{self.helper.kernel}: extrapolating: {far}; the choice comes from fits "
                     "made at the training sizes (Selection.extrapolated says how far for each D)"
                 ),
-                stacklevel=4,
+                stacklevel=_outside_klaraptor(),
             )
         with self._lock:
             self._cache(sel)
