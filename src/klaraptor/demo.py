@@ -134,6 +134,7 @@ def _gpu_demo(console: Console, store_path: str | None, plot: str | Path | None 
     ):
         table.add_column(col)
     results = []
+    bottlenecks: list[tuple[str, int, Any, str]] = []
     for name in GPU_KERNELS:
         spec = suite.get(name)
         console.print(
@@ -173,6 +174,7 @@ def _gpu_demo(console: Console, store_path: str | None, plot: str | Path | None 
         )
         pair.times = {"klaraptor": t, "default": times.get(spec.default_block, math.nan)}
         results.append(KernelResult(name, name, [pair], math.nan, math.nan, math.nan, {}))
+        bottlenecks.append((name, GPU_EVAL, sel.block, _bottleneck(kern, GPU_EVAL)))
         table.add_row(
             name,
             kern.helper.model_name,
@@ -188,6 +190,7 @@ def _gpu_demo(console: Console, store_path: str | None, plot: str | Path | None 
         "slowdown = chosen ms / best ms (1.000 is the best block); worst ms shows what a bad "
         "block costs. Every candidate was timed at N to find the best and the worst."
     )
+    _print_bottlenecks(console, bottlenecks)
     _plot(console, results, plot, device.name)
     console.print(
         f"The builds are in {store.path}: try `klaraptor select {GPU_KERNELS[0]} N=4096`."
@@ -203,9 +206,11 @@ def _recorded_demo(
 ) -> int:
     from rich.progress import Progress
 
+    from klaraptor import suite
     from klaraptor.bench.dataset import load_recorded
     from klaraptor.bench.evaluate import evaluate_kernel, format_summary
     from klaraptor.errors import ExtrapolationWarning
+    from klaraptor.models.saake.explain import store_bottleneck
 
     data = load_recorded()
     names = list(kernels or sorted(data.kernels))
@@ -238,6 +243,7 @@ def _recorded_demo(
             else "left",
         )
     results = []
+    bottlenecks: list[tuple[str, int, Any, str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         path = store_path or Path(tmp) / "recorded.sqlite"
         store = data.to_store(path, kernels=names)
@@ -249,6 +255,19 @@ def _recorded_demo(
                 progress.update(task, description=f"building and selecting: {name}")
                 res = evaluate_kernel(store, data, name, model="auto")
                 results.append(res)
+                last = max(res.pairs, key=lambda q: q.N) if res.pairs else None
+                if last is not None and last.choices.get("klaraptor") is not None:
+                    p = last
+                    spec = suite.get(name)
+                    text = store_bottleneck(
+                        spec,
+                        store,
+                        data.profile(),
+                        [spec.size(n) for n in spec.meta["train_sizes"]],
+                        spec.size(p.N),
+                        p.choices["klaraptor"],
+                    )
+                    bottlenecks.append((name, p.N, p.choices["klaraptor"], text))
                 model = res.fits.get("model_selection", {}).get("chosen", "?")
                 for p in res.pairs:
                     table.add_row(
@@ -268,6 +287,7 @@ def _recorded_demo(
     _legend(console, "Columns", RECORDED_COLUMNS)
     console.print(format_summary(results))
     _legend(console, "Summary", SUMMARY_COLUMNS)
+    _print_bottlenecks(console, bottlenecks)
     _plot(console, results, plot, "H200 (recorded)")
     if store_path:
         console.print(
@@ -277,6 +297,27 @@ def _recorded_demo(
             markup=False,
         )
     return 0
+
+
+def _bottleneck(kern: Any, N: int) -> str:
+    from klaraptor.models.saake.explain import bottleneck_text
+
+    return bottleneck_text(kern, N).splitlines()[0]
+
+
+def _print_bottlenecks(console: Console, rows: Sequence[tuple[str, int, Any, str]]) -> None:
+    """SAAKE's bottleneck of each chosen block (docs/saake.md): which resource limits it."""
+    if not rows:
+        return
+    console.print(
+        "[bold]Why[/bold] (SAAKE: abstract emulation of the SASS, ±10 % on each resource's "
+        "latency and gap; `klaraptor explain KERNEL N=...` shows the sensitivities)"
+    )
+    width = max(len(r[0]) for r in rows)
+    for name, N, block, text in rows:
+        console.print(
+            f"  {name:<{width}}  N={N:<5d} {_block(block)}  {text}", markup=False, highlight=False
+        )
 
 
 def _block(b: Sequence[int]) -> str:

@@ -6,7 +6,8 @@ Outputs (in --out, default benchmarks/results/h200/):
   and provenance (GPU, dates, commands, commits of the data; command and commit of the report);
 - pairs.json: every (kernel, N) with every method's choice, time, r, S% and Error%;
 - table_6_1.md (like thesis Table 6.1) and table_6_2.md (like Table 6.2);
-- best_worst_chosen.png (like thesis Figure 1.1) and predicted_vs_measured.png.
+- best_worst_chosen.png (like thesis Figure 1.1) and predicted_vs_measured.png;
+- saake_table1.md/.json, saake_search.md/.json, saake_choices.json (`bench.saake_eval`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import numpy as np
 from klaraptor.bench.dataset import RecordedDataset, load_recorded
 from klaraptor.bench.evaluate import KernelResult, evaluate_kernels, geomean, summarize
 
-MODELS = ("auto", "mwp_cwp", "time_fit")  # "auto" is the tool's default: the headline
+# "auto" is the tool's default: the headline; the others give <model>_model_only / _top4.
+MODELS = ("auto", "mwp_cwp", "time_fit", "saake")
 
 
 def _fmt_block(b: Any) -> str:
@@ -239,6 +241,9 @@ def write_report(args: argparse.Namespace) -> int:
     results = evaluate_all(data, console)
     command = "klaraptor bench report --out " + str(args.out)
     summary = summary_json(data, results, command)
+    from klaraptor.bench.saake_eval import report_section
+
+    summary["saake"] = report_section(out, console)  # Table 1, search (docs/saake.md)
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
     pairs = {m: [p.to_dict() for r in results[m] for p in r.pairs] for m in MODELS}
     (out / "pairs.json").write_text(json.dumps(pairs, indent=1) + "\n")

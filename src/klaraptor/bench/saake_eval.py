@@ -372,25 +372,12 @@ def write_bottlenecks(out: Path, sol_path: Path) -> dict[str, Any]:
     return bj
 
 
-def write(args: Any) -> int:
-    from rich.console import Console
-
+def write_outputs(out: Path, results: Sequence[KernelEval], command: str) -> dict[str, Any]:
+    """saake_table1, saake_choices, saake_search and saake_builds in `out`; returns the summary
+    numbers (Table 1's geomean and median per variant, the search summary, emulation cost)."""
     from klaraptor.provenance import stamp
 
-    console = Console()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.sol:
-        bj = write_bottlenecks(out, Path(args.sol))
-        console.print(
-            f"bottleneck agreement with Nsight Compute: {bj['agreement']} over "
-            f"{bj['kernels_judged']} kernels; wrote {out}/bottlenecks.json"
-        )
-        return 0
-    kernels = [k.strip() for k in args.kernels.split(",")] if args.kernels else None
-    t0 = time.perf_counter()
-    results = evaluate_all(console, kernels)
-    prov = stamp(f"klaraptor bench saake --out {args.out}")
+    prov = stamp(command)
     md, tj = table1(results)
     (out / "saake_table1.md").write_text(
         "# SAAKE time-prediction error on the H200 (like SAAKE's Table 1)\n\n"
@@ -412,9 +399,57 @@ def write(args: Any) -> int:
     (out / "saake_search.json").write_text(json.dumps({**sj, "provenance": prov}, indent=1) + "\n")
     builds = {r.kernel: r.build for r in results}
     (out / "saake_builds.json").write_text(json.dumps(builds, indent=1, default=str) + "\n")
-    console.print(md)
-    console.print(f"wrote {out}/saake_table1.md, saake_choices.json, saake_search.md "
-                  f"in {time.perf_counter() - t0:.0f} s")  # fmt: skip
+    return {
+        "table1": tj["summary"],
+        "search": sj["summary"],
+        "emulation": emulation_cost(results),
+        "kernels": len(results),
+        "files": ["saake_table1.md", "saake_search.md", "saake_choices.json"],
+    }
+
+
+def emulation_cost(results: Sequence[KernelEval]) -> dict[str, Any]:
+    """Build-time emulation cost over kernels (the wall time of each kernel's emulated grid;
+    benchmarks/bench_saake.py measures the cold per-configuration cost separately)."""
+    per = [r.build["emulation"]["ms_per_config_and_size"] for r in results if r.build]
+    walls = [r.build["emulation"]["wall_s"] for r in results if r.build]
+    return {
+        "ms_per_config_and_size_median": float(np.median(per)) if per else None,
+        "ms_per_config_and_size_max": float(np.max(per)) if per else None,
+        "grid_wall_s_median": float(np.median(walls)) if walls else None,
+        "grid_wall_s_max": float(np.max(walls)) if walls else None,
+    }
+
+
+def report_section(out: Path, console: Any | None = None) -> dict[str, Any]:
+    """What `klaraptor bench report` adds for SAAKE (all 44 recorded kernels)."""
+    results = evaluate_all(console)
+    return write_outputs(out, results, f"klaraptor bench report --out {out}")
+
+
+def write(args: Any) -> int:
+    from rich.console import Console
+
+    console = Console()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.sol:
+        bj = write_bottlenecks(out, Path(args.sol))
+        console.print(
+            f"bottleneck agreement with Nsight Compute: {bj['agreement']} over "
+            f"{bj['kernels_judged']} kernels; wrote {out}/bottlenecks.json"
+        )
+        return 0
+    kernels = [k.strip() for k in args.kernels.split(",")] if args.kernels else None
+    t0 = time.perf_counter()
+    results = evaluate_all(console, kernels)
+    summary = write_outputs(out, results, f"klaraptor bench saake --out {args.out}")
+    console.print(table1(results)[0])
+    console.print(json.dumps(summary["search"], indent=1))
+    console.print(
+        f"wrote {out}/saake_table1.md, saake_choices.json, saake_search.md "
+        f"in {time.perf_counter() - t0:.0f} s"
+    )
     return 0
 
 
@@ -423,10 +458,13 @@ __all__ = [
     "bottleneck_search",
     "bottlenecks",
     "datasets",
+    "emulation_cost",
     "evaluate_all",
     "evaluate_kernel",
     "search_table",
     "table1",
+    "report_section",
     "write",
     "write_bottlenecks",
+    "write_outputs",
 ]

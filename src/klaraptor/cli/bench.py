@@ -28,6 +28,11 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--out", default="benchmarks/results/h200")
     r.add_argument("--recorded", action="store_true", help="use the shipped recorded dataset")
     r.set_defaults(bench_func=_report)
+    sk = bs.add_parser("saake", help="SAAKE's Table 1, search and bottlenecks (recorded data)")
+    sk.add_argument("--out", default="benchmarks/results/h200")
+    sk.add_argument("--kernels", default=None, help="comma-separated names (default: all 44)")
+    sk.add_argument("--sol", default=None, help="sol.json of scripts/device_saake_sol.py")
+    sk.set_defaults(bench_func=_saake)
     e = bs.add_parser("export", help="write the recorded dataset from a store")
     e.add_argument("--out", required=True)
     e.add_argument("--kernels", default="polybench")
@@ -109,6 +114,13 @@ def _report(args: argparse.Namespace) -> int:
 
     _writable_dir(Path(args.out), "--out")  # before the evaluation, not after it
     return write_report(args)
+
+
+def _saake(args: argparse.Namespace) -> int:
+    from klaraptor.bench.saake_eval import write
+
+    _writable_dir(Path(args.out), "--out")
+    return write(args)
 
 
 def _writable_dir(path: Path, option: str) -> None:

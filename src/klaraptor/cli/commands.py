@@ -183,6 +183,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print_warning(f"extrapolating: {far}")
     console.print(f"{kern.name} {D}: model {kern.helper.model_name}", markup=False)
     console.print(format_explain(kern.explain(D), limit=args.limit), markup=False)
+    from klaraptor.models.saake.explain import bottleneck_text
+
+    console.print(bottleneck_text(kern, D), markup=False, highlight=False)
     return 0
 
 

@@ -315,7 +315,7 @@ class KernelEmulator:
         text = (getattr(self.spec, "meta", None) or {}).get("min_bytes")
         if not text:
             return None
-        from klaraptor.spec import evaluate_exprs, parse_expression
+        from klaraptor.spec_expressions import evaluate_exprs, parse_expression
 
         try:
             expr = parse_expression(str(text), self.spec.data_names)

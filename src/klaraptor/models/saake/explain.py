@@ -50,6 +50,20 @@ def kernel_bottleneck(kern: Any, D: Any, block: tuple[int, int, int] | None = No
     return job_bottleneck(job, size, block)
 
 
+def store_bottleneck(
+    spec: Any, store: Any, profile: Any, sizes: Any, D: Any, block: tuple[int, int, int]
+) -> str:
+    """The one-line headline for `block` at D from the store's training points at `sizes`
+    (what `klaraptor demo` prints per kernel), or why the analysis could not run."""
+    from klaraptor.build import make_job
+
+    try:
+        job = make_job(spec, store, profile, list(sizes))
+        return job_bottleneck(job, D, block).headline()
+    except KlaraptorError as exc:
+        return f"bottleneck: unavailable ({exc})"
+
+
 def bottleneck_text(kern: Any, D: Any) -> str:
     """What `klaraptor explain` prints: the headline and the largest sensitivities, or why the
     analysis could not run."""
@@ -59,4 +73,4 @@ def bottleneck_text(kern: Any, D: Any) -> str:
         return f"bottleneck: unavailable ({exc})"
 
 
-__all__ = ["bottleneck_text", "job_bottleneck", "kernel_bottleneck"]
+__all__ = ["bottleneck_text", "job_bottleneck", "kernel_bottleneck", "store_bottleneck"]

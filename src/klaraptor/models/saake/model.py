@@ -38,7 +38,7 @@ from klaraptor.models.saake.emulate import MAX_WARPS
 from klaraptor.models.saake.emulator import KernelEmulator
 from klaraptor.occupancy import HW_INPUTS, occupancy_program
 from klaraptor.program import Expr, Program, call, const, var, where
-from klaraptor.spec import parse_expression
+from klaraptor.spec_expressions import parse_expression
 from klaraptor.training import exact_subprograms, hardware_inputs
 from klaraptor.types import BLOCK_VARS
 

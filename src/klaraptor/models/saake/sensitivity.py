@@ -124,7 +124,7 @@ def format_sensitivity(s: Sensitivity, top: int = 6) -> str:
     ]
     for r, kind, e in s.ranked()[:top]:
         label = "latency" if kind == "lat" else "gap"
-        lines.append(f"    {r:6s} {label:8s} {e:6.3f}")
+        lines.append(f"    {r:6s} {label:8s} {e if abs(e) >= 5e-4 else 0.0:6.3f}")
     return "\n".join(lines)
 
 
