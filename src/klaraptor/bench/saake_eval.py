@@ -440,6 +440,16 @@ def write(args: Any) -> int:
             f"{bj['kernels_judged']} kernels; wrote {out}/bottlenecks.json"
         )
         return 0
+    if getattr(args, "counters", False):
+        from klaraptor.bench.saake_referee import write_counter_referee
+
+        rj = write_counter_referee(out, console)
+        console.print(
+            f"bottleneck agreement with the recorded counters (partial referee): "
+            f"{rj['agreement']} over {rj['kernels_judged']} kernels; wrote "
+            f"{out}/bottlenecks_counters.json"
+        )
+        return 0
     kernels = [k.strip() for k in args.kernels.split(",")] if args.kernels else None
     t0 = time.perf_counter()
     results = evaluate_all(console, kernels)

@@ -32,6 +32,9 @@ def add_parser(sub: Any) -> None:
     sk.add_argument("--out", default="benchmarks/results/h200")
     sk.add_argument("--kernels", default=None, help="comma-separated names (default: all 44)")
     sk.add_argument("--sol", default=None, help="sol.json of scripts/device_saake_sol.py")
+    sk.add_argument(
+        "--counters", action="store_true", help="partial referee from recorded counters only"
+    )
     sk.set_defaults(bench_func=_saake)
     e = bs.add_parser("export", help="write the recorded dataset from a store")
     e.add_argument("--out", required=True)

@@ -61,6 +61,90 @@ METRICS: tuple[str, ...] = tuple(UNIT_METRIC.values()) + CONTEXT_METRICS
 LATENCY_BOUND_BELOW = 60.0  # percent: Nsight Compute's "latency issue" guidance
 
 
+def counter_units(raw: Mapping[str, Any], profile: Any) -> dict[str, float]:
+    """A PARTIAL referee from the counters klaraptor's collection records (no speed-of-light
+    section): {unit: percent of peak} over the launch's elapsed SM cycles, for the units those
+    counters cover. Peaks are the device profile's measured gaps (microbenchmarks), so a unit
+    at 100 % runs at the rate the microbenchmark reached. SM-side units are over active cycles
+    A = SMs x smsp__cycles_active.avg; L2 and DRAM over the elapsed time:
+
+    - issue: smsp__inst_executed.sum x gap_issue / A;
+    - dram: (dram__bytes_read.sum + dram__bytes_write.sum) / gpu__time_duration.sum over
+      dram_bandwidth_gbs (the measured stream bandwidth);
+    - l2: lts__t_sectors_srcunit_tex_op_read.sum + _write.sum, 4 sectors per gap_l2 per SM,
+      over SMs x sm__cycles_elapsed.avg;
+    - l1tex: global requests x max(1, sectors per request / 4) wavefronts (a request of more
+      than 4 sectors is taken as one 128-B line per 4 sectors, a LOWER bound on wavefronts, so
+      strided access is under-counted) plus shared-memory instructions, gap_smem per wavefront;
+    - fma_pipe, alu_pipe, fp64_pipe, xu_pipe: smsp__inst_executed_pipe_<pipe>.sum x the gap of
+      the matching resource (fp32, alu, fp64, sfu), where collected (the Rodinia-style set).
+    """
+
+    def num(name: str) -> float | None:
+        v = raw.get(name)
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    out: dict[str, float] = {}
+    # SM-side units over ACTIVE cycles, as Nsight Compute's pct_of_peak_sustained_active (a
+    # grid of 6 blocks keeps 6 of 132 SMs busy); smsp__cycles_active.avg x SMs approximates
+    # the SMs' active cycles (exact when an active SM keeps its four sub-partitions active).
+    cycles = num("smsp__cycles_active.avg") or num("sm__cycles_elapsed.avg")
+    sms = float(profile.sm_count)
+    if cycles is None or cycles <= 0:
+        return out
+    span = sms * cycles
+
+    def pct(x: float | None) -> float | None:
+        return None if x is None else 100.0 * x / span
+
+    inst = num("smsp__inst_executed.sum")
+    if inst is not None:
+        out["issue"] = pct(inst * profile.gap_issue_cycles)  # type: ignore[assignment]
+    dur = num("gpu__time_duration.sum")  # ns
+    rd, wr = num("dram__bytes_read.sum"), num("dram__bytes_write.sum")
+    if dur and rd is not None and wr is not None and profile.dram_bandwidth_gbs:
+        out["dram"] = 100.0 * (rd + wr) / dur / float(profile.dram_bandwidth_gbs)
+    lr, lw = (
+        num("lts__t_sectors_srcunit_tex_op_read.sum"),
+        num("lts__t_sectors_srcunit_tex_op_write.sum"),
+    )
+    elapsed = num("sm__cycles_elapsed.avg")
+    if lr is not None and lw is not None and elapsed:
+        out["l2"] = 100.0 * (lr + lw) / 4.0 * profile.gap_l2_cycles / (sms * elapsed)
+    waves = 0.0
+    have = False
+    for op in ("ld", "st"):
+        req = num(f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum")
+        sec = num(f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum")
+        if req is not None and sec is not None:
+            waves += max(req, sec / 4.0)
+            have = True
+    for op in ("ld", "st"):
+        sh = num(f"smsp__inst_executed_op_shared_{op}.sum")
+        if sh is not None:
+            waves += sh
+    if have:
+        out["l1tex"] = pct(waves * profile.gap_smem_cycles)  # type: ignore[assignment]
+    for unit, (pipe, gap) in _PIPE_GAPS.items():
+        n = num(f"smsp__inst_executed_pipe_{pipe}.sum")
+        if n is not None:
+            out[unit] = pct(n * float(getattr(profile, gap)))  # type: ignore[assignment]
+    return {u: round(v, 2) for u, v in out.items() if v is not None}
+
+
+_PIPE_GAPS = {
+    "fma_pipe": ("fma", "gap_fp32_cycles"),
+    "alu_pipe": ("alu", "gap_alu_cycles"),
+    "fp64_pipe": ("fp64", "gap_fp64_cycles"),
+    "xu_pipe": ("xu", "gap_sfu_cycles"),
+}
+
+
+def judge_units(bottleneck: str, mode: str, pct: Mapping[str, float]) -> dict[str, Any]:
+    """`judge` on {unit: percent} already computed (e.g. by `counter_units`)."""
+    return judge(bottleneck, mode, {UNIT_METRIC[u]: v for u, v in pct.items() if u in UNIT_METRIC})
+
+
 def unit_percentages(raw: Mapping[str, Any]) -> dict[str, float]:
     """{unit: percent of peak} for the units whose metric is in `raw`."""
     out = {}
@@ -117,7 +201,9 @@ __all__ = [
     "UNIT_METRIC",
     "UNIT_OF",
     "agreement",
+    "counter_units",
     "judge",
+    "judge_units",
     "top_unit",
     "unit_percentages",
 ]
