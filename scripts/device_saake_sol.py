@@ -6,7 +6,7 @@ Usage (device machine, repository root):
     KLARAPTOR_COMMIT=<sha> python3 scripts/device_saake_sol.py OUTDIR [--limit 140]
 
 Reads benchmarks/results/h200/saake_choices.json (made on a CPU by
-`klaraptor bench saake --choices`): per kernel the data size and the block SAAKE chose.
+`klaraptor bench saake` or `klaraptor bench report`): per kernel the data size and the block SAAKE chose.
 Writes to OUTDIR:
     env.json    GPU, driver, clocks, ncu and CuPy versions
     sol.json    per kernel: D, block, grid, the ncu metrics (klaraptor.models.saake.referee.METRICS,
@@ -100,7 +100,7 @@ def main() -> int:
     step("environment", _environment, out)
     choices = step("choices", lambda: json.loads(a.choices.read_text())["kernels"])
     if not choices:
-        log(f"no choices in {a.choices}: make them with `klaraptor bench saake --choices`")
+        log(f"no choices in {a.choices}: make them with `klaraptor bench saake`")
         return 1
     ncu = step("find ncu", _find_ncu)
     metrics = step("metric names", _metrics, ncu) if ncu else None

@@ -1,0 +1,176 @@
+"""SAAKE's emulator, trip counts and sensitivity analysis on the recorded H200 data (real SASS
+from data/isa_sm90.json.gz, real counters, the measured latency and gap per resource)."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import numpy as np
+import pytest
+
+from klaraptor import suite
+from klaraptor.build import make_job
+from klaraptor.isa.analysis import KernelISA
+from klaraptor.models.saake import ops
+from klaraptor.models.saake.emulate import GridShape, Params, emulate_sm
+from klaraptor.models.saake.emulator import KernelEmulator, resource_params
+from klaraptor.models.saake.isa_source import _recorded_raw, recorded_isa
+from klaraptor.models.saake.sensitivity import analyse, format_sensitivity
+from klaraptor.models.saake.trace import LoopInfo, Trace
+
+KERNEL = "polybench.atax.k1"
+HEADLINE = re.compile(r"^bottleneck: (\w+ \((latency|throughput)-bound\)|none stands out)")
+
+
+@pytest.fixture(scope="module")
+def job(recorded, tmp_path_factory):  # noqa: ANN001, ANN201
+    store = recorded.to_store(tmp_path_factory.mktemp("saake") / "s.sqlite", kernels=[KERNEL])
+    spec = suite.get(KERNEL)
+    yield make_job(
+        spec, store, recorded.profile(), [spec.size(n) for n in spec.meta["train_sizes"]]
+    )
+    store.close()
+
+
+@pytest.fixture(scope="module")
+def emulator(job):  # noqa: ANN001, ANN201
+    return KernelEmulator.from_job(job)
+
+
+def test_resource_mapping_of_sass_opcodes() -> None:
+    cases = {
+        ("FFMA", "fp32", "fma"): (ops.COMPUTE, "fp32"),
+        ("DFMA", "fp64", "fp64"): (ops.COMPUTE, "fp64"),
+        ("MUFU", "sfu", "xu"): (ops.COMPUTE, "sfu"),
+        ("IMAD", "int", "fma"): (ops.COMPUTE, "imad"),
+        ("ISETP", "int", "alu"): (ops.COMPUTE, "alu"),
+    }
+    for (opcode, cls, pipe), (kind, res) in cases.items():
+        op = ops.static_op(opcode, cls, pipe)
+        assert (op.kind, ops.RESOURCES[op.resource]) == (kind, res), opcode
+    assert ops.static_op("LDG", "global_load", "lsu").kind == ops.GLOAD
+    assert ops.static_op("STG", "global_store", "lsu").kind == ops.GSTORE
+    assert ops.static_op("LDS", "shared_load", "lsu").kind == ops.SHARED
+    assert ops.static_op("BAR", "barrier", "cbu").kind == ops.BARRIER
+
+
+def test_every_recorded_kernel_maps_without_unknown_opcodes() -> None:
+    names = sorted(_recorded_raw())
+    assert len(names) >= 44
+    for name in names:
+        isa = recorded_isa(name)
+        assert isa is not None and isa.sass_cfg is not None
+        assert ops.unknown_opcodes(isa) == [], name
+        assert len(ops.static_ops(isa)) == len(isa.instructions)
+
+
+def test_unknown_opcode_is_named_and_the_model_degrades(job) -> None:  # noqa: ANN001
+    raw = copy.deepcopy(_recorded_raw()[KERNEL])
+    row = next(r for r in raw["sass"] if r[1].startswith("IMAD "))
+    row[1] = "FROBNICATE" + row[1][len("IMAD") :]
+    bad = KernelISA.from_dict(raw, strict=False)
+    assert ops.unknown_opcodes(bad) == ["FROBNICATE"]
+    em = KernelEmulator(
+        job.spec, bad, "test", job.attrs, job.profile, resource_params(job.profile),
+        tuple(job.candidates),
+    )  # fmt: skip
+    em._fit(job.train, None)
+    assert "FROBNICATE" in em.report["degraded"]
+    assert np.isfinite(em.cycles(job.train.sizes()[-1].values(), 0))
+
+
+def test_trip_counts_reproduce_the_counters(emulator) -> None:  # noqa: ANN001
+    tc = emulator.report["trip_counts"]
+    assert tc["points"] > 0
+    assert tc["median_misfit"] < 0.02  # the instruction counters, per warp, within 2 %
+    loops = [k for k, c in enumerate(emulator.classes) if c.kind == "loop"]
+    assert loops
+    small, large = (emulator.quantities((n,)).counts for n in (512, 4096))
+    j = emulator.candidates.index((256, 1, 1))
+    # atax.k1's loop runs over a row of length N: 8x the size, about 8x the iterations.
+    ratio = large[j, loops].sum() / small[j, loops].sum()
+    assert 6.0 < ratio < 10.0
+
+
+def test_emulation_grows_with_the_size_and_launch_shape(emulator) -> None:  # noqa: ANN001
+    j = emulator.candidates.index((256, 1, 1))
+    c1, c2 = emulator.cycles((1024,), j), emulator.cycles((4096,), j)
+    assert 0 < c1 < c2 < np.inf
+    assert emulator.shape((4096,), j).blocks == 16
+
+
+def _chain_trace(n: int, dependent: bool) -> tuple[Trace, list[ops.StaticOp]]:
+    fp32 = ops.StaticOp(ops.COMPUTE, ops.R["fp32"])
+    deps = [((p - 1,) if dependent and p else ()) for p in range(n)]
+    trace = Trace(np.zeros(n, dtype=np.int64), np.ones(n), deps, [])
+    return trace, [fp32]
+
+
+def _params(lat_fp32: float, gap_fp32: float) -> Params:
+    lat = np.ones(len(ops.RESOURCES))
+    gap = np.full(len(ops.RESOURCES), 0.01)
+    lat[ops.R["fp32"]], gap[ops.R["fp32"]] = lat_fp32, gap_fp32
+    return Params(lat, gap)
+
+
+def test_algorithm_1_latency_and_gap_limited_cases() -> None:
+    # One warp, a chain of 10 dependent FFMAs of latency 20: T = 10 x 20 (latency-bound).
+    trace, sops = _chain_trace(10, dependent=True)
+    res = emulate_sm(trace, sops, _params(20, 1), ops.NO_CACHE, active_warps=1, warps_per_block=1)
+    assert res.emulated == pytest.approx(200, rel=0.02)
+    # Four warps of 10 independent FFMAs, gap 8: the pipe admits one every 8 cycles, 40 in all.
+    trace, sops = _chain_trace(10, dependent=False)
+    res = emulate_sm(trace, sops, _params(4, 8), ops.NO_CACHE, active_warps=4, warps_per_block=4)
+    assert res.emulated == pytest.approx(39 * 8 + 4, rel=0.02)
+
+
+def test_waves_of_a_grid() -> None:
+    shape = GridShape(blocks=300, active_blocks=2, warps_per_block=8, sm_count=132)
+    assert shape.waves() == [(1, 2, 1.0), (1, 1, 36 / 132)]
+
+
+def test_sensitivity_names_a_bottleneck(emulator) -> None:  # noqa: ANN001
+    j = emulator.candidates.index((256, 1, 1))
+    s = analyse(emulator, (4096,), j)
+    assert set(s.elasticity) == set(ops.RESOURCES)
+    assert all(set(v) == {"lat", "gap"} for v in s.elasticity.values())
+    assert HEADLINE.match(s.headline())
+    assert s.mode in ("latency", "throughput")
+    text = format_sensitivity(s)
+    assert text.splitlines()[0] == s.headline() and "±10%" in text
+    # The elasticities are those of the emulation: a ±10 % gap on the bottleneck moves T.
+    top_r, top_kind, top_e = s.ranked()[0]
+    assert top_e > 0.1
+    up = emulator.cycles((4096,), j, emulator.params.scaled(top_r, top_kind, 1.1))
+    assert up > s.cycles
+
+
+@pytest.mark.parametrize(("dependent", "want"), [(True, "lat"), (False, "gap")])
+def test_sensitivity_separates_latency_and_throughput_bound(dependent: bool, want: str) -> None:
+    # The rules of SAAKE §3: a dependent chain is latency-bound, independent work on a
+    # narrow pipe gap-bound. Checked on the emulator with the elasticity definition itself.
+    trace, sops = _chain_trace(32, dependent=dependent)
+    warps = 1 if dependent else 8
+    base_p = _params(20, 4)
+
+    def run(p: Params) -> float:
+        return emulate_sm(
+            trace, sops, p, ops.NO_CACHE, active_warps=warps, warps_per_block=warps
+        ).emulated
+
+    base = run(base_p)
+    el = {
+        k: (run(base_p.scaled("fp32", k, 1.1)) - run(base_p.scaled("fp32", k, 0.9))) / (0.2 * base)
+        for k in ("lat", "gap")
+    }
+    other = "gap" if want == "lat" else "lat"
+    assert el[want] > 0.8 and el[want] > 3 * el[other]
+
+
+def test_loops_are_extrapolated_not_emulated(emulator) -> None:  # noqa: ANN001
+    j = emulator.candidates.index((256, 1, 1))
+    emulator.cycles((8192,), j)
+    tr = next(iter(emulator._traces.values()))
+    assert any(isinstance(lp, LoopInfo) and lp.unroll <= 4 for lp in tr.loops)
+    assert len(tr) < 2000  # the trace holds a few iterations, not N = 8192 of them
