@@ -1,0 +1,138 @@
+"""SAAKE's referee (Nsight Compute units), the bottlenecks.json maker, the device script on a
+machine without ncu, `klaraptor explain`'s bottleneck line, and the search helpers."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from klaraptor.bench.saake_eval import _neighbours, bottlenecks, write_bottlenecks
+from klaraptor.errors import KlaraptorError
+from klaraptor.models.saake.ops import RESOURCES
+from klaraptor.models.saake.referee import (
+    METRICS,
+    UNIT_METRIC,
+    UNIT_OF,
+    agreement,
+    counter_units,
+    judge,
+    top_unit,
+)
+
+ROOT = Path(__file__).parents[2]
+FIXTURE = Path(__file__).parent / "data" / "saake_sol_fixture.json"
+
+
+def test_every_resource_maps_to_an_ncu_unit() -> None:
+    assert set(UNIT_OF) == set(RESOURCES)
+    assert set(UNIT_OF.values()) <= set(UNIT_METRIC)
+    assert all(m in METRICS for m in UNIT_METRIC.values())
+
+
+def test_counter_units_of_a_recorded_launch(recorded) -> None:  # noqa: ANN001
+    from klaraptor.device_profile import recorded_profile
+
+    profile = recorded_profile("h200")
+    rows = recorded.kernels["polybench.gemm.gemm"].ncu
+    big = max(r[0] for r in rows)
+    raw = next(r[-1] for r in rows if r[0] == big and tuple(r[1:4]) == (32, 8, 1))
+    pct = counter_units(raw, profile)
+    assert {"issue", "dram", "l2", "l1tex"} <= set(pct)
+    assert all(0.0 <= v <= 150.0 for v in pct.values())
+    # DRAM percent is bytes over time over the measured bandwidth, nothing else.
+    rd, wr = raw["dram__bytes_read.sum"], raw["dram__bytes_write.sum"]
+    want = 100 * (rd + wr) / raw["gpu__time_duration.sum"] / profile.dram_bandwidth_gbs
+    assert pct["dram"] == pytest.approx(want, rel=1e-3)
+
+
+def test_judge_and_agreement() -> None:
+    raw = {UNIT_METRIC["l2"]: 81.0, UNIT_METRIC["dram"]: 40.0, UNIT_METRIC["issue"]: 12.0}
+    assert top_unit(raw) == ("l2", 81.0)
+    hit = judge("l2", "throughput", raw)
+    assert hit["match"] and hit["mode_agrees"] and hit["ncu_mode"] == "throughput"
+    miss = judge("fp32", "latency", raw)
+    assert miss["match"] is False and miss["saake_unit"] == "fma_pipe"
+    none = judge("l2", "latency", {})
+    assert none["match"] is None
+    summary = agreement([hit, miss, none])
+    assert summary["kernels_judged"] == 2 and summary["agreement"] == 0.5
+
+
+def _choice(kernel: str, block: list[int], bottleneck: str, mode: str) -> dict:
+    return {
+        "kernel": kernel,
+        "N": 2048,
+        "D": [2048],
+        "block": block,
+        "sensitivity": {"bottleneck": bottleneck, "mode": mode, "stands_out": True},
+    }
+
+
+def test_bottlenecks_json_from_a_real_format_sol_fixture(tmp_path: Path) -> None:
+    sol = json.loads(FIXTURE.read_text())
+    choices = [
+        _choice("polybench.gemm.gemm", [32, 8, 1], "smem", "throughput"),
+        _choice("polybench.atax.k1", [256, 1, 1], "dram", "throughput"),
+        _choice("rodinia.srad.k1", [256, 1, 1], "issue", "throughput"),
+        _choice("polybench.mvt.k1", [128, 1, 1], "l2", "latency"),
+    ]
+    out = bottlenecks(choices, sol)
+    rows = {r["kernel"]: r for r in out["kernels"]}
+    assert rows["polybench.gemm.gemm"]["match"] is True  # l1tex is its busiest unit
+    assert rows["polybench.gemm.gemm"]["ncu_top_unit"] == "l1tex"
+    assert rows["polybench.atax.k1"]["match"] is False  # ncu: l1tex, saake: dram
+    assert rows["rodinia.srad.k1"]["status"] == "ncu profiled another block"
+    assert rows["polybench.mvt.k1"]["status"].startswith("refused")
+    assert out["kernels_judged"] == 2 and out["agreement"] == 0.5
+    (tmp_path / "saake_choices.json").write_text(json.dumps({"kernels": choices}))
+    (tmp_path / "sol.json").write_text(json.dumps(sol))
+    written = write_bottlenecks(tmp_path, tmp_path / "sol.json")
+    assert json.loads((tmp_path / "bottlenecks.json").read_text())["agreement"] == 0.5
+    assert written["provenance"]["command"].startswith("klaraptor bench saake")
+    with pytest.raises(KlaraptorError, match="device_saake_sol"):
+        write_bottlenecks(tmp_path, tmp_path / "missing.json")
+
+
+def test_device_script_without_ncu_records_the_failure(tmp_path: Path) -> None:
+    choices = tmp_path / "choices.json"
+    choices.write_text(json.dumps({"kernels": [_choice("polybench.atax.k1", [256, 1, 1], "smem", "throughput")]}))  # fmt: skip
+    out = tmp_path / "out"
+    env = {"PATH": "/usr/bin:/bin", "CUDA_HOME": str(tmp_path / "no-cuda"), "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "device_saake_sol.py"), str(out),
+         "--choices", str(choices), "--limit", "5"],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    sol = json.loads((out / "sol.json").read_text())
+    assert sol["kernels"]["polybench.atax.k1"]["status"].startswith("not profiled")
+    log = (out / "log.txt").read_text()
+    assert "find ncu: FAILED" in log and "job files: ok" in log
+    assert (out / "jobs" / "job00.pkl").is_file()
+
+
+def test_neighbours_are_one_doubling_or_halving_away() -> None:
+    cands = [(32, 8, 1), (64, 8, 1), (16, 8, 1), (32, 16, 1), (32, 4, 1), (64, 4, 1)]
+    assert sorted(_neighbours((32, 8, 1), cands)) == sorted(
+        [(64, 8, 1), (16, 8, 1), (32, 16, 1), (32, 4, 1)]
+    )
+
+
+def test_explain_prints_the_bottleneck(tmp_path: Path, capsys, monkeypatch) -> None:  # noqa: ANN001
+    from klaraptor.cli import main
+
+    monkeypatch.setenv("KLARAPTOR_HOME", str(tmp_path))
+    store = str(tmp_path / "s.sqlite")
+    assert main(["--store", store, "import-recorded", "--kernels", "polybench.atax.k1"]) == 0
+    capsys.readouterr()
+    assert main(["--store", store, "explain", "polybench.atax.k1", "N=4096", "--limit", "2"]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"^bottleneck: \w+ \((latency|throughput)-bound\)", text, re.M) or re.search(
+        r"^bottleneck: none stands out", text, re.M
+    )
+    assert "sensitivities ΔT/T per ±10%" in text
