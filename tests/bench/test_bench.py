@@ -142,3 +142,6 @@ def test_recorded_demo_runs_the_pipeline(capsys) -> None:  # noqa: ANN001
     out = capsys.readouterr().out
     assert "recorded exhaustive optimum" in out and "atax.k1" in out and "gemm.gemm" in out
     assert "geomean r" in out and "tune_once" in out
+    # SAAKE's "Why" section: one bottleneck line per kernel (docs/saake.md).
+    why = [line for line in out.splitlines() if "bottleneck:" in line]
+    assert len(why) == 2 and all("unavailable" not in line for line in why)
