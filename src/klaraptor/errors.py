@@ -45,3 +45,7 @@ class CollectError(KlaraptorError):
 
 class BuildError(KlaraptorError):
     """A kernel could not be built, or no build exists for it."""
+
+
+class MissingDependencyError(KlaraptorError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
