@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from klaraptor.configspace import ConfigSpace
 from klaraptor.errors import CollectError
 from klaraptor.gpu.process import ItemResult, run_isolated, run_once, worker_command, worker_env
-from klaraptor.gpu.worker import Point, write_job
+from klaraptor.gpu.worker import Point, backend_name, write_job
 from klaraptor.metrics import PIPE_METRICS, RAW_METRICS
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
 from klaraptor.types import Block, DataSize, KernelAttributes
@@ -57,7 +57,8 @@ class CollectOptions:
     `flush_l2` rewrites a 2 × L2 buffer before every sample (then inner = 1). `check` compares
     the outputs with `spec.reference` once per point.
     Isolation: a point taking longer than `timeout_s` is failed and its worker replaced; a
-    worker gets `startup_timeout_s` to import CuPy and compile. The counter pass is killed when
+    worker gets `startup_timeout_s` to import CuPy and compile. `backend`: the GPU backend of the
+    workers ("cupy", "numba"; "" = the spec's own, see `gpu.worker.backend_name`). The counter pass is killed when
     no point is profiled for `ncu_stall_s`.
     """
 
@@ -83,6 +84,7 @@ class CollectOptions:
     replace_stale: bool = False
     python: str | None = None
     keep_workdir: bool = False
+    backend: str = ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,6 +323,7 @@ def collect(
     when collection cannot run at all (no CuPy, a spec that cannot be sent to a worker, ...).
     """
     t_total = time.perf_counter()
+    backend_name(spec, options)  # an unknown backend fails here, not in every worker
     sizes_d = [spec.size(D) for D in sizes]
     space = space or ConfigSpace.for_spec(spec)
     _check_fingerprint(store, spec, options)

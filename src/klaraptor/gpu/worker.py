@@ -14,6 +14,9 @@ which is re-run as `__mp_main__` and aliased as `__main__`, as multiprocessing's
 Events (`process.Events`): `ready` (after compiling), `info` (mode info), `start`/`result` per point (mode time),
 `launched`/`failed` per point (mode ncu), `fatal` (setup failed: compile error, bad job, no CuPy).
 Exit status: 0 done, 1 fatal, 3 the CUDA context was lost (the parent starts a new worker).
+
+Backends: the job's options name one (`CollectOptions.backend`), else the spec's own (`spec.backend`:
+"numba" for `numba.cuda.jit` kernels), else "cupy" (CUDA C++ through CuPy).
 """
 
 from __future__ import annotations
@@ -36,6 +39,28 @@ from klaraptor.types import Block, DataSize, Grid
 
 JOB_VERSION = 1
 MODES = ("info", "time", "ncu", "probe")
+BACKENDS = ("cupy", "numba")
+# Set in every worker: a script re-run as __main__ must not start collections of its own.
+IN_WORKER_ENV = "KLARAPTOR_COLLECTION_WORKER"
+
+
+def backend_name(spec: Any, options: Any) -> str:
+    """The backend a job runs on: the options' choice, else the spec's, else "cupy"."""
+    name = getattr(options, "backend", "") or getattr(spec, "backend", "cupy")
+    if name not in BACKENDS:
+        raise CollectError(f"unknown GPU backend {name!r}; one of {BACKENDS}")
+    return name
+
+
+def make_backend(name: str) -> Any:
+    """A backend object by name (same methods as `CupyBackend`)."""
+    if name == "numba":
+        from klaraptor.gpu.backend_numba import NumbaBackend
+
+        return NumbaBackend()
+    if name == "cupy":
+        return CupyBackend()
+    raise CollectError(f"unknown GPU backend {name!r}; one of {BACKENDS}")
 
 
 @dataclass
@@ -53,9 +78,43 @@ class Point:
 # Job files
 
 
+_STRING_OPS = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING", "BINSTRING"}
+_GET_OPS = {"GET", "BINGET", "LONG_BINGET"}
+_PUT_OPS = {"PUT", "BINPUT", "LONG_BINPUT"}
+
+
+def imports_main(body: bytes) -> bool:
+    """Whether unpickling `body` imports a name from `__main__` (a function of the user's
+    script pickled by reference). A `__main__` that only appears as data (the module name of a
+    function pickled by value, as Numba pickles kernels) does not count. Unreadable pickles
+    count as importing it."""
+    import pickletools
+
+    try:
+        recent: list[Any] = []
+        memo: dict[int, Any] = {}
+        for op, arg, _ in pickletools.genops(body):
+            name = op.name
+            if name in _STRING_OPS:
+                recent.append(arg)
+            elif name in _GET_OPS:
+                recent.append(memo.get(arg))
+            elif name == "MEMOIZE":
+                memo[len(memo)] = recent[-1] if recent else None
+            elif name in _PUT_OPS:
+                memo[arg] = recent[-1] if recent else None
+            elif name == "STACK_GLOBAL" and len(recent) >= 2 and recent[-2] == "__main__":
+                return True
+            elif name in ("GLOBAL", "INST") and str(arg).split(" ")[0] == "__main__":
+                return True
+    except Exception:  # noqa: BLE001 - when in doubt, re-create __main__ as before
+        return b"__main__" in body
+    return False
+
+
 def _main_info(body: bytes) -> dict[str, str] | None:
     """How the worker re-creates the parent's __main__, when the job refers to it."""
-    if b"__main__" not in body:
+    if b"__main__" not in body or not imports_main(body):
         return None
     main = sys.modules.get("__main__")
     mod_name = getattr(getattr(main, "__spec__", None), "name", None)
@@ -150,7 +209,7 @@ def read_body(fh: Any, header: Mapping[str, Any]) -> Job:
 class _ArgsCache:
     """Launch arguments for the current D (one size at a time bounds GPU memory)."""
 
-    def __init__(self, spec: Any, seed: int, backend: CupyBackend) -> None:
+    def __init__(self, spec: Any, seed: int, backend: Any) -> None:
         self.spec = spec
         self.seed = seed
         self.backend = backend
@@ -189,14 +248,14 @@ class _Kernel:
 
     def __init__(self, job: Job) -> None:
         t0 = time.time()
-        be = self.backend = CupyBackend()
+        be = self.backend = make_backend(backend_name(job.spec, job.options))
         be.module()
         self.import_s = time.time() - t0
         self.device_id = int(getattr(job.options, "device_id", 0))
         be.use_device(self.device_id)
         spec = job.spec
         t1 = time.time()
-        self.fn = be.compile(spec.source, spec.kernel, spec.options)
+        self.fn = be.compile_spec(spec)
         if spec.dynamic_smem is not None:
             # Opt in to the device maximum once, so every planned size up to it launches.
             optin = be.max_dynamic_smem_optin(self.device_id)
@@ -228,7 +287,8 @@ def _run_info(job: Job, events: Events) -> int:
     arch = f"compute_{device.cc[0]}{device.cc[1]}"
     barriers: int | None
     try:
-        barriers = count_barriers(be.ptx(job.spec.source, job.spec.options, arch), job.spec.kernel)
+        ptx, entry = be.kernel_ptx(job.spec, k.fn, arch)
+        barriers = count_barriers(ptx, entry)
         note = f"static count of bar.sync/barrier.sync in the {arch} PTX (exact outside loops)"
     except Exception as exc:  # noqa: BLE001 - the count is optional; say why it is missing
         barriers, note = None, f"PTX barrier count unavailable: {describe_error(exc)}"
@@ -368,6 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m klaraptor.gpu.worker JOBFILE", file=sys.stderr)
         return 2
+    os.environ[IN_WORKER_ENV] = "1"
     with open(argv[0], "rb") as fh:
         header = read_header(fh)
         events = Events(header["events"])
