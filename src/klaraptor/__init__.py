@@ -7,6 +7,8 @@ The public API:
 - `plan(spec, sizes)`: what a build would measure (a dry run, no GPU needed);
 - `load(name)`: a built kernel from the store, without touching the GPU;
 - `Kernel.select(D)`, `.explain(D)`, `.tuned(*args)`, `.launcher(refine=k)`, `.export_c()`;
+- `tune(data=..., grid=...)`: a decorator giving Numba, CuPy and cuda.core kernels (and torch
+  tensors) a tuned launch per call (`klaraptor.frontends.decorator`);
 - `fit_rational(X, y, ...)`: rational-function fitting (SVD least squares, degree search);
 - `Program`, `parse_expr`: rational programs.
 """
@@ -27,6 +29,7 @@ from klaraptor.errors import (
     StoreError,
 )
 from klaraptor.fitting import RationalFit, TableFit, fit_rational, fit_rational_table
+from klaraptor.frontends.decorator import tune
 from klaraptor.program import Program, parse_expr
 from klaraptor.spec import DataParam, KernelSpec
 from klaraptor.types import DataSize
@@ -58,4 +61,5 @@ __all__ = [
     "load",
     "parse_expr",
     "plan",
+    "tune",
 ]
