@@ -19,6 +19,7 @@ from klaraptor.cli.commands import (
     cmd_show,
 )
 from klaraptor.cli.common import err_console
+from klaraptor.cli.kernel_tuner import add_parser as add_kernel_tuner
 from klaraptor.errors import KlaraptorError
 
 
@@ -93,6 +94,7 @@ def make_parser() -> argparse.ArgumentParser:
     dm.set_defaults(func=cmd_demo)
 
     add_bench(sub)
+    add_kernel_tuner(sub)
     return p
 
 
