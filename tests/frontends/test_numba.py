@@ -457,3 +457,49 @@ def test_pickled_numba_dispatcher_is_rebuilt_by_value() -> None:
     k = cuda.jit(scale_body)
     again = pickle.loads(pickle.dumps(k))
     assert again.py_func.__code__.co_code == scale_body.__code__.co_code
+
+
+def test_numba_backend_launches_times_and_checks(tmp_path: Path) -> None:
+    """The backend the collection worker uses, on the kernels' own terms (the simulator here,
+    the GPU there): launch, host copies, NaN poisoning and the output check, the context probe,
+    and the event timer (with a tiny clock so the simulator's spin stays short)."""
+    from klaraptor.gpu.backend_numba import NumbaCompiled
+
+    be = NumbaBackend()
+    kernel = cuda.jit(scale_body)
+    fn = NumbaCompiled(kernel, (), "scale_body")
+    x, y = vectors(64)
+    args = (x, y, 64)
+    be.launch(fn, (1, 1, 1), (64, 1, 1), args)
+    be.synchronize("first launch")
+    host = be.to_host(args)
+    np.testing.assert_array_equal(host[1], 2.0 * host[0])
+    assert host[2] == 64
+    good = be.check_outputs(
+        lambda a: be.launch(fn, (1, 1, 1), (64, 1, 1), a),
+        args,
+        {1: 2.0 * host[0]},
+        poison_indices=(1,),
+        rtol=1e-6,
+    )
+    assert good["ok"] and good["max_rel_err"] == 0.0
+    half = be.check_outputs(  # half the outputs left unwritten: NaN from the poisoning
+        lambda a: be.launch(fn, (1, 1, 1), (32, 1, 1), a),
+        args,
+        {1: 2.0 * host[0]},
+        poison_indices=(1,),
+        rtol=1e-6,
+    )
+    assert not half["ok"] and np.isnan(half["max_rel_err"])
+    assert be.context_alive()
+    be.free_memory()
+    timer = be.timer(0.001)
+    stats = timer.measure(
+        lambda: be.launch(fn, (1, 1, 1), (64, 1, 1), args),
+        warmup=1,
+        min_time_ms=0.0,
+        min_repeats=2,
+        max_repeats=2,
+        max_wall_s=5.0,
+    )
+    assert stats["repeats"] == 2 and stats["inner"] >= 1 and not stats["flush_l2"]

@@ -95,7 +95,7 @@ def test_torch_pointer_converters_check_the_device() -> None:
     bridge = TorchBridge((1,), (), "k")
     convs = bridge.pointer_converters((torch.zeros(2), 5), as_numpy=True)
     assert convs[1](5) == 5
-    with pytest.raises(TensorDeviceError, match="argument 0 of k is a torch tensor on cpu"):
+    with pytest.raises(TensorDeviceError, match="argument 0 of k is a torch tensor on the CPU"):
         convs[0](torch.zeros(2))
 
 

@@ -79,25 +79,34 @@ class CupyAdapter:
     ints_are_pointers = False
 
     def __init__(self, raw: Any) -> None:
+        # Some fields are Cython attributes without Python accessors; the pickling state has all.
+        try:
+            state = dict(raw.__getstate__())
+        except (AttributeError, TypeError):
+            state = {}
+
+        def field(name: str, default: Any = None) -> Any:
+            return state.get(name, getattr(raw, name, default))
+
         problems = []
-        if getattr(raw, "code", None) is None:
+        if field("code") is None:
             problems.append(
                 "it was loaded from a cubin/PTX file; klaraptor measures kernels compiled from "
                 "their source, so give the RawModule code="
             )
-        if getattr(raw, "name_expressions", None):
+        if field("name_expressions"):
             problems.append(
                 "it is a C++ template instance (name_expressions); wrap it in an "
                 '`extern "C" __global__` kernel'
             )
-        if getattr(raw, "backend", "nvrtc") != "nvrtc":
-            problems.append(f"backend {raw.backend!r}: klaraptor compiles with NVRTC")
+        if field("backend", "nvrtc") != "nvrtc":
+            problems.append(f"backend {field('backend')!r}: klaraptor compiles with NVRTC")
         for flag in ("jitify", "translate_cucomplex", "enable_cooperative_groups"):
-            if getattr(raw, flag, False):
+            if field(flag, False):
                 problems.append(f"{flag}=True is not supported")
         if problems:
             raise SpecError(
-                f"cannot tune the RawKernel {getattr(raw, 'name', '?')!r}: " + "; ".join(problems)
+                f"cannot tune the RawKernel {field('name', '?')!r}: " + "; ".join(problems)
             )
         self.raw = raw
         self.function_name = str(raw.name)

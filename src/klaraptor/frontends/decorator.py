@@ -337,6 +337,12 @@ class Tuned:
         grid, block, smem, _ = self._configs[key]
         return grid, block, smem
 
+    def plan_source(self, *args: Any) -> str:
+        """Where a call's configuration comes from: "model" (the build), "refined" (a block
+        measured on real calls and kept in the store) or "default" (no build)."""
+        self.plan_for(*args)
+        return self._configs[self._key(args)][3]
+
     def _key(self, args: Sequence[Any]) -> Any:
         try:
             return self._read(args)

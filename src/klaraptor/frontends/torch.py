@@ -108,10 +108,12 @@ class TorchBridge:
 
         def converter(i: int) -> Callable[[Any], Any]:
             def to_ptr(t: Any) -> Any:
-                if t.get_device() == dev:
+                at = t.get_device()
+                if at == dev:
                     return np.uint64(t.data_ptr()) if as_numpy else t.data_ptr()
+                where = "the CPU" if at < 0 else f"cuda:{at}"
                 raise TensorDeviceError(
-                    f"{label(i)} of {kernel} is a torch tensor on {t.device}, not cuda:{dev}; "
+                    f"{label(i)} of {kernel} is a torch tensor on {where}, not on cuda:{dev}; "
                     f"move it first (.to('cuda:{dev}'))"
                 )
 

@@ -545,6 +545,8 @@ def run_batch(
             f"ncu produced no rows for {len(missing)} of {len(points)} points of {kernel!r}: "
             f"{_last(tail + text)}"
         )
+        if mapped.ignored:
+            error += f" (rows of other kernels: {'; '.join(mapped.ignored[:3])})"
     return BatchResult(
         got, missing, cmd, proc.returncode, wall, len(launched), error, failed, mapped.ignored, tail
     )
