@@ -35,11 +35,15 @@ extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
     if (i < n) y[i] = a * x[i] + y[i];
 }"""
 N = 1 << 20
+# Short timing and bounded waits: one device batch runs all of this.
+FAST = dict(
+    min_time_ms=5.0, max_repeats=20, timeout_s=30.0, startup_timeout_s=90.0, ncu_stall_s=60.0
+)
 SMALL = dict(
     sizes=[1 << 16, 1 << 17],
     model="time_fit",
     constraints=("bx % 128 == 0",),
-    collect_options=CollectOptions(counters=False, min_time_ms=5.0, max_repeats=20),
+    collect_options=CollectOptions(**FAST, counters=False),
 )
 
 
@@ -101,7 +105,7 @@ def test_numba_collect_gpu(store: Store, h200) -> None:  # noqa: ANN001
         [1 << 16],
         store=store,
         device=h200,
-        options=CollectOptions(counters=ncu is not None, min_time_ms=5.0, max_repeats=20),
+        options=CollectOptions(**FAST, counters=ncu is not None),
         progress=False,
     )
     facts = store.collect_facts(t.spec.name, h200.key)

@@ -503,3 +503,11 @@ def test_numba_backend_launches_times_and_checks(tmp_path: Path) -> None:
         max_wall_s=5.0,
     )
     assert stats["repeats"] == 2 and stats["inner"] >= 1 and not stats["flush_l2"]
+
+
+def test_numba_wrong_argument_count_is_a_clear_error(store: Store, h200) -> None:  # noqa: ANN001
+    t = tuned(store, h200)
+    x, y = vectors(64)
+    call_default(t, x, y, 64)
+    with pytest.raises(SpecError, match="data parameter 'n' is argument 2, but the call has 2"):
+        t(x, y)

@@ -321,7 +321,7 @@ class Tuned:
     def __call__(self, *args: Any, stream: Any = None) -> None:
         try:
             go = self._plans[self._read(args)]
-        except (KeyError, TypeError):
+        except (KeyError, TypeError, IndexError, AttributeError):  # new size, or bad arguments
             go = self._plan(args)
         try:
             go(args, stream)
@@ -329,7 +329,8 @@ class Tuned:
             self._launch_failed(exc, args, stream)
 
     def plan_for(self, *args: Any) -> tuple[tuple[int, int, int], Block, int]:
-        """(grid, block, dynamic shared memory) a call with these arguments uses."""
+        """(grid, block, dynamic shared memory) a call with these arguments uses (a first
+        call's work, the build included, happens here if no call came before)."""
         key = self._key(args)
         if key not in self._configs:
             self._plan(args)
@@ -346,7 +347,7 @@ class Tuned:
     def _key(self, args: Sequence[Any]) -> Any:
         try:
             return self._read(args)
-        except KeyError:
+        except (KeyError, TypeError, IndexError, AttributeError):
             return None
 
     # -- once per new size -------------------------------------------------------------------

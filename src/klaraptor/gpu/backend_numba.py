@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +53,8 @@ def numba_cuda() -> Any:
 
 def is_simulator() -> bool:
     """True under Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1)."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0"):
+        return True
     try:
         from numba import config
     except ImportError:
