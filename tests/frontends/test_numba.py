@@ -511,3 +511,16 @@ def test_numba_wrong_argument_count_is_a_clear_error(store: Store, h200) -> None
     call_default(t, x, y, 64)
     with pytest.raises(SpecError, match="data parameter 'n' is argument 2, but the call has 2"):
         t(x, y)
+
+
+def test_numba_launch_on_a_given_stream(store: Store, h200) -> None:  # noqa: ANN001
+    t = tuned(store, h200)
+    x, y = vectors(96)
+    call_default(t, x, y, 96)
+    y2 = cuda.to_device(np.zeros(96, np.float32))
+    s = cuda.stream()
+    t(x, y2, 96, stream=s)
+    s.synchronize()
+    assert y2.copy_to_host().tobytes() == y.copy_to_host().tobytes()
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(t)

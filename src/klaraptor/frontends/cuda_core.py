@@ -16,6 +16,7 @@ Scalars must have the C type of the parameter (np.int32(n) for an `int`), as wit
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Any
 
 from klaraptor.errors import MissingDependencyError, SpecError
 from klaraptor.frontends.cupy_wrap import c_param_names
-from klaraptor.frontends.torch import TorchBridge, is_tensor
+from klaraptor.frontends.torch import TorchBridge, is_tensor, stream_handle
 from klaraptor.spec import KernelSpec
 
 _FLAG_OPTIONS = {
@@ -158,10 +159,15 @@ def array_pointer(a: Any) -> int:
     return a
 
 
-def _converter(a: Any) -> Callable[[Any], Any]:
-    if hasattr(a, "__cuda_array_interface__") or hasattr(getattr(a, "data", None), "ptr"):
-        return array_pointer
-    return lambda x: x
+_CUPY_PTR = operator.attrgetter("data.ptr")
+
+
+def _is_cupy(a: Any) -> bool:
+    return type(a).__name__ == "ndarray" and (type(a).__module__ or "").startswith("cupy")
+
+
+def _is_array(a: Any) -> bool:
+    return hasattr(a, "__cuda_array_interface__") or _is_cupy(a)
 
 
 class CoreAdapter:
@@ -207,31 +213,47 @@ class CoreAdapter:
         smem: int,
         torch: TorchBridge | None,
         args: Sequence[Any],
-    ) -> Callable[[tuple[Any, ...], Any], None]:
+    ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
+        """(launch on the current stream, launch on a given stream) for one configuration."""
         core, kernel = self.core, self.ck.kernel
         launch = core.launch
         config = core.LaunchConfig(grid=grid, block=block, shmem_size=smem)
         if self._default_stream is None:
             self._default_stream = core.Device(self.ck.device_id).default_stream
         default = self._default_stream
-        if torch is None:
-            convs = tuple(_converter(a) for a in args)
+        if torch is not None:
+            tconvs = torch.pointer_converters(args, as_numpy=False)
+            getters = {i: tconvs[i] for i, a in enumerate(args) if is_tensor(a)}
+        else:
+            getters = {}
+        # Only array positions are converted (CuPy arrays by a C attribute getter).
+        for i, a in enumerate(args):
+            if i not in getters and _is_array(a):
+                getters[i] = _CUPY_PTR if _is_cupy(a) else array_pointer
+        items = tuple(getters.items())
 
-            def go(args: tuple[Any, ...], stream: Any) -> None:
-                launch(
-                    default if stream is None else stream,
-                    config,
-                    kernel,
-                    *[c(a) for c, a in zip(convs, args)],
-                )
+        def pointers(args: tuple[Any, ...]) -> list[Any]:
+            out = list(args)
+            for i, get in items:
+                out[i] = get(out[i])
+            return out
 
-            return go
-        tconvs = torch.pointer_converters(args, as_numpy=False)
-        convs = tuple(t if is_tensor(a) else _converter(a) for t, a in zip(tconvs, args))
-        current, given, stream_for = torch.current_stream, torch.stream_ptr, self.stream_for
+        stream_for = self.stream_for
 
-        def go_torch(args: tuple[Any, ...], stream: Any) -> None:
-            ptr = current() if stream is None else given(stream)
-            launch(stream_for(ptr), config, kernel, *[c(a) for c, a in zip(convs, args)])
+        def go_on(args: tuple[Any, ...], stream: Any) -> None:
+            if not (type(stream).__module__ or "").startswith("cuda.core"):
+                stream = stream_for(stream_handle(stream))  # torch, CuPy, Numba or a handle
+            launch(stream, config, kernel, *pointers(args))
 
-        return go_torch
+        if torch is not None:
+            current = torch.current_stream
+
+            def go_torch(args: tuple[Any, ...]) -> None:
+                launch(stream_for(current()), config, kernel, *pointers(args))
+
+            return go_torch, go_on
+
+        def go(args: tuple[Any, ...]) -> None:
+            launch(default, config, kernel, *pointers(args))
+
+        return go, go_on

@@ -8,6 +8,7 @@ device addresses and the launch goes to torch's current stream (`frontends.torch
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -133,30 +134,30 @@ class CupyAdapter:
         smem: int,
         torch: TorchBridge | None,
         args: Sequence[Any],
-    ) -> Callable[[tuple[Any, ...], Any], None]:
+    ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
+        """(launch on the current stream, launch on a given stream) for one configuration."""
         raw = self.raw
         if smem > _OPT_IN_ABOVE and smem > raw.max_dynamic_shared_size_bytes:
             raw.max_dynamic_shared_size_bytes = smem
         if torch is None:
 
-            def go(args: tuple[Any, ...], stream: Any) -> None:
-                if stream is None:
-                    raw(grid, block, args, shared_mem=smem)
-                else:
-                    raw(grid, block, args, shared_mem=smem, stream=stream)
+            def go_on(args: tuple[Any, ...], stream: Any) -> None:
+                raw(grid, block, args, shared_mem=smem, stream=stream)
 
-            return go
+            # A partial runs in C: the same call a user writes, nothing between.
+            if smem:
+                return functools.partial(raw, grid, block, shared_mem=smem), go_on
+            return functools.partial(raw, grid, block), go_on
         import cupy
 
         convs = torch.pointer_converters(args, as_numpy=True)
         streams: dict[int, Any] = {0: cupy.cuda.Stream.null}
         current, given = torch.current_stream, torch.stream_ptr
 
-        def go_torch(args: tuple[Any, ...], stream: Any) -> None:
-            ptr = current() if stream is None else given(stream)
+        def on(args: tuple[Any, ...], ptr: int) -> None:
             s = streams.get(ptr)
             if s is None:
                 s = streams[ptr] = cupy.cuda.ExternalStream(ptr)
             raw(grid, block, tuple([c(a) for c, a in zip(convs, args)]), shared_mem=smem, stream=s)
 
-        return go_torch
+        return (lambda args: on(args, current())), (lambda args, stream: on(args, given(stream)))

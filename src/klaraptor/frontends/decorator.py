@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import os
 import re
 import threading
@@ -286,12 +287,41 @@ def _no_plan(args: Sequence[Any]) -> Any:
     raise KeyError("first call")
 
 
-class Tuned:
+class Tuned(functools.partial):
     """A kernel whose launches get the block klaraptor chooses for each call's data size.
 
     Call it as the kernel (`tuned(*args)`, optionally `stream=`); `plan_for(*args)` gives the
     (grid, block, dynamic shared memory) a call would use, `build()` builds now, `spec`,
-    `kernel` (the klaraptor Kernel, None without a build) and `name` describe it."""
+    `kernel` (the klaraptor Kernel, None without a build) and `name` describe it.
+
+    A `functools.partial` over a closure: calling it goes from C straight into the closure,
+    which is what keeps the per-call path at a dict lookup plus the launch."""
+
+    def __new__(cls, adapter: Any, options: TuneOptions, wrapped: Any) -> Tuned:
+        plans: dict[Any, Callable[[tuple[Any, ...]], None]] = {}
+        read: Callable[[Sequence[Any]], Any] = _no_plan
+
+        def call(*args: Any, stream: Any = None) -> None:
+            try:
+                go = plans[read(args)]
+            except (KeyError, TypeError, IndexError, AttributeError):  # a new size, bad args
+                go = me._plan(args)
+            try:
+                if stream is None:
+                    go(args)
+                else:
+                    me._configs[read(args)][4](args, stream)
+            except Exception as exc:  # noqa: BLE001 - costs nothing unless raised
+                me._launch_failed(exc, args, stream)
+
+        def set_read(reader: Callable[[Sequence[Any]], Any]) -> None:
+            nonlocal read
+            read = reader
+
+        me = super().__new__(cls, call)
+        me._plans, me._set_read = plans, set_read
+        me._current_read = lambda: read
+        return me
 
     def __init__(self, adapter: Any, options: TuneOptions, wrapped: Any) -> None:
         if options.on_missing not in ON_MISSING:
@@ -304,8 +334,7 @@ class Tuned:
         self._grid = grid_rule(options.grid, names, fname)
         self._dim = options.dim or grid_dim(self._grid)
         self._schema = DataSchema(names, tuple((p.lo, p.hi) for p in self._params), fname)
-        self._read: Callable[[Sequence[Any]], Any] = _no_plan
-        self._plans: dict[Any, Callable[[tuple[Any, ...], Any], None]] = {}
+        # Per planned size: (grid, block, smem, source, launch taking a stream).
         self._configs: dict[Any, tuple[Any, ...]] = {}
         self._spec: KernelSpec | None = None
         self._kernel: Any = None
@@ -316,17 +345,8 @@ class Tuned:
         self.__name__ = fname
         self.__doc__ = getattr(wrapped, "__doc__", None)
 
-    # -- the call ----------------------------------------------------------------------------
-
-    def __call__(self, *args: Any, stream: Any = None) -> None:
-        try:
-            go = self._plans[self._read(args)]
-        except (KeyError, TypeError, IndexError, AttributeError):  # new size, or bad arguments
-            go = self._plan(args)
-        try:
-            go(args, stream)
-        except Exception as exc:  # noqa: BLE001 - free when nothing is raised
-            self._launch_failed(exc, args, stream)
+    def __reduce__(self) -> Any:
+        raise TypeError(f"a tuned kernel ({self.__name__}) cannot be pickled; pickle its spec")
 
     def plan_for(self, *args: Any) -> tuple[tuple[int, int, int], Block, int]:
         """(grid, block, dynamic shared memory) a call with these arguments uses (a first
@@ -335,7 +355,7 @@ class Tuned:
         if key not in self._configs:
             self._plan(args)
             key = self._key(args)
-        grid, block, smem, _ = self._configs[key]
+        grid, block, smem = self._configs[key][:3]
         return grid, block, smem
 
     def plan_source(self, *args: Any) -> str:
@@ -346,13 +366,13 @@ class Tuned:
 
     def _key(self, args: Sequence[Any]) -> Any:
         try:
-            return self._read(args)
+            return self._current_read()(args)
         except (KeyError, TypeError, IndexError, AttributeError):
             return None
 
     # -- once per new size -------------------------------------------------------------------
 
-    def _plan(self, args: tuple[Any, ...]) -> Callable[[tuple[Any, ...], Any], None]:
+    def _plan(self, args: tuple[Any, ...]) -> Callable[[tuple[Any, ...]], None]:
         with self._lock:
             if self._spec is None:
                 self._first_call(args)
@@ -363,18 +383,21 @@ class Tuned:
             if self._torch is not None:
                 self._torch.check(args)
             grid, block, smem, source = self._choose(D)
-            go = self._adapter.launcher(grid, block, smem, self._torch, args)
-            key = self._fast_read(args)
+            go, go_on = self._adapter.launcher(grid, block, smem, self._torch, args)
+            reader = self._fast_read
+            key = reader(args)
             try:
                 hash(key)
-                self._read = self._fast_read
             except TypeError:  # e.g. 0-d arrays as sizes: key the plans by ints instead
-                fast = self._fast_read
-                multi = len(self._params) > 1
-                self._read = lambda a: tuple(int(v) for v in (fast(a) if multi else (fast(a),)))
-                key = self._read(args)
+                fast, multi = self._fast_read, len(self._params) > 1
+
+                def reader(a: Sequence[Any]) -> Any:
+                    return tuple(int(v) for v in (fast(a) if multi else (fast(a),)))
+
+                key = reader(args)
+            self._set_read(reader)
             self._plans[key] = go
-            self._configs[key] = (grid, block, smem, source)
+            self._configs[key] = (grid, block, smem, source, go_on)
             return go
 
     def _choose(self, D: DataSize) -> tuple[Any, Block, int, str]:
@@ -541,7 +564,9 @@ class Tuned:
                 )
                 self._plans.clear()
                 self._configs.clear()
-            self._plan(args)(args, stream)
+            self._plan(args)
+            go_on = self._configs[self._key(args)][4]
+            go_on(args, stream)
             return
         if self._torch is not None:
             self._torch.check(args)

@@ -226,37 +226,38 @@ class NumbaAdapter:
         smem: int,
         torch: TorchBridge | None,
         args: Sequence[Any],
-    ) -> Callable[[tuple[Any, ...], Any], None]:
+    ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
+        """(launch on the current stream, launch on a given stream) for one configuration."""
         kernel = self.kernel
+
+        def go_on(args: tuple[Any, ...], stream: Any) -> None:
+            kernel[grid, block, stream, smem](*args)
+
         if self.simulator:  # the simulator's kernel[...] configures the kernel object itself
 
-            def go_sim(args: tuple[Any, ...], stream: Any) -> None:
-                kernel[grid, block, stream or 0, smem](*args)
+            def go_sim(args: tuple[Any, ...]) -> None:
+                kernel[grid, block, 0, smem](*args)
 
-            return go_sim
+            return go_sim, go_on
         if torch is None:
             configured = kernel[grid, block, 0, smem]
 
-            def go(args: tuple[Any, ...], stream: Any) -> None:
-                if stream is None:
-                    configured(*args)
-                else:
-                    kernel[grid, block, stream, smem](*args)
+            def go(args: tuple[Any, ...]) -> None:
+                configured(*args)
 
-            return go
+            return go, go_on
         cuda = self.cuda
         streams: dict[int, Any] = {}
         current, given, check = torch.current_stream, torch.stream_ptr, torch.check
 
-        def go_torch(args: tuple[Any, ...], stream: Any) -> None:
+        def on(args: tuple[Any, ...], ptr: int) -> None:
             check(args)
-            ptr = current() if stream is None else given(stream)
             s = streams.get(ptr)
             if s is None:
                 s = streams[ptr] = cuda.external_stream(ptr) if ptr else 0
             kernel[grid, block, s, smem](*args)
 
-        return go_torch
+        return (lambda args: on(args, current())), (lambda args, stream: on(args, given(stream)))
 
 
 def device_args(host_args: Sequence[Any]) -> tuple[Any, ...]:

@@ -79,20 +79,8 @@ class TorchBridge:
                 )
 
     def stream_ptr(self, stream: Any) -> int:
-        """The raw handle of a stream given as `stream=`: torch, CuPy, Numba, cuda.core or int."""
-        if isinstance(stream, int):
-            return stream
-        for attr in ("cuda_stream", "ptr"):
-            v = getattr(stream, attr, None)
-            if isinstance(v, int):
-                return v
-        proto = getattr(stream, "__cuda_stream__", None)
-        if proto is not None:
-            return int(proto()[1])
-        handle = getattr(stream, "handle", None)
-        if handle is not None:
-            return int(handle)
-        raise LaunchError(f"cannot read a CUDA stream handle from {type(stream).__name__}")
+        """The raw handle of a stream given as `stream=` (see `stream_handle`)."""
+        return stream_handle(stream)
 
     def pointer_converters(
         self, args: Sequence[Any], as_numpy: bool
@@ -120,3 +108,23 @@ class TorchBridge:
             return to_ptr
 
         return tuple(converter(i) if is_tensor(a) else identity for i, a in enumerate(args))
+
+
+def stream_handle(stream: Any) -> int:
+    """The raw handle of a stream: torch, CuPy, Numba, cuda.core (`__cuda_stream__`) or an int."""
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr"):
+        v = getattr(stream, attr, None)
+        if isinstance(v, int):
+            return v
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        return int(proto()[1])
+    handle = getattr(stream, "handle", None)
+    if handle is not None:
+        try:
+            return int(handle)
+        except (TypeError, ValueError):
+            pass
+    raise LaunchError(f"cannot read a CUDA stream handle from {type(stream).__name__}")
