@@ -49,3 +49,15 @@ class BuildError(KlaraptorError):
 
 class MissingDependencyError(KlaraptorError):
     """An optional dependency is not installed; the message names the extra that brings it."""
+
+
+class KlaraptorWarning(UserWarning):
+    """Base class of klaraptor's warnings: it went ahead, but you should know."""
+
+
+class ExtrapolationWarning(KlaraptorWarning):
+    """A data size lies outside the sizes the kernel was trained at (the choice extrapolates)."""
+
+
+class DeviceWarning(KlaraptorWarning):
+    """A build is used on a GPU (or driver) other than the one it was made on."""

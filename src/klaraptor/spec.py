@@ -225,6 +225,7 @@ class KernelSpec:
 
         # data parameters
         names_ok = self._validate_data(bad)
+        self._validate_arg_indices(bad)
 
         # expressions: only when the names are sound, else every parse error would be noise
         if names_ok:
@@ -330,6 +331,30 @@ class KernelSpec:
             elif p.lo > p.hi:
                 bad(where, f"lo {p.lo} > hi {p.hi}")
         return ok
+
+    def _validate_arg_indices(self, bad: Callable[[str, str], None]) -> None:
+        """Argument indices (data parameters, outputs) must exist in the kernel's signature."""
+        if not (isinstance(self.source, str) and isinstance(self.kernel, str)):
+            return
+        params = kernel_parameters(self.source, self.kernel)
+        if params is None or not isinstance(self.data, tuple):
+            return
+        n = len(params)
+        shown = f"{self.kernel}({', '.join(params)})" if n else f"{self.kernel}()"
+
+        def check(where: str, i: Any) -> None:
+            if _is_int(i) and i >= n:
+                bad(where, f"argument {i} does not exist: the kernel has {n} parameters, {shown}")
+
+        for k, p in enumerate(self.data):
+            if isinstance(p, DataParam):
+                if p.arg is not None:
+                    check(f"data[{k}] ({p.name!r})", p.arg)
+                if isinstance(p.shape_of, tuple) and p.shape_of:
+                    check(f"data[{k}] ({p.name!r}) shape_of", p.shape_of[0])
+        if isinstance(self.outputs, tuple):
+            for i in self.outputs:
+                check("outputs", i)
 
     def _validate_exprs(self, bad: Callable[[str, str], None]) -> None:
         allowed = self.allowed_names
@@ -760,6 +785,41 @@ def _accepts_positional(fn: Callable[..., Any], n: int) -> bool:
 
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def kernel_parameters(source: str, kernel: str) -> list[str] | None:
+    """The parameter declarations of the `__global__` function `kernel` in `source`, or None
+    when they cannot be told (no such function, or overloads that disagree)."""
+    text = _COMMENT.sub(" ", source)
+    found: list[list[str]] = []
+    for m in re.finditer(rf"\b{re.escape(kernel)}\s*\(", text):
+        start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
+        if not re.search(r"\b__global__\b", text[start + 1 : m.start()]):
+            continue
+        params, depth, word = [], 0, []
+        for ch in text[m.end() :]:
+            if ch in "(<[":
+                depth += 1
+            elif ch in ")>]":
+                if depth == 0 and ch == ")":
+                    break
+                depth -= 1
+            if ch == "," and depth == 0:
+                params.append("".join(word).strip())
+                word = []
+            else:
+                word.append(ch)
+        else:
+            continue  # no closing parenthesis: not a declaration we can read
+        last = "".join(word).strip()
+        if last and last != "void":
+            params.append(last)
+        elif params:
+            params.append(last)
+        found.append(params)
+    if not found or any(len(f) != len(found[0]) for f in found):
+        return None
+    return found[0]
 
 
 def _has_global_function(source: str, kernel: str) -> bool:

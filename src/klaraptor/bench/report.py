@@ -139,7 +139,9 @@ def table_6_2(data: RecordedDataset, results: Sequence[KernelResult]) -> str:
     return "\n".join(lines)
 
 
-def plot_best_worst(results: Sequence[KernelResult], path: Path) -> None:
+def plot_best_worst(
+    results: Sequence[KernelResult], path: Path, *, gpu: str = "H200", chosen: str = "auto"
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -167,7 +169,7 @@ def plot_best_worst(results: Sequence[KernelResult], path: Path) -> None:
         marker="o",
         s=22,
         color="#d62728",
-        label="klaraptor (auto)",
+        label=f"klaraptor ({chosen})",
         zorder=4,
     )
     ax.scatter(
@@ -182,7 +184,7 @@ def plot_best_worst(results: Sequence[KernelResult], path: Path) -> None:
     ax.set_yscale("log")
     ax.set_ylabel("kernel time (ms, log)")
     ax.set_xticks(x, [f"{k}\nN={p.N}" for k, p in rows], rotation=90, fontsize=7)
-    ax.set_title("H200: best, worst and chosen block per kernel at its largest evaluated N")
+    ax.set_title(f"{gpu}: best, worst and chosen block per kernel at its largest evaluated N")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=130)

@@ -12,7 +12,7 @@ from klaraptor.build.kernel import BuildReport, Kernel
 from klaraptor.build.model_selection import select_model
 from klaraptor.configspace import ConfigSpace, PlannedPoint
 from klaraptor.device_profile import DeviceProfile, cached_profile, save_profile
-from klaraptor.errors import BuildError, KlaraptorError
+from klaraptor.errors import BuildError, DeviceWarning, KlaraptorError, StoreError
 from klaraptor.gpu.backend import gpu_available
 from klaraptor.helper import HelperProgram
 from klaraptor.models import HelperJob, get_model
@@ -51,7 +51,15 @@ def training_sizes(spec: KernelSpec, sizes: Iterable[Any] | None) -> list[DataSi
             raise BuildError(
                 f"{spec.name}: no training sizes given and the spec has no meta['train_sizes']"
             )
-    return [spec.size(s) for s in sizes]
+    out = [spec.size(s) for s in sizes]
+    if not out:
+        raise BuildError(f"{spec.name}: the list of training sizes is empty")
+    seen: set[DataSize] = set()
+    for D in out:
+        if D in seen:
+            raise BuildError(f"{spec.name}: training size {D} is given twice")
+        seen.add(D)
+    return out
 
 
 def plan(
@@ -136,23 +144,36 @@ def build(
     collect_data: bool | None = None,
     fit: FitOptions | None = None,
     progress: bool = True,
+    client: Any | None = None,
 ) -> Kernel:
     """Collect (where needed), fit and store the helper program of `spec`; returns the Kernel.
 
     Builds are incremental: points already in the store are not measured again, so adding sizes
     only measures the new ones. Without a GPU (`collect_data=False`, or none found), the points
     must already be in the store (e.g. imported from a recorded dataset) and `device` given.
+    `client`: a `distributed.Client` (or a `klaraptor.distributed.DaskExecutor`) to collect on
+    the GPUs of a Dask cluster; this process writes the store, and the device profile is that of
+    the workers' GPU model (measured once, on one worker, when the store has none).
     """
     t0 = time.perf_counter()
     store = store or Store()
     size_list = training_sizes(spec, sizes)
+    executor = None
+    if client is not None:
+        from klaraptor.distributed import DaskExecutor
+
+        executor = (
+            client if isinstance(client, DaskExecutor) else DaskExecutor(client, device=device)
+        )
+        collect_data = True if collect_data is None else collect_data
     if collect_data is None:
         collect_data = gpu_available()
     collect_report = None
     if collect_data:
         from klaraptor.gpu.collect import CollectOptions, collect
 
-        device = device or current_profile(store)
+        if device is None:
+            device = current_profile(store) if executor is None else executor.device_profile(store)
         collect_report = collect(
             spec,
             size_list,
@@ -160,6 +181,7 @@ def build(
             device=device,
             options=collect_options or CollectOptions(),
             progress=progress,
+            executor=executor,
         )
     elif device is None:
         raise BuildError(
@@ -187,6 +209,7 @@ def build(
             "ncu": collect_report.ncu_status,
         },
         fits=fits,
+        device_driver=device.driver,
     )
     helper_dict, report_dict = helper.to_dict(), report.to_dict()
     store.put_build(spec.name, device.key, model, helper_dict, report_dict, job.rejected)
@@ -211,27 +234,35 @@ def load(
     spec: KernelSpec | None = None,
     force: bool = False,
 ) -> Kernel:
-    """A built kernel from the store, without touching the GPU.
+    """A built kernel from the store, without touching the GPU (nor creating a store).
 
     `device` is the profile key of the GPU the choices are for; it defaults to this machine's GPU
-    when there is one, else to any build. A build made on another GPU is refused with BuildError
-    (its choices may not suit this GPU) unless `force`, which uses it with a warning.
+    when there is one, else to any build (with a DeviceWarning naming the GPU it was made on). A
+    build made on another GPU is refused with BuildError (its choices may not suit this GPU)
+    unless `force`, which uses it with a warning. A build made on this GPU under another driver
+    is used with a DeviceWarning. An unknown kernel name, a kernel without a build and a build
+    with another model are told apart, with close matches for a misspelt name.
     """
-    store = store or Store()
+    store = store or Store(must_exist=True)
+    here = None
     if device is None and gpu_available():
         from klaraptor.device_profile import query_device
 
-        device = query_device().key
+        here = query_device()
+        device = here.key
     rec = store.latest_build(name, device, model)
     if rec is None:
         builds = store.builds(name)
-        if model is not None:
-            builds = [b for b in builds if b.model == model]
         if not builds:
-            raise BuildError(
-                f"no build of kernel {name!r}{'' if model is None else f' with model {model!r}'} in "
-                f"{store.path} (run klaraptor build first)"
-            )
+            raise _not_built(store, name)
+        if model is not None:
+            if not any(b.model == model for b in builds):
+                raise BuildError(
+                    f"kernel {name!r} has no build with model {model!r} in {store.path}; it was "
+                    f"built with {sorted({b.model for b in builds})} (pick one with --model / "
+                    "model=, or build it with this model)"
+                )
+            builds = [b for b in builds if b.model == model]
         others = sorted({b.device for b in builds})
         if not force:
             raise BuildError(
@@ -239,16 +270,68 @@ def load(
                 "Rebuild here, or pass force=True (--force) to use it anyway"
             )
         warnings.warn(
-            f"using the build of {name} made on {others[0]!r} for {device!r} (forced)", stacklevel=2
+            DeviceWarning(
+                f"using the build of {name} made on {others[0]!r} for {device!r} (forced)"
+            ),
+            stacklevel=2,
         )
         rec = store.latest_build(name, others[0], model)
         assert rec is not None
-    helper = HelperProgram.from_dict(rec.helper)
+    elif device is None:
+        warnings.warn(
+            DeviceWarning(
+                f"no GPU here and no device named: using the build of {name} made on "
+                f"{rec.device!r}; its choices are for that GPU"
+            ),
+            stacklevel=2,
+        )
+    try:
+        helper = HelperProgram.from_dict(rec.helper)
+        report = BuildReport.from_dict(rec.report, helper.data_schema)
+    except Exception as exc:  # noqa: BLE001 - any failure to decode a stored build is its fault
+        raise StoreError(
+            f"build {rec.id} of {name!r} in {store.path} is malformed "
+            f"({type(exc).__name__}: {exc}); build the kernel again"
+        ) from None
+    if here is not None and report.device_driver and report.device_driver != here.driver:
+        warnings.warn(
+            DeviceWarning(
+                f"{name} was built under driver {report.device_driver}; this GPU runs driver "
+                f"{here.driver}. Choices rarely depend on the driver: rebuild if timings look off"
+            ),
+            stacklevel=2,
+        )
     if spec is None:
         spec = _find_spec(name)
-    report = BuildReport.from_dict(rec.report, helper.data_schema)
     return Kernel(
         helper, spec=spec, store=store, device_key=rec.device, rejected=rec.rejected, report=report
+    )
+
+
+def _not_built(store: Store, name: str) -> BuildError:
+    """'no build' for a kernel the store or the suites know, else 'unknown kernel' with the
+    closest names."""
+    import difflib
+
+    from klaraptor import suite
+
+    built = {b.kernel for b in store.builds()}
+    known = built | {k.name for k in store.kernels()}
+    suite_names = {s.name for s in suite.all_specs()}
+    if name in known or name in suite_names:
+        hint = (
+            "`klaraptor import-recorded` adds the recorded H200 builds of the suites"
+            if name in suite_names
+            else f"build it first (`klaraptor build` on a GPU; the store has {len(built)} builds)"
+        )
+        return BuildError(f"no build of kernel {name!r} in {store.path}: {hint}")
+    close = difflib.get_close_matches(name, sorted(built) or sorted(known | suite_names), n=3)
+    if not close:
+        close = difflib.get_close_matches(name, sorted(known | suite_names), n=3)
+    maybe = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return BuildError(
+        f"unknown kernel {name!r}: {store.path} has no kernel of that name{maybe} "
+        "(`klaraptor list` shows the builds)"
     )
 
 
