@@ -11,7 +11,7 @@ from typing import Any
 from klaraptor.build.kernel import BuildReport, Kernel
 from klaraptor.build.model_selection import select_model
 from klaraptor.configspace import ConfigSpace, PlannedPoint
-from klaraptor.device_profile import DeviceProfile, cached_profile, save_profile
+from klaraptor.device_profile import DeviceProfile
 from klaraptor.errors import BuildError, DeviceWarning, KlaraptorError, StoreError
 from klaraptor.gpu.backend import gpu_available
 from klaraptor.helper import HelperProgram
@@ -29,7 +29,7 @@ def current_profile(store: Store, *, measure: bool = True, device_id: int = 0) -
     from klaraptor.device_profile import query_device
 
     found = query_device(device_id)
-    cached = cached_profile(store, found.key)
+    cached = store.cached_profile(found.key)
     # The models' own inputs decide; resource fields a failed microbenchmark left out do not
     # make every later build measure again.
     if cached is not None and not cached.missing_model_inputs:
@@ -39,7 +39,7 @@ def current_profile(store: Store, *, measure: bool = True, device_id: int = 0) -
     from klaraptor.gpu.microbench import measure_profile
 
     profile = measure_profile(device_id, store)
-    save_profile(store, profile)
+    store.save_profile(profile)
     return profile
 
 

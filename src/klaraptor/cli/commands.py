@@ -288,9 +288,7 @@ def cmd_device(args: argparse.Namespace) -> int:
 
         profile = measure_profile(0, store, force=args.force)
     else:
-        from klaraptor.device_profile import cached_profile
-
-        profile = cached_profile(store, query_device().key) or query_device()
+        profile = store.cached_profile(query_device().key) or query_device()
     console.print(format_profile(profile), markup=False)
     return 0
 

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from klaraptor.errors import CollectError
+from klaraptor.errors import CollectError, KlaraptorError
 
 INSTALL = "pip install 'klaraptor[dask]'"
 
@@ -98,7 +98,7 @@ def local_gpu_cluster(n_gpus: int) -> tuple[Any, str]:
     `dask_cuda.LocalCUDACluster` when dask-cuda is installed, else `pinned_cluster`."""
     require_dask()
     if isinstance(n_gpus, bool) or not isinstance(n_gpus, int) or n_gpus < 1:
-        raise CollectError(f"the number of GPUs must be a positive integer, got {n_gpus!r}")
+        raise KlaraptorError(f"the number of GPUs must be a positive integer, got {n_gpus!r}")
     devices = visible_gpus()
     if n_gpus > len(devices):
         raise CollectError(

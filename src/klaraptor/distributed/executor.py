@@ -73,8 +73,9 @@ class _WorkerLost(Exception):
 
 def _is_worker_loss(exc: BaseException) -> bool:
     """Did the task fail because its worker went away (not because of the work)?"""
-    from distributed import KilledWorker
     from distributed.comm import CommClosedError
+
+    from distributed import KilledWorker
 
     return isinstance(exc, (KilledWorker, CommClosedError, asyncio.CancelledError))
 
@@ -551,12 +552,12 @@ class DaskExecutor:
     def device_profile(self, store: Store, *, measure: bool = True) -> DeviceProfile:
         """The profile of the workers' GPU model: cached in `store`, else measured ONCE, on one
         worker, and cached (never once per worker)."""
-        from klaraptor.device_profile import DeviceProfile, cached_profile, save_profile
+        from klaraptor.device_profile import DeviceProfile
 
         self.ensure_workers(True)
         key = self.device_key
         assert key is not None
-        cached = cached_profile(store, key)
+        cached = store.cached_profile(key)
         if cached is not None and not cached.missing_model_inputs:
             return cached
         if not measure:
@@ -576,5 +577,5 @@ class DaskExecutor:
             raise CollectError(
                 f"Dask worker {addr} measured a profile of {profile.key!r}, not {key!r}"
             )
-        save_profile(store, profile)
+        store.save_profile(profile)
         return profile
