@@ -152,6 +152,14 @@ def test_numba_tuned_gpu_bit_identical(store: Store, h200) -> None:  # noqa: ANN
     assert t.kernel is not None and t.kernel.report.model == "time_fit"
     assert block[0] % 128 == 0
     assert same_bits(y.copy_to_host(), y_plain.copy_to_host())
+    # A CuPy stream handed to the Numba kernel is wrapped (cuda.external_stream), not refused.
+    import cupy as cp
+
+    side = cp.cuda.Stream(non_blocking=True)
+    y_side = cuda.to_device(y0)
+    t(np.float32(1.5), x, y_side, N, stream=side)
+    side.synchronize()
+    assert same_bits(y_side.copy_to_host(), y_plain.copy_to_host())
 
 
 def test_cupy_tuned_gpu_bit_identical(store: Store, h200) -> None:  # noqa: ANN001
@@ -176,6 +184,14 @@ def test_cupy_tuned_gpu_bit_identical(store: Store, h200) -> None:  # noqa: ANN0
     show("cupy tuned", name=t.name, grid=grid, block=block)
     assert t.kernel is not None
     assert same_bits(cp.asnumpy(y), cp.asnumpy(y_plain))
+    # A torch stream handed to the CuPy kernel becomes a cupy.cuda.ExternalStream.
+    torch = pytest.importorskip("torch")
+    side = torch.cuda.Stream()
+    y_side = y0.copy()
+    cp.cuda.Device().synchronize()
+    t(np.float32(1.5), x, y_side, np.int32(N), stream=side)
+    side.synchronize()
+    assert same_bits(cp.asnumpy(y_side), cp.asnumpy(y_plain))
 
 
 def test_cuda_core_tuned_gpu_bit_identical(store: Store, h200) -> None:  # noqa: ANN001

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from klaraptor.errors import SpecError
-from klaraptor.frontends.torch import TorchBridge
+from klaraptor.frontends.torch import TorchBridge, stream_handle
 from klaraptor.spec import KernelSpec
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
@@ -70,6 +70,17 @@ def c_param_names(source: str, kernel: str) -> tuple[str, ...] | None:
             names.append(ident.group(1))
         return tuple(names)
     return None
+
+
+def cupy_stream(stream: Any) -> Any:
+    """A stream CuPy launches on: CuPy's own as given; torch, Numba, cuda.core streams and raw
+    handles as `cupy.cuda.ExternalStream` (0: the null stream)."""
+    if (type(stream).__module__ or "").startswith("cupy"):
+        return stream
+    import cupy
+
+    ptr = stream_handle(stream)
+    return cupy.cuda.Stream.null if not ptr else cupy.cuda.ExternalStream(ptr)
 
 
 class CupyAdapter:
@@ -142,7 +153,7 @@ class CupyAdapter:
         if torch is None:
 
             def go_on(args: tuple[Any, ...], stream: Any) -> None:
-                raw(grid, block, args, shared_mem=smem, stream=stream)
+                raw(grid, block, args, shared_mem=smem, stream=cupy_stream(stream))
 
             # A partial runs in C: the same call a user writes, nothing between.
             if smem:

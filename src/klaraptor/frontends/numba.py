@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from klaraptor.errors import SpecError
-from klaraptor.frontends.torch import TorchBridge, is_tensor
+from klaraptor.frontends.torch import TorchBridge, is_tensor, stream_handle
 from klaraptor.gpu.backend_numba import is_simulator, numba_cuda
 from klaraptor.spec import KernelSpec
 
@@ -143,6 +143,7 @@ class NumbaAdapter:
         self.base_name = f"numba.{module}.{self.py_func.__qualname__}".replace("<locals>.", "")
         self.argtypes: tuple[Any, ...] = ()
         self.simulator = type(kernel).__name__ == "FakeCUDAKernel"
+        self._external: dict[int, Any] = {}
 
     # -- binding -----------------------------------------------------------------------------
 
@@ -219,6 +220,23 @@ class NumbaAdapter:
 
     # -- launching -----------------------------------------------------------------------------
 
+    def native_stream(self, stream: Any) -> Any:
+        """A stream Numba launches on: Numba's own and 0 as given; torch, CuPy, cuda.core streams
+        and raw handles wrapped (`cuda.external_stream`, one per handle)."""
+        if (
+            (isinstance(stream, int) and stream == 0)
+            or self.simulator
+            or (type(stream).__module__ or "").startswith("numba")
+        ):
+            return stream
+        ptr = stream_handle(stream)
+        if not ptr:
+            return 0
+        s = self._external.get(ptr)
+        if s is None:
+            s = self._external[ptr] = self.cuda.external_stream(ptr)
+        return s
+
     def launcher(
         self,
         grid: tuple[int, int, int],
@@ -229,9 +247,10 @@ class NumbaAdapter:
     ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
         """(launch on the current stream, launch on a given stream) for one configuration."""
         kernel = self.kernel
+        native = self.native_stream
 
         def go_on(args: tuple[Any, ...], stream: Any) -> None:
-            kernel[grid, block, stream, smem](*args)
+            kernel[grid, block, native(stream), smem](*args)
 
         if self.simulator:  # the simulator's kernel[...] configures the kernel object itself
 
