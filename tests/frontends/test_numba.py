@@ -451,12 +451,33 @@ def test_numba_unpicklable_user_make_args_is_reported(store: Store, h200) -> Non
         )
 
 
+PICKLE_BY_VALUE = """
+import pickle
+from numba import cuda
+from klaraptor.gpu.worker import imports_main
+
+def scale(x, y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = 2.0 * x[i]
+
+body = pickle.dumps(cuda.jit(scale))
+again = pickle.loads(body)
+assert type(again).__name__ == "CUDADispatcher", type(again)
+assert again.py_func.__code__.co_code == scale.__code__.co_code
+print("by value" if not imports_main(body) else "by reference")
+"""
+
+
 def test_pickled_numba_dispatcher_is_rebuilt_by_value() -> None:
-    if getattr(numba.config, "ENABLE_CUDASIM", False):
-        pytest.skip("the simulator's kernels are pickled by reference")
-    k = cuda.jit(scale_body)
-    again = pickle.loads(pickle.dumps(k))
-    assert again.py_func.__code__.co_code == scale_body.__code__.co_code
+    """A real (not simulated) dispatcher defined in a script's __main__ travels to a collection
+    worker by value: the worker need not re-run the script. Dispatchers are made without a GPU,
+    so this runs Numba itself in a process without the simulator."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0"}
+    p = subprocess.run([sys.executable, "-c", PICKLE_BY_VALUE], capture_output=True, text=True,
+                       env=env, timeout=300)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "by value"
 
 
 def test_numba_backend_launches_times_and_checks(tmp_path: Path) -> None:
