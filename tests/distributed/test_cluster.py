@@ -26,8 +26,9 @@ import pytest
 
 pytest.importorskip("distributed")
 
-import klaraptor  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
+
+import klaraptor  # noqa: E402
 from klaraptor.configspace import ConfigSpace  # noqa: E402
 from klaraptor.device_profile import recorded_profile  # noqa: E402
 from klaraptor.distributed import DaskExecutor, connect, preflight  # noqa: E402

@@ -73,9 +73,8 @@ class _WorkerLost(Exception):
 
 def _is_worker_loss(exc: BaseException) -> bool:
     """Did the task fail because its worker went away (not because of the work)?"""
-    from distributed.comm import CommClosedError
-
     from distributed import KilledWorker
+    from distributed.comm import CommClosedError
 
     return isinstance(exc, (KilledWorker, CommClosedError, asyncio.CancelledError))
 
