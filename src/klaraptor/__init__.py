@@ -29,12 +29,20 @@ from klaraptor.errors import (
     StoreError,
 )
 from klaraptor.fitting import RationalFit, TableFit, fit_rational, fit_rational_table
-from klaraptor.frontends.decorator import tune
 from klaraptor.program import Program, parse_expr
 from klaraptor.spec import DataParam, KernelSpec
 from klaraptor.types import DataSize
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # The front-ends load on first use: `import klaraptor` stays the core (spec, build, select).
+    if name == "tune":
+        from klaraptor.frontends.decorator import tune
+
+        return tune
+    raise AttributeError(f"module 'klaraptor' has no attribute {name!r}")
 
 __all__ = [
     "BuildError",
