@@ -5,4 +5,13 @@
 from klaraptor.build.api import DEFAULT_MODEL, build, current_profile, load, make_job, plan
 from klaraptor.build.kernel import BuildReport, Kernel
 
-__all__ = ["DEFAULT_MODEL", "BuildReport", "Kernel", "build", "current_profile", "load", "make_job", "plan"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "BuildReport",
+    "Kernel",
+    "build",
+    "current_profile",
+    "load",
+    "make_job",
+    "plan",
+]
