@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -17,20 +18,44 @@ from klaraptor.cli.common import (
 from klaraptor.errors import KlaraptorError
 
 
+def parse_budget(text: str) -> float | None:
+    """--budget: a multiple of tune-once's cost (>= 1), or 'none' for a full collection."""
+    if text.strip().lower() in ("none", "full", "inf"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 1.0 or math.isinf(value):
+        raise KlaraptorError(
+            f"--budget must be a number >= 1 (a multiple of tune-once's measurement cost) or "
+            f"'none', got {text!r}"
+        )
+    return value
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from klaraptor.build import build, plan
-    from klaraptor.configspace import format_dry_run
     from klaraptor.frontends.targets import resolve_specs
     from klaraptor.gpu.backend import gpu_problem
     from klaraptor.gpu.collect import CollectOptions
 
     specs = resolve_specs(args.target)
+    budget = parse_budget(str(getattr(args, "budget", "1.5")))
     if args.dry_run:
+        store = open_store(args, must_exist=True) if args.store else None
+        device = None
+        if store is not None:
+            from klaraptor.device_profile import DeviceProfile
+
+            profiles = store.device_profiles()
+            if len(profiles) == 1:
+                device = DeviceProfile.from_dict(next(iter(profiles.values())))
         for spec in specs:
-            console.print(
-                format_dry_run(plan(spec, parse_sizes(args.sizes, spec)), title=spec.name),
-                markup=False,
+            view = plan(
+                spec, parse_sizes(args.sizes, spec), budget=budget, store=store, device=device
             )
+            console.print(view.format(), markup=False)
         return 0
     problem = gpu_problem()
     if problem is not None:
@@ -43,7 +68,12 @@ def cmd_build(args: argparse.Namespace) -> int:
     opts = CollectOptions(counters=not args.no_counters)
     for spec in specs:
         kern = build(
-            spec, parse_sizes(args.sizes, spec), model=args.model, store=store, collect_options=opts
+            spec,
+            parse_sizes(args.sizes, spec),
+            model=args.model,
+            budget=budget,
+            store=store,
+            collect_options=opts,
         )
         rep = kern.report
         assert rep is not None
@@ -51,6 +81,13 @@ def cmd_build(args: argparse.Namespace) -> int:
             f"[bold green]built[/bold green] {spec.name} with {rep.model} in "
             f"{rep.total_wall_s:.1f} s"
         )
+        plan_done = (rep.collect or {}).get("plan")
+        if plan_done:
+            console.print(
+                f"  plan: {plan_done['counts']}, estimated {plan_done['spent_s']:.1f} s of "
+                f"measurement against tune-once's {plan_done['tune_once_s']:.1f} s "
+                f"({plan_done['ratio']:.2f}×)"
+            )
         for metric, f in rep.fits.get("metrics", {}).items():
             console.print(
                 f"  {metric:22s} {f['method']:8s} held-out median rel. error "
