@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from klaraptor import metrics
-from klaraptor.collect import CollectOptions, collect
 from klaraptor.configspace import ConfigSpace
-from klaraptor.ncu import find_ncu
+from klaraptor.gpu.collect import CollectOptions, collect
+from klaraptor.gpu.ncu import find_ncu
 from klaraptor.spec import DataParam, KernelSpec
 from klaraptor.store import Store
 

@@ -41,9 +41,10 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent / "tests"))
 
 import helpers_synthetic as hs  # noqa: E402
-from klaraptor.launcher import data_reader  # noqa: E402
+
 from klaraptor.provenance import stamp  # noqa: E402
-from klaraptor.selector import Selector  # noqa: E402
+from klaraptor.runtime.launcher import data_reader  # noqa: E402
+from klaraptor.runtime.selector import Selector  # noqa: E402
 
 TARGET_NEW_US = 50.0
 TARGET_CACHED_US = 2.0
@@ -115,7 +116,7 @@ def bench_data_reader(spec: Any, n: int) -> dict[str, float]:
 def bench_dispatch_stubbed(n: int) -> dict[str, float]:
     """`TunedKernel.__call__` with the CuPy launch replaced by a no-op: the per-call overhead the
     launcher adds (read D, plan lookup, checks), measurable without a GPU."""
-    from klaraptor.launcher import TunedKernel
+    from klaraptor.runtime.launcher import TunedKernel
 
     spec = hs.empty_spec()
     tuned = object.__new__(TunedKernel)  # skips NVRTC compilation (needs CuPy)
@@ -148,7 +149,7 @@ def bench_launch(batches: int) -> dict[str, Any]:
     """Empty-kernel launch: TunedKernel.__call__ vs a plain cupy.RawKernel, host time per launch."""
     import cupy
 
-    from klaraptor.launcher import TunedKernel
+    from klaraptor.runtime.launcher import TunedKernel
 
     spec = hs.empty_spec()
     selector = Selector(hs.tiny_1d_helper(spec), spec=spec)
