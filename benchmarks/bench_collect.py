@@ -135,9 +135,9 @@ def main(argv: list[str]) -> int:
         ncu_call_wall = time.perf_counter() - t1
         print(f"\n{rep_n}")
         device = rep_t.device
-        timed = store.measurements(SPEC.name, device, "time", "ok")
+        timed = store.measurements(SPEC.name, device, kind="time", status="ok")
         got = metrics.collected(store, SPEC, device)
-        kernel_summary = store.kernel(SPEC.name)["summary"]["collect"][device]
+        facts = store.collect_facts(SPEC.name, device)
 
     n_timed = rep_t.count("time", "ok") + rep_t.count("time", "failed")
     ncu_pass = rep_n.wall_s.get("ncu", 0.0)
@@ -176,7 +176,7 @@ def main(argv: list[str]) -> int:
     # Best and worst block per size, and a few derived metrics, as a sanity check.
     per_size = {}
     for D in SIZES:
-        rows = [(m.value["median_ms"], m.block) for m in timed if m.D == (D["N"],)]
+        rows = [(m.value["median_ms"], m.block) for m in timed if m.D["N"] == D["N"]]
         if rows:
             rows.sort()
             per_size[D["N"]] = {
@@ -189,14 +189,15 @@ def main(argv: list[str]) -> int:
                 f"worst {rows[-1][1]} {rows[-1][0] * 1e3:.2f} us"
             )
     sample = {}
-    for key in [((1024,), (32, 8, 1)), ((1024,), (1, 32, 1)), ((1024,), (256, 1, 1))]:
+    n1024 = SPEC.size(1024)
+    for key in [(n1024, (32, 8, 1)), (n1024, (1, 32, 1)), (n1024, (256, 1, 1))]:
         if key in got:
             sample[f"N=1024 block={key[1]}"] = got[key]
             print(
                 f"N=1024 block={key[1]}: " + ", ".join(f"{k}={v:.4g}" for k, v in got[key].items())
             )
 
-    gpu = {"device_key": device, "name": kernel_summary.get("device_name")}
+    gpu = {"device_key": device, "name": facts.device_name if facts else None}
     try:
         from klaraptor.device_profile import query_device
 
@@ -243,8 +244,8 @@ def main(argv: list[str]) -> int:
             "workers": rep_t.worker,
         },
         "ncu": {**ncu_info, "counts": rep_n.counts, "report_wall_s": rep_n.wall_s},
-        "kernel_attributes": kernel_summary.get("attributes"),
-        "sync_per_warp": kernel_summary.get("sync_per_warp"),
+        "kernel_attributes": facts.attributes.to_dict() if facts and facts.attributes else None,
+        "sync_per_warp": facts.sync_per_warp if facts else None,
         "per_size": per_size,
         "sample_metrics": sample,
         "targets": targets,

@@ -98,3 +98,29 @@ def make_spec() -> Callable[..., KernelSpec]:
         return KernelSpec(**base)
 
     return make
+
+
+# The kernels the README's examples use (tests/test_readme.py runs them) and the bad-input
+# suite's: what `recorded_home` imports.
+RECORDED_KERNELS = ("polybench.atax.k1", "polybench.gemm.gemm", "rodinia.srad.k1")
+
+
+@pytest.fixture(scope="session")
+def recorded_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A KLARAPTOR_HOME whose store holds recorded H200 builds (`klaraptor import-recorded
+    --kernels ...`, run once per session) of RECORDED_KERNELS and of the README's kernels.
+    Tests that write to it (history) copy the file first."""
+    import re
+
+    from klaraptor.cli import main
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    named = set(re.findall(r"\b((?:polybench|rodinia)\.\w+\.\w+)\b", readme))
+    kernels = sorted(named | set(RECORDED_KERNELS))
+    home = tmp_path_factory.mktemp("recorded_home")
+    store = home / "klaraptor.sqlite"
+    assert (
+        main(["--store", str(store), "import-recorded", "--jobs", "2", "--kernels", *kernels]) == 0
+    )
+    assert not (home / "klaraptor.sqlite-wal").exists()  # closed: the file alone is the store
+    return home

@@ -47,6 +47,7 @@ H200_QUERY: dict[str, Any] = {
     "reserved_smem_per_block": 1024,
     "l2_bytes": 62914560,
     "mem_bus_width_bits": 6016,
+    "total_mem_bytes": 150_754_820_096,
     "mem_latency_dram_cycles": None,
     "mem_latency_l2_cycles": None,
     "departure_delay_coal": None,
@@ -85,7 +86,15 @@ def test_from_dict_to_dict_round_trip() -> None:
 
 def test_key_and_derived_values() -> None:
     p = DeviceProfile.from_dict(H200_QUERY)
-    assert p.key == "NVIDIA H200|driver 580.159.04|1980 MHz"
+    # What changes performance, not the driver (a driver update keeps the builds).
+    assert p.key == "NVIDIA H200|132 SMs|1980 MHz|mem 3201 MHz|140 GiB"
+    assert DeviceProfile.from_dict({**H200_QUERY, "driver": "590.1"}).key == p.key
+    assert p.legacy_key == "NVIDIA H200|driver 580.159.04|1980 MHz"
+    # The device query and nvidia-smi count memory a few hundred MiB apart: one key.
+    assert DeviceProfile.from_dict({**H200_QUERY, "total_mem_bytes": 143_155 * 2**20}).key == p.key
+    for changed in ({"sm_count": 114}, {"sm_clock_mhz": 1755.0}, {"mem_clock_mhz": 2619.0}):
+        assert DeviceProfile.from_dict({**H200_QUERY, **changed}).key != p.key, changed
+    assert DeviceProfile.from_dict({**H200_QUERY, "total_mem_bytes": 96 * 2**30}).key != p.key
     assert p.arch == "sm_90"
     # 2 × 3201 MHz × 6016 bits / 8 = 4814.3 GB/s
     assert p.peak_dram_bandwidth_gbs == pytest.approx(2 * 3201e6 * 752 / 1e9)
@@ -221,7 +230,7 @@ def test_query_device_with_a_fake_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
         39: 2048, 75: 9, 76: 0, 81: 233472, 82: 65536, 97: 232448, 106: 32, 111: 1024,
     }  # fmt: skip
     runtime = types.SimpleNamespace(
-        getDeviceProperties=lambda i: {"name": b"NVIDIA H200"},
+        getDeviceProperties=lambda i: {"name": b"NVIDIA H200", "totalGlobalMem": 150_754_820_096},
         deviceGetAttribute=lambda attr, i: attrs[attr],
         driverGetVersion=lambda: 13000,
         runtimeGetVersion=lambda: 13020,

@@ -325,8 +325,11 @@ def test_load_errors_name_the_problem(tmp_path: Path) -> None:
     store = Store(tmp_path / "one.db")
     store.put_kernel(KernelRecord(spec.name, spec.fingerprint(), spec.data_names))
     store.put_build(spec.name, "dev-a", helper.model_name, helper.to_dict(), {})
-    with pytest.raises(BuildError, match=r"no build of kernel 'no\.such\.kernel'"):
+    # A name the store does not know is an unknown kernel, with the closest names offered.
+    with pytest.raises(BuildError, match=r"unknown kernel 'no\.such\.kernel'"):
         load("no.such.kernel", store=store)
+    with pytest.raises(BuildError, match=r"unknown kernel .*did you mean 'polybench\.gemm\.gemm'"):
+        load("polybench.gemm.gem", store=store)
     with pytest.raises(BuildError, match=r"built on \['dev-a'\], not on 'dev-b'.*force"):
         load(spec.name, store=store, device="dev-b")
     with pytest.warns(UserWarning, match="forced"):

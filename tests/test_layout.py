@@ -44,7 +44,9 @@ def _imports(path: Path) -> set[str]:
     return {m for m in out if m.startswith("klaraptor")}
 
 
-@pytest.mark.parametrize("package", ["program", "fitting", "store", "isa", "gpu", "build"])
+@pytest.mark.parametrize(
+    "package", ["program", "fitting", "store", "isa", "gpu", "build", "distributed"]
+)
 def test_package_has_no_import_circle(package: str) -> None:
     mods = {_module(p): p for p in MODULES if _module(p).startswith(f"klaraptor.{package}.")}
     graph = {m: {d for d in _imports(p) if d in mods and d != m} for m, p in mods.items()}
@@ -62,11 +64,15 @@ def test_no_source_file_is_over_800_lines() -> None:
 
 
 def test_shared_types_are_defined_once() -> None:
-    defined = re.compile(r"^(Block|Grid)\s*=|^class (DataSize|KernelAttributes)\b|^def gpu_problem\b")
+    defined = re.compile(
+        r"^(Block|Grid)\s*=|^class (DataSize|KernelAttributes)\b|^def gpu_problem\b"
+    )
     where = [
         str(p.relative_to(ROOT))
         for p in MODULES
         for line in p.read_text().splitlines()
         if defined.match(line)
     ]
-    assert sorted(where) == ["gpu/backend.py", "types.py", "types.py", "types.py", "types.py"], where
+    assert sorted(where) == ["gpu/backend.py", "types.py", "types.py", "types.py", "types.py"], (
+        where
+    )

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from klaraptor.errors import SpecError
-from klaraptor.spec import Constraint, KernelSpec, constraint_masks, parse_constraints
+from klaraptor.spec import Constraint, KernelSpec
+from klaraptor.spec_expressions import constraint_masks, parse_constraints
 from klaraptor.types import BLOCK_VARS, Block, DataSchema, DataSize, Grid, KernelAttributes
 
 if TYPE_CHECKING:

@@ -6,15 +6,20 @@ the best and the worst.
 
 Without a GPU: the same pipeline (fit → helper program → select → report) runs on the recorded
 H200 dataset shipped with the package (real measurements), and the choices are compared with
-the recorded exhaustive optimum.
+the recorded exhaustive optimum. The builds stay in the store (when one is named), so `klaraptor
+select`, `explain`, `show` and `export` work on them afterwards.
+
+Both write a plot: per kernel, the worst and the best block's time and the chosen block's.
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -24,26 +29,89 @@ GPU_KERNELS = ("polybench.atax.k1", "polybench.conv2d.conv2d", "polybench.gemm.g
 GPU_EVAL = 2048
 
 
+# What each column and score means, printed under the tables (the README repeats it).
+RECORDED_COLUMNS = (
+    ("N", "the evaluation size: larger than every training size, so each choice extrapolates"),
+    ("chosen block, chosen ms", "klaraptor's block and its measured time at N"),
+    ("best block, best ms", "the fastest block of the recorded exhaustive search at N"),
+    ("r", "slowdown, chosen ms / best ms: 1.000 is the best block"),
+    ("default r", "the same for the benchmark's default block (256 threads, or 32×8)"),
+    ("model", "the model `auto` chose for the kernel from its training data"),
+)
+SUMMARY_COLUMNS = (
+    ("geomean r, max r", "the slowdown over all (kernel, N) pairs: geometric mean and worst"),
+    (
+        "mean Error%",
+        "(t - t_best) / (t_worst - t_best) × 100: 0 is the best block, 100 the worst",
+    ),
+    (
+        "within noise",
+        "pairs where r - 1 is inside the timing noise (the best block's relative IQR)",
+    ),
+    ("klaraptor", "the helper program's choice (model only, no extra run)"),
+    ("klaraptor_top4", "the best measured of the model's top 4 (online refinement, refine=4)"),
+    ("default", "the benchmark's default block"),
+    ("occ", "max occupancy: median time over the blocks of highest theoretical occupancy"),
+    ("tune_once", "the best block at the largest training size, reused at every N"),
+    ("exhaustive", "the best block at each N (r = 1 by definition)"),
+)
+
+
+def _legend(console: Console, title: str, rows: Sequence[tuple[str, str]]) -> None:
+    console.print(f"[bold]{title}[/bold]")
+    width = max(len(a) for a, _ in rows)
+    for a, b in rows:
+        console.print(f"  {a:<{width}}  {b}", markup=False, highlight=False)
+
+
 def run(
     *,
     gpu: bool | None = None,
     store_path: str | None = None,
     console: Console | None = None,
     kernels: Sequence[str] | None = None,
+    plot: str | Path | None = None,
 ) -> int:
+    """The demo. `store_path` keeps the builds (else the recorded demo uses a temporary store);
+    `plot` is where the best / worst / chosen plot goes (None: no plot)."""
     from klaraptor.gpu.backend import gpu_available
 
     # Tables need ~100 columns; a pipe (make, CI logs) would otherwise be cut at 80.
     console = console or Console(width=None if Console().is_terminal else 110)
+    from klaraptor.errors import CollectError, KlaraptorError
+
+    if plot is not None and not Path(plot).parent.is_dir():
+        raise KlaraptorError(
+            f"cannot write the plot {plot}: the directory {Path(plot).parent} does not exist"
+        )
     if gpu is None:
         gpu = gpu_available()
+    elif gpu and not gpu_available():
+        raise CollectError(
+            "no CUDA GPU here for `demo --gpu`; `klaraptor demo --recorded` runs it on recorded H200 data"
+        )
     if gpu:
-        return _gpu_demo(console, store_path)
-    return _recorded_demo(console, kernels)
+        return _gpu_demo(console, store_path, plot)
+    return _recorded_demo(console, kernels, store_path, plot)
 
 
-def _gpu_demo(console: Console, store_path: str | None) -> int:
+def _plot(console: Console, results: Sequence[Any], plot: str | Path | None, gpu: str) -> None:
+    from klaraptor.bench.report import plot_best_worst
+    from klaraptor.errors import KlaraptorError
+
+    if plot is None:
+        return
+    path = Path(plot)
+    try:
+        plot_best_worst([r for r in results if r.pairs], path, gpu=gpu)
+    except OSError as exc:
+        raise KlaraptorError(f"cannot write the plot {path}: {exc}") from None
+    console.print(f"plot of the worst, best and chosen block per kernel: {path}", markup=False)
+
+
+def _gpu_demo(console: Console, store_path: str | None, plot: str | Path | None = None) -> int:
     from klaraptor import suite
+    from klaraptor.bench.evaluate import KernelResult, PairResult
     from klaraptor.bench.truth import collect_counters, collect_timing
     from klaraptor.build import build, current_profile
     from klaraptor.gpu.collect import CollectOptions, collect
@@ -65,6 +133,7 @@ def _gpu_demo(console: Console, store_path: str | None) -> int:
         "slowdown",
     ):
         table.add_column(col)
+    results = []
     for name in GPU_KERNELS:
         spec = suite.get(name)
         console.print(
@@ -99,6 +168,11 @@ def _gpu_demo(console: Console, store_path: str | None) -> int:
         best = min(times, key=times.__getitem__)
         worst = max(times, key=times.__getitem__)
         t = times.get(sel.block, math.nan)
+        pair = PairResult(
+            name, GPU_EVAL, best, times[best], worst, times[worst], math.nan, len(times)
+        )
+        pair.times = {"klaraptor": t, "default": times.get(spec.default_block, math.nan)}
+        results.append(KernelResult(name, name, [pair], math.nan, math.nan, math.nan, {}))
         table.add_row(
             name,
             kern.helper.model_name,
@@ -110,14 +184,28 @@ def _gpu_demo(console: Console, store_path: str | None) -> int:
             f"{t / times[best]:.3f}",
         )
     console.print(table)
+    console.print(
+        "slowdown = chosen ms / best ms (1.000 is the best block); worst ms shows what a bad "
+        "block costs. Every candidate was timed at N to find the best and the worst."
+    )
+    _plot(console, results, plot, device.name)
+    console.print(
+        f"The builds are in {store.path}: try `klaraptor select {GPU_KERNELS[0]} N=4096`."
+    )
     return 0
 
 
-def _recorded_demo(console: Console, kernels: Sequence[str] | None = None) -> int:
+def _recorded_demo(
+    console: Console,
+    kernels: Sequence[str] | None = None,
+    store_path: str | None = None,
+    plot: str | Path | None = None,
+) -> int:
     from rich.progress import Progress
 
     from klaraptor.bench.dataset import load_recorded
     from klaraptor.bench.evaluate import evaluate_kernel, format_summary
+    from klaraptor.errors import ExtrapolationWarning
 
     data = load_recorded()
     names = list(kernels or sorted(data.kernels))
@@ -151,10 +239,14 @@ def _recorded_demo(console: Console, kernels: Sequence[str] | None = None) -> in
         )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        store = data.to_store(Path(tmp) / "recorded.sqlite", kernels=names)
-        with Progress(console=console, transient=True) as progress:
+        path = store_path or Path(tmp) / "recorded.sqlite"
+        store = data.to_store(path, kernels=names)
+        with Progress(console=console, transient=True) as progress, warnings.catch_warnings():
+            # Every evaluation size lies beyond the training sizes: that is the experiment.
+            warnings.simplefilter("ignore", ExtrapolationWarning)
             task = progress.add_task("building and selecting", total=len(names))
             for name in names:
+                progress.update(task, description=f"building and selecting: {name}")
                 res = evaluate_kernel(store, data, name, model="auto")
                 results.append(res)
                 model = res.fits.get("model_selection", {}).get("chosen", "?")
@@ -173,7 +265,17 @@ def _recorded_demo(console: Console, kernels: Sequence[str] | None = None) -> in
                 progress.advance(task)
         store.close()
     console.print(table)
+    _legend(console, "Columns", RECORDED_COLUMNS)
     console.print(format_summary(results))
+    _legend(console, "Summary", SUMMARY_COLUMNS)
+    _plot(console, results, plot, "H200 (recorded)")
+    if store_path:
+        console.print(
+            f"The builds are kept in {store_path}: try `klaraptor select polybench.gemm.gemm "
+            "N=4096`, `klaraptor explain ...`, `klaraptor export ...` (`klaraptor "
+            "import-recorded` adds the Rodinia-style kernels).",
+            markup=False,
+        )
     return 0
 
 

@@ -4,8 +4,10 @@ A profile combines the device query (limits, clocks, SMs, memory) with microbenc
 (memory latencies, departure delays, bandwidth, issue cycles for MWP-CWP; a latency and a gap per
 resource for SAAKE, see klaraptor.gpu.resources; `None` until measured, listed by
 `missing_microbench`). Profiles are
-cached in the store per GPU name, driver and SM clock (`DeviceProfile.key`), and a measured H200
-profile is committed under `klaraptor/data/` so the models run on machines without a GPU.
+cached in the store per `DeviceProfile.key`: what changes performance (GPU model, SM count, SM and
+memory clocks, memory size). The driver is recorded beside it, not in it: a driver update keeps
+the key (and every build made under it), and `klaraptor.load` warns instead of refusing. A
+measured H200 profile is committed under `klaraptor/data/` so the models run without a GPU.
 
 `provenance` records how the numbers were obtained. Convention: top-level "date", "command",
 "commit", "host", "source" describe the run; an entry keyed by a field name (or under a
@@ -92,6 +94,7 @@ class DeviceProfile:
     reserved_smem_per_block: int
     l2_bytes: int
     mem_bus_width_bits: int
+    total_mem_bytes: int | None = None
     mem_latency_dram_cycles: float | None = None
     mem_latency_l2_cycles: float | None = None
     departure_delay_coal: float | None = None
@@ -120,7 +123,15 @@ class DeviceProfile:
 
     @property
     def key(self) -> str:
-        """Cache key: profiles are valid per GPU name, driver and SM clock."""
+        """The key of builds and measurements: what changes performance (GPU model, SM count, SM
+        and memory clocks, memory size), not the driver (recorded separately, see `driver`)."""
+        return device_key(
+            self.name, self.sm_count, self.sm_clock_mhz, self.mem_clock_mhz, self.total_mem_bytes
+        )
+
+    @property
+    def legacy_key(self) -> str:
+        """The key klaraptor <= 0.1 (store schema 1) used: GPU name, driver and SM clock."""
         return f"{self.name}|driver {self.driver}|{self.sm_clock_mhz:.0f} MHz"
 
     @property
@@ -242,11 +253,26 @@ class DeviceProfile:
                     kw[n] = float(v)
                 elif n in _MICROBENCH_NAMES:
                     kw[n] = None if v is None else float(v)
+                elif n == "total_mem_bytes":
+                    kw[n] = None if v is None else _int(v, n)
                 else:
                     kw[n] = _int(v, n)
         except (TypeError, ValueError) as exc:
             raise KlaraptorError(f"device profile {label!r}: {exc}") from exc
         return cls(**kw)
+
+
+def device_key(
+    name: str,
+    sm_count: int,
+    sm_clock_mhz: float,
+    mem_clock_mhz: float,
+    total_mem_bytes: int | None,
+) -> str:
+    """`DeviceProfile.key` from its parts. The memory size is in whole GiB: the device query and
+    nvidia-smi count a few hundred MiB differently, which must not split one GPU in two."""
+    mem = "" if total_mem_bytes is None else f"|{round(total_mem_bytes / 2**30)} GiB"
+    return f"{name}|{sm_count} SMs|{sm_clock_mhz:.0f} MHz|mem {mem_clock_mhz:.0f} MHz{mem}"
 
 
 def _int(v: Any, name: str) -> int:
@@ -321,6 +347,7 @@ def query_device(device_id: int = 0) -> DeviceProfile:
     rt = cupy.cuda.runtime
     try:
         props = rt.getDeviceProperties(device_id)
+        total_mem = int(props["totalGlobalMem"]) if "totalGlobalMem" in props else None
         a = {k: int(rt.deviceGetAttribute(v, device_id)) for k, v in _ATTRS.items()}
         cuda_driver = _cuda_version(int(rt.driverGetVersion()))
         cuda_runtime = _cuda_version(int(rt.runtimeGetVersion()))
@@ -352,6 +379,7 @@ def query_device(device_id: int = 0) -> DeviceProfile:
         reserved_smem_per_block=a["reserved_smem_per_block"],
         l2_bytes=a["l2_bytes"],
         mem_bus_width_bits=a["mem_bus_width_bits"],
+        total_mem_bytes=total_mem,
         provenance={
             "source": "device query: cudaDeviceGetAttribute via CuPy",
             "device_id": device_id,
@@ -385,6 +413,26 @@ def recorded_profile(name: str = "h200") -> DeviceProfile:
     return DeviceProfile.from_dict(data)
 
 
+def with_known_memory_size(profile: dict[str, Any]) -> dict[str, Any]:
+    """A profile dict with its memory size (part of the key). Profiles recorded before that field
+    existed take it from the committed profile of the same GPU (name, SMs and clocks equal)."""
+    if not isinstance(profile, dict) or profile.get("total_mem_bytes") is not None:
+        return profile
+    for ref in (resources.files("klaraptor") / "data").iterdir():
+        if not ref.name.endswith("_profile.json"):
+            continue
+        known = recorded_profile(ref.name.removesuffix("_profile.json"))
+        same = (known.name, known.sm_count, known.sm_clock_mhz, known.mem_clock_mhz) == (
+            profile.get("name"),
+            profile.get("sm_count"),
+            profile.get("sm_clock_mhz"),
+            profile.get("mem_clock_mhz"),
+        )
+        if same and known.total_mem_bytes is not None:
+            return {**profile, "total_mem_bytes": known.total_mem_bytes}
+    return profile
+
+
 def cached_profile(store: Store, key: str) -> DeviceProfile | None:
     """The profile cached in the store under `key` (see DeviceProfile.key), or None."""
     data = store.device_profile(key)
@@ -401,6 +449,8 @@ def save_profile(store: Store, profile: DeviceProfile) -> None:
 
 
 def _fmt_bytes(n: int) -> str:
+    if n >= 1 << 30:
+        return f"{n / (1 << 30):.4g} GiB"
     if n >= 1 << 20:
         return f"{n / (1 << 20):.4g} MiB"
     if n >= 1 << 10:
@@ -443,6 +493,11 @@ def format_profile(profile: DeviceProfile) -> str:
         ("reserved shared memory / block", _fmt_bytes(p.reserved_smem_per_block), ""),
         ("L2 cache", _fmt_bytes(p.l2_bytes), ""),
         ("memory bus width", str(p.mem_bus_width_bits), "bits"),
+        (
+            "memory size",
+            "unknown" if p.total_mem_bytes is None else _fmt_bytes(p.total_mem_bytes),
+            "",
+        ),
         ("peak DRAM bandwidth", f"{p.peak_dram_bandwidth_gbs:.0f}", "GB/s (2 × clock × bus)"),
     ]
     w0 = max(len(r[0]) for r in rows)

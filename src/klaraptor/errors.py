@@ -45,3 +45,15 @@ class CollectError(KlaraptorError):
 
 class BuildError(KlaraptorError):
     """A kernel could not be built, or no build exists for it."""
+
+
+class KlaraptorWarning(UserWarning):
+    """Base class of klaraptor's warnings: it went ahead, but you should know."""
+
+
+class ExtrapolationWarning(KlaraptorWarning):
+    """A data size lies outside the sizes the kernel was trained at (the choice extrapolates)."""
+
+
+class DeviceWarning(KlaraptorWarning):
+    """A build is used on a GPU (or driver) other than the one it was made on."""

@@ -5,16 +5,13 @@ D enters here and leaves as a `DataSize`: `KernelSpec.size(raw)` for what a user
 one place a data size is validated.
 
 Spec expressions (grid, constraints, dynamic shared memory) are Python-syntax strings over the
-data-parameter names and `bx, by, bz`. They are parsed once into `program.Expr` (cached on the
-spec) and evaluated vectorised with NumPy, so the selector can evaluate them over every candidate
-at once and the generated Python / C helper programs use the very same formulas.
+data-parameter names and `bx, by, bz`, parsed once (cached on the spec) and evaluated with NumPy
+by `spec_expressions`.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import inspect
 import json
 import keyword
 import math
@@ -26,8 +23,20 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.errors import KlaraptorError, ProgramError, SpecError
-from klaraptor.program import Expr, Program, parse_expr
+from klaraptor.errors import KlaraptorError, SpecError
+from klaraptor.program import Expr
+from klaraptor.spec_expressions import (
+    accepts_positional,
+    block_problem,
+    callable_name,
+    constraint_masks,
+    constraint_text,
+    env_shape,
+    evaluate_exprs,
+    is_int,
+    parse_constraint,
+    try_parse,
+)
 from klaraptor.types import BLOCK_VARS, INT32_MAX, Block, DataSchema, DataSize
 
 # What make_args, reference and callable constraints receive as D.
@@ -121,7 +130,7 @@ class DataParam:
         if self.shape_of is not None:
             return f"args[{self.shape_of[0]}].shape[{self.shape_of[1]}]"
         if self.reader is not None:
-            return f"reader {_callable_name(self.reader)}"
+            return f"reader {callable_name(self.reader)}"
         return "unread"
 
 
@@ -228,6 +237,7 @@ class KernelSpec:
 
         # data parameters
         names_ok = self._validate_data(bad)
+        self._validate_arg_indices(bad)
 
         # expressions: only when the names are sound, else every parse error would be noise
         if names_ok:
@@ -239,17 +249,17 @@ class KernelSpec:
                 "make_args",
                 f"must be callable (D, rng) -> args, got {type(self.make_args).__name__}",
             )
-        elif not _accepts_positional(self.make_args, 2):
-            bad("make_args", f"{_callable_name(self.make_args)} must accept (D, rng)")
+        elif not accepts_positional(self.make_args, 2):
+            bad("make_args", f"{callable_name(self.make_args)} must accept (D, rng)")
         if self.reference is not None:
             if not callable(self.reference):
                 bad("reference", "must be callable (D, host_args) -> {index: ndarray}")
-            elif not _accepts_positional(self.reference, 2):
-                bad("reference", f"{_callable_name(self.reference)} must accept (D, host_args)")
+            elif not accepts_positional(self.reference, 2):
+                bad("reference", f"{callable_name(self.reference)} must accept (D, host_args)")
             if not self.outputs:
                 bad("outputs", "a reference is given but no output argument indices")
         if not isinstance(self.outputs, tuple) or not all(
-            _is_int(i) and i >= 0 for i in self.outputs
+            is_int(i) and i >= 0 for i in self.outputs
         ):
             bad("outputs", f"must be non-negative argument indices, got {self.outputs!r}")
         elif len(set(self.outputs)) != len(self.outputs):
@@ -265,7 +275,7 @@ class KernelSpec:
         if not isinstance(self.idempotent, bool):
             bad("idempotent", f"must be a bool, got {self.idempotent!r}")
         if self.default_block is not None:
-            msg = _block_problem(self.default_block, self.dim if dim_ok else 3)
+            msg = block_problem(self.default_block, self.dim if dim_ok else 3)
             if msg:
                 bad("default_block", msg)
         if not isinstance(self.meta, dict):
@@ -307,22 +317,46 @@ class KernelSpec:
             given = [m for m in ("arg", "shape_of", "reader") if getattr(p, m) is not None]
             if len(given) != 1:
                 bad(where, f"give exactly one of arg / shape_of / reader (got {given or 'none'})")
-            if p.arg is not None and not (_is_int(p.arg) and p.arg >= 0):
+            if p.arg is not None and not (is_int(p.arg) and p.arg >= 0):
                 bad(where, f"arg must be a non-negative argument index, got {p.arg!r}")
             if p.shape_of is not None and not (
                 isinstance(p.shape_of, tuple)
                 and len(p.shape_of) == 2
-                and all(_is_int(x) for x in p.shape_of)
+                and all(is_int(x) for x in p.shape_of)
                 and p.shape_of[0] >= 0
             ):
                 bad(where, f"shape_of must be (argument index, axis), got {p.shape_of!r}")
             if p.reader is not None and not callable(p.reader):
                 bad(where, f"reader must be callable args -> int, got {type(p.reader).__name__}")
-            if not (_is_int(p.lo) and _is_int(p.hi)):
+            if not (is_int(p.lo) and is_int(p.hi)):
                 bad(where, f"lo and hi must be integers, got {p.lo!r}, {p.hi!r}")
             elif p.lo > p.hi:
                 bad(where, f"lo {p.lo} > hi {p.hi}")
         return ok
+
+    def _validate_arg_indices(self, bad: Callable[[str, str], None]) -> None:
+        """Argument indices (data parameters, outputs) must exist in the kernel's signature."""
+        if not (isinstance(self.source, str) and isinstance(self.kernel, str)):
+            return
+        params = kernel_parameters(self.source, self.kernel)
+        if params is None or not isinstance(self.data, tuple):
+            return
+        n = len(params)
+        shown = f"{self.kernel}({', '.join(params)})" if n else f"{self.kernel}()"
+
+        def check(where: str, i: Any) -> None:
+            if is_int(i) and i >= n:
+                bad(where, f"argument {i} does not exist: the kernel has {n} parameters, {shown}")
+
+        for k, p in enumerate(self.data):
+            if isinstance(p, DataParam):
+                if p.arg is not None:
+                    check(f"data[{k}] ({p.name!r})", p.arg)
+                if isinstance(p.shape_of, tuple) and p.shape_of:
+                    check(f"data[{k}] ({p.name!r}) shape_of", p.shape_of[0])
+        if isinstance(self.outputs, tuple):
+            for i in self.outputs:
+                check("outputs", i)
 
     def _validate_exprs(self, bad: Callable[[str, str], None]) -> None:
         allowed = self.allowed_names
@@ -337,7 +371,7 @@ class KernelSpec:
         else:
             exprs = []
             for axis, text in enumerate(self.grid):
-                e = _try_parse(text, allowed, f"grid[{axis}]", bad)
+                e = try_parse(text, allowed, f"grid[{axis}]", bad)
                 exprs.append(e)
             if all(e is not None for e in exprs):
                 cache["grid"] = tuple(exprs)
@@ -360,7 +394,7 @@ class KernelSpec:
                     f"must be an expression string or None, got {self.dynamic_smem!r}",
                 )
             else:
-                e = _try_parse(self.dynamic_smem, allowed, "dynamic_smem", bad)
+                e = try_parse(self.dynamic_smem, allowed, "dynamic_smem", bad)
                 if e is not None:
                     cache["smem"] = e
 
@@ -445,7 +479,7 @@ class KernelSpec:
         env = self._env(D, bx, by, bz)
         out = evaluate_exprs(dict(zip(("gx", "gy", "gz"), self.grid_exprs())), env)
         # Broadcast to every input's shape: a formula may ignore some (e.g. the grid "1").
-        shape = _env_shape(env)
+        shape = env_shape(env)
         return (
             np.array(np.broadcast_to(out["gx"], shape), dtype=np.float64),
             np.array(np.broadcast_to(out["gy"], shape), dtype=np.float64),
@@ -478,7 +512,7 @@ class KernelSpec:
     def dynamic_smem_arrays(self, D: Mapping[str, Any], bx: Any, by: Any, bz: Any) -> np.ndarray:
         """Dynamic shared memory (bytes) over arrays of block dims, as float64 (0 when None)."""
         env = self._env(D, bx, by, bz)
-        shape = _env_shape(env)
+        shape = env_shape(env)
         e = self.smem_expr()
         if e is None:
             return np.zeros(shape)
@@ -526,7 +560,7 @@ class KernelSpec:
                 "kernel": self.kernel,
                 "options": list(self.options),
                 "grid": list(self.grid),
-                "constraints": [_constraint_text(c) for c in self.constraints],
+                "constraints": [constraint_text(c) for c in self.constraints],
                 "dynamic_smem": self.dynamic_smem,
                 "dim": self.dim,
                 "data": list(self.data_names),
@@ -553,7 +587,7 @@ class KernelSpec:
                 {"name": p.name, "read": p.describe(), "lo": p.lo, "hi": p.hi} for p in self.data
             ],
             "grid": list(self.grid),
-            "constraints": [_constraint_text(c) for c in self.constraints],
+            "constraints": [constraint_text(c) for c in self.constraints],
             "dynamic_smem": self.dynamic_smem,
             "options": list(self.options),
             "idempotent": self.idempotent,
@@ -561,198 +595,49 @@ class KernelSpec:
             "outputs": list(self.outputs),
             "has_reference": self.reference is not None,
             "rtol": float(self.rtol),
-            "make_args": _callable_name(self.make_args),
+            "make_args": callable_name(self.make_args),
             "fingerprint": self.fingerprint(),
             "source_sha256": hashlib.sha256(self.source.encode()).hexdigest(),
             "meta": meta,
         }
 
 
-# ---------------------------------------------------------------------------------------------
-# Expression helpers shared with configspace
-
-
-def parse_expression(text: str, allowed: Sequence[str]) -> Expr:
-    """Parse a spec expression into program.Expr (ProgramError on bad syntax / unknown names)."""
-    return parse_expr(text, allowed)
-
-
-def _try_parse(
-    text: str, allowed: Sequence[str], where: str, bad: Callable[[str, str], None]
-) -> Expr | None:
-    if not text.strip():
-        bad(where, "is an empty expression")
-        return None
-    try:
-        e = parse_expression(text, allowed)
-    except ProgramError as exc:
-        bad(where, f"{text!r}: {exc} (allowed names: {', '.join(allowed)})")
-        return None
-    unknown = sorted(set(e.variables()) - set(allowed))
-    if unknown:
-        bad(where, f"{text!r} uses unknown variables {unknown} (allowed: {', '.join(allowed)})")
-        return None
-    return e
-
-
-def parse_constraint(
-    c: Any, allowed: Sequence[str], where: str, bad: Callable[[str, str], None]
-) -> tuple[str, Any] | None:
-    """(label, Expr or callable) for one constraint, or None after reporting a problem."""
-    if isinstance(c, str):
-        e = _try_parse(c, allowed, where, bad)
-        return None if e is None else (repr(c), e)
-    if callable(c):
-        if not _accepts_positional(c, 2):
-            bad(where, f"callable {_callable_name(c)} must accept (D, block) and return a bool")
-            return None
-        return (f"{_callable_name(c)}(D, block)", c)
-    bad(where, f"must be an expression string or a callable (D, block) -> bool, got {c!r}")
-    return None
-
-
-def parse_constraints(
-    constraints: Sequence[Any], allowed: Sequence[str], owner: str
-) -> tuple[tuple[str, Any], ...]:
-    """Parse constraints, raising one SpecError (naming `owner`) that lists every problem."""
-    problems: list[str] = []
-    out = []
-    for i, c in enumerate(constraints):
-        item = parse_constraint(
-            c, allowed, f"constraints[{i}]", lambda f, m: problems.append(f"{f}: {m}")
-        )
-        if item is not None:
-            out.append(item)
-    if problems:
-        raise SpecError(f"{owner}:\n  - " + "\n  - ".join(problems))
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=512)
-def _program_for(items: tuple[tuple[str, Expr], ...], inputs: tuple[str, ...]) -> Program:
-    return Program("spec_exprs", inputs, items, tuple(n for n, _ in items))
-
-
-def evaluate_exprs(exprs: Mapping[str, Expr], env: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Evaluate named program.Expr over an environment of scalars / arrays (vectorised, IEEE).
-
-    The expressions run as one `program.Program` (cached per expression set), so the values are
-    exactly those of the generated Python and C code.
-    """
-    used: set[str] = set()
-    for e in exprs.values():
-        used |= set(e.variables())
-    missing = sorted(used - set(env))
-    if missing:
-        raise SpecError(f"cannot evaluate: no value for {missing}")
-    inputs = tuple(sorted(used))
-    # Output names must not collide with an input name (a data parameter may be called "o0").
-    internal: dict[str, str] = {}
-    for i, k in enumerate(exprs):
-        name = f"o{i}"
-        while name in used:
-            name += "_"
-        internal[k] = name
-    prog = _program_for(tuple((internal[k], e) for k, e in exprs.items()), inputs)
-    try:
-        result = prog.evaluate({n: env[n] for n in inputs})
-    except ProgramError as exc:
-        raise SpecError(f"cannot evaluate spec expressions: {exc}") from exc
-    return {k: result[internal[k]] for k in exprs}
-
-
-def constraint_masks(
-    items: Sequence[tuple[str, Any]], env: Mapping[str, Any]
-) -> list[tuple[str, np.ndarray]]:
-    """Satisfied-masks of parsed constraints over an environment (data names, bx, by, bz).
-
-    An expression holds when its value is non-zero (NaN counts as true, as everywhere in
-    klaraptor.program). Callables run once per block (they are scalar code).
-    """
-    shape = _env_shape(env)
-    exprs = {f"c{i}": e for i, (_, e) in enumerate(items) if not callable(e)}
-    values = evaluate_exprs(exprs, env) if exprs else {}
-    out: list[tuple[str, np.ndarray]] = []
-    for i, (label, e) in enumerate(items):
-        if callable(e):
-            out.append((label, _callable_mask(label, e, env, shape)))
-        else:
-            # Truth as in klaraptor.program (x != 0, so NaN is true): the generated code agrees.
-            v = np.broadcast_to(np.asarray(values[f"c{i}"], dtype=np.float64), shape)
-            out.append((label, np.not_equal(v, 0.0)))
-    return out
-
-
-def _callable_mask(
-    label: str, fn: Callable[..., Any], env: Mapping[str, Any], shape: tuple[int, ...]
-) -> np.ndarray:
-    arrays = {k: np.broadcast_to(np.asarray(v), shape) for k, v in env.items()}
-    mask = np.zeros(shape, dtype=bool)
-    for idx in np.ndindex(*shape):
-        vals = {k: a[idx].item() for k, a in arrays.items()}
-        block = (int(vals.pop("bx")), int(vals.pop("by")), int(vals.pop("bz")))
-        D = {k: int(v) for k, v in vals.items()}
-        try:
-            mask[idx] = bool(fn(D, block))
-        except Exception as exc:
-            raise SpecError(
-                f"constraint {label} raised {type(exc).__name__}: {exc} (D={D}, block={block})"
-            ) from exc
-    return mask
-
-
-# ---------------------------------------------------------------------------------------------
-# Small utilities
-
-
-def _env_shape(env: Mapping[str, Any]) -> tuple[int, ...]:
-    """The broadcast shape of an evaluation environment's values."""
-    try:
-        return np.broadcast_shapes(*(np.shape(v) for v in env.values()))
-    except ValueError as exc:
-        raise SpecError(f"data and block arrays do not broadcast together: {exc}") from None
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
-
-
-def _block_problem(block: Any, dim: int) -> str:
-    """Why `block` is not a valid block of dimensionality `dim` ('' when it is)."""
-    if not isinstance(block, tuple) or len(block) != 3 or not all(_is_int(b) for b in block):
-        return f"must be three integers (bx, by, bz), got {block!r}"
-    if any(b < 1 for b in block):
-        return f"dimensions must be >= 1, got {block!r}"
-    unused = block[dim:]
-    if any(b != 1 for b in unused):
-        return f"{block!r} uses dimensions beyond dim={dim} (they must be 1)"
-    return ""
-
-
-def _callable_name(fn: Any) -> str:
-    mod = getattr(fn, "__module__", None) or "?"
-    qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-    return f"{mod}.{qual}"
-
-
-def _constraint_text(c: Any) -> str:
-    return c if isinstance(c, str) else f"<callable {_callable_name(c)}>"
-
-
-def _accepts_positional(fn: Callable[..., Any], n: int) -> bool:
-    """Whether fn can be called with n positional arguments (True when it cannot be inspected)."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return True  # builtins / C callables without a signature: give them the benefit
-    try:
-        sig.bind(*([None] * n))
-    except TypeError:
-        return False
-    return True
-
-
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def kernel_parameters(source: str, kernel: str) -> list[str] | None:
+    """The parameter declarations of the `__global__` function `kernel` in `source`, or None
+    when they cannot be told (no such function, or overloads that disagree)."""
+    text = _COMMENT.sub(" ", source)
+    found: list[list[str]] = []
+    for m in re.finditer(rf"\b{re.escape(kernel)}\s*\(", text):
+        start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
+        if not re.search(r"\b__global__\b", text[start + 1 : m.start()]):
+            continue
+        params, depth, word = [], 0, []
+        for ch in text[m.end() :]:
+            if ch in "(<[":
+                depth += 1
+            elif ch in ")>]":
+                if depth == 0 and ch == ")":
+                    break
+                depth -= 1
+            if ch == "," and depth == 0:
+                params.append("".join(word).strip())
+                word = []
+            else:
+                word.append(ch)
+        else:
+            continue  # no closing parenthesis: not a declaration we can read
+        last = "".join(word).strip()
+        if last and last != "void":
+            params.append(last)
+        elif params:
+            params.append(last)
+        found.append(params)
+    if not found or any(len(f) != len(found[0]) for f in found):
+        return None
+    return found[0]
 
 
 def _has_global_function(source: str, kernel: str) -> bool:

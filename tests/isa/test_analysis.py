@@ -150,7 +150,10 @@ def test_mangled_kernel_name_is_explained():
     spec = dataclasses.replace(
         suite.get("polybench.gemm.gemm"),
         name="test.mangled",
-        source="__global__ void mangled(float* a, int N) { a[0] = (float)N; }",
+        source=(
+            "__global__ void mangled(const float* a, const float* b, float* c, float alpha,"
+            " float beta, int N) { c[0] = (float)N; }"
+        ),
         kernel="mangled",
     )
     with pytest.raises(DisassemblyError, match='extern "C"'):

@@ -20,7 +20,9 @@ KERNEL = "polybench.atax.k1"
 def job(recorded, tmp_path_factory):  # noqa: ANN001, ANN201
     store = recorded.to_store(tmp_path_factory.mktemp("conf") / "s.sqlite", kernels=[KERNEL])
     spec = suite.get(KERNEL)
-    yield make_job(spec, store, recorded.profile(), [spec.size(n) for n in spec.meta["train_sizes"]])
+    yield make_job(
+        spec, store, recorded.profile(), [spec.size(n) for n in spec.meta["train_sizes"]]
+    )
     store.close()
 
 

@@ -72,3 +72,45 @@ def test_a_malformed_schema_1_build_is_a_clear_error(v1_store: Path) -> None:
     assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("1",)
     assert con.execute("SELECT COUNT(*) FROM measurements").fetchone()[0] == 352
     con.close()
+
+
+def test_migration_keys_by_the_gpu_and_keeps_the_driver_in_each_build(v1_store: Path) -> None:
+    from klaraptor.device_profile import recorded_profile
+
+    with Store(v1_store) as store:
+        # Schema 1 keyed by name, driver and SM clock; now the recorded H200's own key.
+        key = recorded_profile("h200").key
+        assert store.collect_devices(KERNEL) == [key] and list(store.device_profiles()) == [key]
+        assert {b.device for b in store.builds()} == {key}
+        rec = store.latest_build(KERNEL)
+        assert rec is not None and rec.report["device_driver"] == "580.159.04"
+        assert len(store.measurements(KERNEL, key, kind="time")) == 256
+        assert store.history(KERNEL, key)
+        assert load(KERNEL, store=store, device=key).report.device_driver == "580.159.04"
+
+
+def test_migration_merges_two_drivers_of_one_gpu(v1_store: Path) -> None:
+    """A driver update under schema 1 made a second key; both become one, the newer rows win."""
+    old = "NVIDIA H200|driver 580.159.04|1980 MHz"
+    new = "NVIDIA H200|driver 590.10|1980 MHz"
+    con = sqlite3.connect(v1_store)
+    (profile,) = con.execute("SELECT profile FROM device_profiles").fetchone()
+    p = json.loads(profile)
+    p["driver"] = "590.10"
+    con.execute(
+        "INSERT INTO device_profiles (key, profile, updated) VALUES (?, ?, ?)",
+        (new, json.dumps(p), 2e9),
+    )
+    con.execute(
+        "INSERT INTO measurements (kernel, device, d, bx, by, bz, kind, status, value, reason, "
+        "created) SELECT kernel, ?, d, bx, by, bz, kind, status, '{\"median_ms\": 9.0}', reason, "
+        "created FROM measurements WHERE device = ? AND kind = 'time' LIMIT 3",
+        (new, old),
+    )
+    con.commit()
+    con.close()
+    with Store(v1_store) as store:
+        (key,) = store.device_profiles()
+        assert store.device_profile(key)["driver"] == "590.10"  # the newest profile
+        times = store.measurements(KERNEL, key, kind="time")
+        assert len(times) == 256 and sum(m.value["median_ms"] == 9.0 for m in times) == 3

@@ -23,7 +23,8 @@ import pytest
 from klaraptor import suite
 from klaraptor.configspace import CUDA_MAX_BLOCK_DIM, ConfigSpace
 from klaraptor.errors import KlaraptorError, SpecError
-from klaraptor.spec import KernelSpec, evaluate_exprs, parse_expression
+from klaraptor.spec import KernelSpec
+from klaraptor.spec_expressions import evaluate_exprs, parse_expression
 from klaraptor.suite import rodinia as R
 from tests.suite import rodinia_emulator as emu
 

@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from klaraptor.device_profile import with_known_memory_size
 from klaraptor.errors import KlaraptorError
 from klaraptor.metrics import LAUNCH_COLUMNS, PIPE_METRICS, RAW_METRICS
 from klaraptor.spec import KernelSpec
@@ -202,22 +203,39 @@ class RecordedDataset:
     def from_json(obj: Mapping[str, Any]) -> RecordedDataset:
         if obj.get("format") != FORMAT:
             raise KlaraptorError(f"recorded dataset format {obj.get('format')!r} is not {FORMAT}")
-        return RecordedDataset(
-            provenance=dict(obj["provenance"]),
-            device=dict(obj["device"]),
-            kernels={
-                n: KernelData(
-                    n,
-                    k["fingerprint"],
-                    k["summary"],
-                    k["time"],
-                    k["ncu"],
-                    k.get("costs", {}),
-                    k.get("cold", []),
-                )
-                for n, k in obj["kernels"].items()
-            },
-        )
+        try:
+            device = with_known_memory_size(dict(obj["device"]))
+            data = RecordedDataset(
+                provenance=dict(obj["provenance"]),
+                device=device,
+                kernels={
+                    n: KernelData(
+                        n,
+                        k["fingerprint"],
+                        k["summary"],
+                        k["time"],
+                        k["ncu"],
+                        k.get("costs", {}),
+                        k.get("cold", []),
+                    )
+                    for n, k in obj["kernels"].items()
+                },
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise KlaraptorError(f"recorded dataset is malformed: {exc!r} is missing") from None
+        data._rekey_summaries()
+        return data
+
+    def _rekey_summaries(self) -> None:
+        """Files written before the device key left out the driver key their per-device
+        summaries by the old key (`DeviceProfile.legacy_key`): move them to the current one."""
+        profile = self.profile()
+        old, new = profile.legacy_key, profile.key
+        for k in self.kernels.values():
+            for part in ("collect", "truth"):
+                per_device = k.summary.get(part)
+                if isinstance(per_device, dict) and old in per_device and new not in per_device:
+                    per_device[new] = per_device.pop(old)
 
 
 def recorded_path(suite: str) -> Path:
@@ -237,7 +255,15 @@ def load_recorded(path: str | Path | None = None) -> RecordedDataset:
             blob = Path(path).read_bytes()
     except OSError as e:
         raise KlaraptorError(f"recorded dataset not found ({path or DATA_NAME}): {e}") from None
-    return RecordedDataset.from_json(json.loads(gzip.decompress(blob)))
+    try:
+        obj = json.loads(gzip.decompress(blob))
+    except (OSError, EOFError, ValueError) as e:  # BadGzipFile is an OSError
+        raise KlaraptorError(
+            f"recorded dataset {path or DATA_NAME} is not gzip-compressed JSON ({e})"
+        ) from None
+    if not isinstance(obj, dict):
+        raise KlaraptorError(f"recorded dataset {path or DATA_NAME} is not a JSON object")
+    return RecordedDataset.from_json(obj)
 
 
 def export_dataset(
@@ -391,3 +417,42 @@ def write_recorded(data: RecordedDataset, out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(gzip.compress(json.dumps(data.to_json(), separators=(",", ":")).encode(), 9))
     return out
+
+
+# The recorded datasets shipped in the package: the PolyBench suite and the Rodinia-style one.
+RECORDED_FILES = tuple(RECORDED.values())
+
+
+def recorded_datasets() -> dict[str, RecordedDataset]:
+    """Every shipped recorded dataset, by file name."""
+    return {
+        name: load_recorded(Path(str(resources.files("klaraptor") / "data" / name)))
+        for name in RECORDED_FILES
+    }
+
+
+def build_recorded(
+    store_path: str | Path, dataset: str, kernel: str, model: str = "auto"
+) -> dict[str, Any]:
+    """Build one kernel of a shipped dataset from its recorded training measurements (already
+    imported into the store at `store_path`), as `klaraptor bench report` does: the spec's
+    training sizes, the recorded H200 profile. Returns what was built. A top-level function so
+    that worker processes can run it."""
+    from klaraptor import suite
+    from klaraptor.build import build
+
+    data = load_recorded(Path(str(resources.files("klaraptor") / "data" / dataset)))
+    spec = suite.get(kernel)
+    with Store(store_path, must_exist=True) as store:
+        kern = build(
+            spec,
+            [spec.size(s) for s in spec.meta["train_sizes"]],
+            model=model,
+            store=store,
+            device=data.profile(),
+            collect_data=False,
+            progress=False,
+        )
+        assert kern.report is not None
+        chosen = kern.report.fits.get("model_selection", {}).get("chosen", kern.report.model)
+        return {"kernel": kernel, "model": chosen, "fit_s": kern.report.fit_wall_s}

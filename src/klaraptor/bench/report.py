@@ -26,7 +26,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -464,14 +464,23 @@ def losses_md(results: dict[str, list[KernelResult]], big: float = 1.10) -> str:
 # Plots
 
 
-def plot_best_worst(results: dict[str, list[KernelResult]], path: Path) -> None:
+def plot_best_worst(
+    results: Mapping[str, Sequence[KernelResult]] | Sequence[KernelResult],
+    path: Path,
+    *,
+    gpu: str = "H200",
+) -> None:
+    """Best, worst and chosen block per kernel at its largest evaluated N: one panel per suite
+    (`results` by suite) or one panel (a plain list, as `klaraptor demo` gives). Marks every method
+    of klaraptor (model only), tune-once and the default block that the pairs carry."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(len(results), 1, figsize=(13, 4.6 * len(results)), squeeze=False)
-    for ax, (suite, rs) in zip(axes[:, 0], results.items()):
+    groups = dict(results) if isinstance(results, Mapping) else {"": list(results)}
+    fig, axes = plt.subplots(len(groups), 1, figsize=(13, 4.6 * len(groups)), squeeze=False)
+    for ax, (suite, rs) in zip(axes[:, 0], groups.items()):
         rows = [(_short(r.kernel), max(r.pairs, key=lambda q: q.N)) for r in rs if r.pairs]
         x = np.arange(len(rows))
         ax.bar(x, [p.t_worst for _, p in rows], color="#dddddd", label="worst block")
@@ -480,13 +489,17 @@ def plot_best_worst(results: dict[str, list[KernelResult]], path: Path) -> None:
         for m, mark, col, lab in (
             ("klaraptor", "o", "#d62728", "klaraptor (model only)"),
             ("tune_once", "x", "#1f77b4", "tune-once"),
+            ("default", "+", "#2ca02c", "default block"),
         ):
+            if not rows or any(m not in p.times for _, p in rows):
+                continue
             ax.scatter(x, [p.times[m] for _, p in rows], marker=mark, s=22, color=col, zorder=4,
                        label=lab)  # fmt: skip
         ax.set_yscale("log")
         ax.set_ylabel("kernel time (ms, log)")
         ax.set_xticks(x, [f"{k}\nN={p.N}" for k, p in rows], rotation=90, fontsize=7)
-        ax.set_title(f"H200, {suite}: best, worst and chosen block at the largest evaluated N")
+        where = f"{gpu}, {suite}" if suite else gpu
+        ax.set_title(f"{where}: best, worst and chosen block at the largest evaluated N")
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -25,7 +25,7 @@ from klaraptor.build.planned import (
 from klaraptor.build_plan import CostModel, PlanResult
 from klaraptor.configspace import ConfigSpace
 from klaraptor.device_profile import DeviceProfile, cached_profile, save_profile
-from klaraptor.errors import BuildError, KlaraptorError
+from klaraptor.errors import BuildError, DeviceWarning, KlaraptorError, StoreError
 from klaraptor.gpu.backend import gpu_available
 from klaraptor.helper import HelperProgram
 from klaraptor.models import HelperJob, get_model
@@ -64,7 +64,15 @@ def training_sizes(spec: KernelSpec, sizes: Iterable[Any] | None) -> list[DataSi
             raise BuildError(
                 f"{spec.name}: no training sizes given and the spec has no meta['train_sizes']"
             )
-    return [spec.size(s) for s in sizes]
+    out = [spec.size(s) for s in sizes]
+    if not out:
+        raise BuildError(f"{spec.name}: the list of training sizes is empty")
+    seen: set[DataSize] = set()
+    for D in out:
+        if D in seen:
+            raise BuildError(f"{spec.name}: training size {D} is given twice")
+        seen.add(D)
+    return out
 
 
 def plan(
@@ -203,6 +211,7 @@ def build(
     fit: FitOptions | None = None,
     cost: CostModel | None = None,
     progress: bool = True,
+    client: Any | None = None,
 ) -> Kernel:
     """Collect (where needed), fit and store the helper program of `spec`; returns the Kernel.
 
@@ -213,22 +222,50 @@ def build(
     Without a GPU (`collect_data=False`, or none found), the points must already be in the
     store (e.g. imported from a recorded dataset) and `device` given; a budgeted build then uses
     the points its plan picks from them.
+    `client`: a `distributed.Client` (or a `klaraptor.distributed.DaskExecutor`) to collect on
+    the GPUs of a Dask cluster; this process writes the store, and the device profile is that of
+    the workers' GPU model (measured once, on one worker, when the store has none). The budgeted
+    plan runs in one worker session, which a cluster does not offer: there the full training
+    collection runs and a budgeted build picks its points from the store (no L2-flushed timings).
     """
     t0 = time.perf_counter()
+    if budget is not None and not (budget >= 1.0 and budget < float("inf")):
+        raise BuildError(
+            f"budget must be a number >= 1 (a multiple of tune-once's cost) or None, got {budget!r}"
+        )
     store = store or Store()
     size_list = training_sizes(spec, sizes)
+    executor = None
+    if client is not None:
+        from klaraptor.distributed import DaskExecutor
+
+        executor = (
+            client if isinstance(client, DaskExecutor) else DaskExecutor(client, device=device)
+        )
+        collect_data = True if collect_data is None else collect_data
     if collect_data is None:
         collect_data = gpu_available()
+    collect_info: dict[str, Any] | None = None
+    if collect_data and executor is not None:
+        from klaraptor.gpu.collect import CollectOptions, collect
+
+        device = device or executor.device_profile(store)
+        rep = collect(
+            spec,
+            size_list,
+            store=store,
+            device=device,
+            options=collect_options or CollectOptions(),
+            progress=progress,
+            executor=executor,
+        )
+        collect_info = {"wall_s": rep.wall_s, "counts": rep.counts, "ncu": rep.ncu_status}
+        collect_data = False  # collected: what follows works over the store's points
     if not collect_data and device is None:
         raise BuildError(
             f"{spec.name}: no GPU to collect on; pass device= (e.g. recorded_profile('h200')) to "
             "build from measurements already in the store"
         )
-    if budget is not None and not (budget >= 1.0 and budget < float("inf")):
-        raise BuildError(
-            f"budget must be a number >= 1 (a multiple of tune-once's cost) or None, got {budget!r}"
-        )
-    collect_info: dict[str, Any] | None = None
     executed: PlanResult | None = None
     if budget is None:
         if collect_data:
@@ -248,9 +285,10 @@ def build(
         t_fit = time.perf_counter()
         job = make_job(spec, store, device, size_list, fit=fit)
     else:
-        device, executed, collect_info = _run_budgeted(
+        device, executed, planned_info = _run_budgeted(
             spec, size_list, store, device, collect_data, collect_options, budget, cost, progress
         )
+        collect_info = planned_info if collect_info is None else {**collect_info, **planned_info}
         t_fit = time.perf_counter()
         used = {DataSize(spec.data_names, tuple(p["D"])) for p in executed.points}
         job = make_job(
@@ -275,6 +313,7 @@ def build(
         total_wall_s=time.perf_counter() - t0,
         collect=collect_info,
         fits=fits,
+        device_driver=device.driver,
     )
     helper_dict, report_dict = helper.to_dict(), report.to_dict()
     store.put_build(spec.name, device.key, model, helper_dict, report_dict, job.rejected)
@@ -359,27 +398,35 @@ def load(
     spec: KernelSpec | None = None,
     force: bool = False,
 ) -> Kernel:
-    """A built kernel from the store, without touching the GPU.
+    """A built kernel from the store, without touching the GPU (nor creating a store).
 
     `device` is the profile key of the GPU the choices are for; it defaults to this machine's GPU
-    when there is one, else to any build. A build made on another GPU is refused with BuildError
-    (its choices may not suit this GPU) unless `force`, which uses it with a warning.
+    when there is one, else to any build (with a DeviceWarning naming the GPU it was made on). A
+    build made on another GPU is refused with BuildError (its choices may not suit this GPU)
+    unless `force`, which uses it with a warning. A build made on this GPU under another driver
+    is used with a DeviceWarning. An unknown kernel name, a kernel without a build and a build
+    with another model are told apart, with close matches for a misspelt name.
     """
-    store = store or Store()
+    store = store or Store(must_exist=True)
+    here = None
     if device is None and gpu_available():
         from klaraptor.device_profile import query_device
 
-        device = query_device().key
+        here = query_device()
+        device = here.key
     rec = store.latest_build(name, device, model)
     if rec is None:
         builds = store.builds(name)
-        if model is not None:
-            builds = [b for b in builds if b.model == model]
         if not builds:
-            raise BuildError(
-                f"no build of kernel {name!r}{'' if model is None else f' with model {model!r}'} in "
-                f"{store.path} (run klaraptor build first)"
-            )
+            raise _not_built(store, name)
+        if model is not None:
+            if not any(b.model == model for b in builds):
+                raise BuildError(
+                    f"kernel {name!r} has no build with model {model!r} in {store.path}; it was "
+                    f"built with {sorted({b.model for b in builds})} (pick one with --model / "
+                    "model=, or build it with this model)"
+                )
+            builds = [b for b in builds if b.model == model]
         others = sorted({b.device for b in builds})
         if not force:
             raise BuildError(
@@ -387,16 +434,68 @@ def load(
                 "Rebuild here, or pass force=True (--force) to use it anyway"
             )
         warnings.warn(
-            f"using the build of {name} made on {others[0]!r} for {device!r} (forced)", stacklevel=2
+            DeviceWarning(
+                f"using the build of {name} made on {others[0]!r} for {device!r} (forced)"
+            ),
+            stacklevel=2,
         )
         rec = store.latest_build(name, others[0], model)
         assert rec is not None
-    helper = HelperProgram.from_dict(rec.helper)
+    elif device is None:
+        warnings.warn(
+            DeviceWarning(
+                f"no GPU here and no device named: using the build of {name} made on "
+                f"{rec.device!r}; its choices are for that GPU"
+            ),
+            stacklevel=2,
+        )
+    try:
+        helper = HelperProgram.from_dict(rec.helper)
+        report = BuildReport.from_dict(rec.report, helper.data_schema)
+    except Exception as exc:  # noqa: BLE001 - any failure to decode a stored build is its fault
+        raise StoreError(
+            f"build {rec.id} of {name!r} in {store.path} is malformed "
+            f"({type(exc).__name__}: {exc}); build the kernel again"
+        ) from None
+    if here is not None and report.device_driver and report.device_driver != here.driver:
+        warnings.warn(
+            DeviceWarning(
+                f"{name} was built under driver {report.device_driver}; this GPU runs driver "
+                f"{here.driver}. Choices rarely depend on the driver: rebuild if timings look off"
+            ),
+            stacklevel=2,
+        )
     if spec is None:
         spec = _find_spec(name)
-    report = BuildReport.from_dict(rec.report, helper.data_schema)
     return Kernel(
         helper, spec=spec, store=store, device_key=rec.device, rejected=rec.rejected, report=report
+    )
+
+
+def _not_built(store: Store, name: str) -> BuildError:
+    """'no build' for a kernel the store or the suites know, else 'unknown kernel' with the
+    closest names."""
+    import difflib
+
+    from klaraptor import suite
+
+    built = {b.kernel for b in store.builds()}
+    known = built | {k.name for k in store.kernels()}
+    suite_names = {s.name for s in suite.all_specs()}
+    if name in known or name in suite_names:
+        hint = (
+            "`klaraptor import-recorded` adds the recorded H200 builds of the suites"
+            if name in suite_names
+            else f"build it first (`klaraptor build` on a GPU; the store has {len(built)} builds)"
+        )
+        return BuildError(f"no build of kernel {name!r} in {store.path}: {hint}")
+    close = difflib.get_close_matches(name, sorted(built) or sorted(known | suite_names), n=3)
+    if not close:
+        close = difflib.get_close_matches(name, sorted(known | suite_names), n=3)
+    maybe = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return BuildError(
+        f"unknown kernel {name!r}: {store.path} has no kernel of that name{maybe} "
+        "(`klaraptor list` shows the builds)"
     )
 
 

@@ -28,6 +28,8 @@ class BuildReport:
     total_wall_s: float
     collect: dict[str, Any] | None = None
     fits: dict[str, Any] = field(default_factory=dict)
+    # The driver the GPU ran when the build's data was measured (not part of the device key).
+    device_driver: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -37,6 +39,7 @@ class BuildReport:
             "total_wall_s": self.total_wall_s,
             "collect": self.collect,
             "fits": self.fits,
+            "device_driver": self.device_driver,
         }
 
     @classmethod
@@ -48,6 +51,7 @@ class BuildReport:
             total_wall_s=float(d.get("total_wall_s", float("nan"))),
             collect=d.get("collect"),
             fits=dict(d.get("fits") or {}),
+            device_driver=str(d.get("device_driver") or ""),
         )
 
 
@@ -70,7 +74,12 @@ class Kernel:
         self.device_key = device_key
         self.report = report
         self.selector = Selector(
-            helper, store=store, device_key=device_key, spec=spec, rejected=rejected
+            helper,
+            store=store,
+            device_key=device_key,
+            spec=spec,
+            rejected=rejected,
+            trained=report.sizes if report is not None else (),
         )
         self._tuned: dict[int, TunedKernel] = {}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from klaraptor.cli.common import console, open_store
-from klaraptor.errors import KlaraptorError
+from klaraptor.errors import CollectError, KlaraptorError
 
 
 def add_parser(sub: Any) -> None:
@@ -65,11 +65,18 @@ def _collect(args: argparse.Namespace) -> int:
     from klaraptor.gpu.backend import gpu_available
 
     if not gpu_available():
-        raise KlaraptorError("bench collect needs a CUDA GPU with CuPy")
+        raise CollectError(
+            "bench collect needs a CUDA GPU with CuPy; `klaraptor bench report` evaluates the "
+            "recorded H200 data without one"
+        )
     phases = [p.strip() for p in args.phase.split(",") if p.strip()]
     bad = sorted(set(phases) - {"time", "ncu", "truth"})
     if bad:
         raise KlaraptorError(f"unknown phase(s) {bad}: use time, ncu, truth")
+    if args.log and not Path(args.log).parent.is_dir():
+        raise KlaraptorError(
+            f"--log {args.log}: the directory {Path(args.log).parent} does not exist"
+        )
     store = open_store(args)
     device = current_profile(store)
     specs = _specs(args.kernels)
@@ -106,20 +113,49 @@ def _collect(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from klaraptor.bench.report import write_report
 
+    _writable_dir(Path(args.out), "--out")  # before the evaluation, not after it
     return write_report(args)
+
+
+def _writable_dir(path: Path, option: str) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise KlaraptorError(f"{option} {path}: cannot create the directory ({exc})") from None
+
+
+def _read_json(path: str, option: str) -> Any:
+    try:
+        return json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise KlaraptorError(f"{option} {path}: cannot read it ({exc.strerror or exc})") from None
+    except ValueError as exc:
+        raise KlaraptorError(f"{option} {path}: not valid JSON ({exc})") from None
 
 
 def _export(args: argparse.Namespace) -> int:
     from klaraptor.bench.dataset import costs_from_logs, export_dataset
 
-    prov = json.loads(Path(args.provenance).read_text()) if args.provenance else {}
+    prov = _read_json(args.provenance, "--provenance") if args.provenance else {}
+    if not isinstance(prov, dict):
+        raise KlaraptorError(f"--provenance {args.provenance}: must be a JSON object")
     if not prov:
         console.print(
             "[yellow]warning:[/yellow] no --provenance given: the dataset will not say where it came from"
         )
-    costs = costs_from_logs(Path(p) for p in args.logs)
+    try:
+        costs = costs_from_logs(Path(p) for p in args.logs)
+    except OSError as exc:
+        raise KlaraptorError(f"--logs: cannot read {exc.filename} ({exc.strerror})") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise KlaraptorError(f"--logs: not `bench collect --log` lines ({exc!r})") from None
+    _writable_dir(Path(args.out).parent, "--out")
     path = export_dataset(
-        open_store(args), _specs(args.kernels), Path(args.out), provenance=prov, costs=costs
+        open_store(args, must_exist=True),
+        _specs(args.kernels),
+        Path(args.out),
+        provenance=prov,
+        costs=costs,
     )
     console.print(f"wrote {path}")
     return 0

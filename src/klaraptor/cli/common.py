@@ -1,4 +1,4 @@
-"""What every command shares: the consoles, the store, loading a build, parsing sizes."""
+"""What every command shares: the consoles, the exit codes, the store, loading a build, sizes."""
 
 from __future__ import annotations
 
@@ -8,21 +8,91 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 
-from klaraptor.errors import KlaraptorError
+from klaraptor.errors import (
+    BuildError,
+    CollectError,
+    CompileError,
+    FitError,
+    KlaraptorError,
+    LaunchError,
+    ProgramError,
+    StoreError,
+)
 
 if TYPE_CHECKING:
     from klaraptor.build import Kernel
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
 
-# Tables need room: a pipe (make, CI logs, less) would otherwise be cut at 80 columns.
-console = Console(width=None if Console().is_terminal else 160)
-err_console = Console(stderr=True)
+# A pipe (make, CI logs, less, a file) gets lines as long as they are: wrapped at 80 columns,
+# explain's table would be unreadable.
+_PIPED = not Console().is_terminal
+console = Console(soft_wrap=_PIPED, width=200 if _PIPED else None)
+err_console = Console(stderr=True, soft_wrap=not Console(stderr=True).is_terminal)
+
+# The exit codes of `klaraptor` (README "Exit codes"): (code, meaning, the errors that give it).
+# A subclass is looked up before its base, so the order of the errors below matters not.
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_STORE = 3
+EXIT_BUILD = 4
+EXIT_GPU = 5
+EXIT_INTERRUPTED = 130
+EXIT_CODES: tuple[tuple[int, str, tuple[type[BaseException], ...]], ...] = (
+    (EXIT_OK, "success", ()),
+    (
+        EXIT_INTERNAL,
+        "internal error: a bug in klaraptor (KLARAPTOR_DEBUG=1 shows the traceback)",
+        (),
+    ),
+    (
+        EXIT_USAGE,
+        "bad command line or bad input: arguments, sizes, specs, annotated files, targets",
+        (KlaraptorError,),
+    ),
+    (
+        EXIT_STORE,
+        "the store: missing, empty, corrupt, foreign, newer, locked, malformed",
+        (StoreError,),
+    ),
+    (
+        EXIT_BUILD,
+        "unknown kernel, no build (for this GPU or model), or the build failed",
+        (BuildError, FitError, ProgramError),
+    ),
+    (
+        EXIT_GPU,
+        "needs a CUDA GPU, or a GPU step failed (collection, compilation, launch)",
+        (CollectError, CompileError, LaunchError),
+    ),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C); measurements so far are kept", ()),
+)
+
+
+def exit_code(exc: BaseException | type[BaseException]) -> int:
+    """The exit code of an error (or error class): that of its most specific class in
+    EXIT_CODES."""
+    for cls in (exc if isinstance(exc, type) else type(exc)).__mro__:
+        for code, _, classes in EXIT_CODES:
+            if cls in classes:
+                return code
+    return EXIT_INTERNAL
+
+
+def print_error(message: str) -> None:
+    err_console.print(f"[bold red]error:[/bold red] {escape(message)}")
+
+
+def print_warning(message: str) -> None:
+    err_console.print(f"[yellow]warning:[/yellow] {escape(message)}")
 
 
 def open_store(args: argparse.Namespace, *, must_exist: bool = False) -> Store:
-    """The store named by --store (else the default); read-only commands pass must_exist."""
+    """The store named by --store (else the default); read-only commands pass must_exist, so
+    that they never create a store."""
     from klaraptor.store import Store
 
     return Store(args.store, must_exist=must_exist) if args.store else Store(must_exist=must_exist)
@@ -42,7 +112,7 @@ def load_kernel(args: argparse.Namespace) -> Kernel:
             force=args.force,
         )
     for w in caught:
-        err_console.print(f"[yellow]warning:[/yellow] {w.message}")
+        print_warning(str(w.message))
     return kern
 
 
@@ -60,6 +130,8 @@ def parse_sizes(items: Sequence[str] | None, spec: KernelSpec) -> list[Any] | No
         words = [w for w in items[0].split(",") if w.strip()]
     else:
         words = list(items)
+    if not words:
+        raise KlaraptorError("--sizes is empty; give sizes such as 256,512,1024")
     sizes = [spec.size(w.strip()) for w in words]
     seen = set()
     for s in sizes:
@@ -67,3 +139,13 @@ def parse_sizes(items: Sequence[str] | None, spec: KernelSpec) -> list[Any] | No
             raise KlaraptorError(f"--sizes gives {s} twice")
         seen.add(s)
     return sizes
+
+
+def when(epoch: float) -> str:
+    """A store timestamp as local date and time (`2026-11-23 11:15`)."""
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromtimestamp(float(epoch)).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):
+        return "?"

@@ -35,12 +35,15 @@ import numpy as np
 
 from klaraptor.errors import SpecError
 from klaraptor.program import parse_expr
-from klaraptor.spec import Data, DataParam, KernelSpec, evaluate_exprs
+from klaraptor.spec import Data, DataParam, KernelSpec
+from klaraptor.spec_expressions import evaluate_exprs
 
-_SIZE_PRAGMA = re.compile(
-    r"^\s*#\s*pragma\s+kernel_info_size_param_idx_(\w+)\s*=\s*(\d+)\s*;?", re.M
+# Any kernel_info pragma, whatever its value: the value is checked after, so a bad one is named
+# as bad rather than passed over as missing.
+_PRAGMA = re.compile(
+    r"^[ \t]*#[ \t]*pragma[ \t]+kernel_info_(size_param_idx|dim)_(\w+)[ \t]*([^\n]*)$", re.M
 )
-_DIM_PRAGMA = re.compile(r"^\s*#\s*pragma\s+kernel_info_dim_(\w+)\s*=\s*(\d+)\s*;?", re.M)
+_PRAGMA_VALUE = re.compile(r"=\s*([^;]*?)\s*;?\s*(?://.*)?")
 _DEFINE = re.compile(r"^\s*#\s*define\s+.*$", re.M)
 _FUNC_HEAD = re.compile(r"(?:extern\s+\"C\"\s+)?(__global__|__device__)[^;{()]*?\b(\w+)\s*\(", re.S)
 
@@ -133,9 +136,11 @@ def read_annotated(path: str | Path) -> list[KernelSpec]:
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"{path}: no such .cu file")
-    text = path.read_text()
-    sizes = {k: int(i) for k, i in _SIZE_PRAGMA.findall(text)}
-    dims = {k: int(d) for k, d in _DIM_PRAGMA.findall(text)}
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read the file ({exc})") from None
+    sizes, dims = _pragmas(path, text)
     if not sizes and not dims:
         raise SpecError(
             f"{path}: no '#pragma kernel_info_size_param_idx_<K> = i;' annotations found"
@@ -155,6 +160,36 @@ def read_annotated(path: str | Path) -> list[KernelSpec]:
             _spec_for(path, kernel, sizes[kernel], dims[kernel], functions[kernel][1], device_code)
         )
     return specs
+
+
+def _pragmas(path: Path, text: str) -> tuple[dict[str, int], dict[str, int]]:
+    """{kernel: argument index} and {kernel: block dimensionality} from the pragmas; a value that
+    is not an integer, or a kernel given two different values, is a SpecError naming the lines."""
+    seen: dict[tuple[str, str], tuple[int, int]] = {}
+    for m in _PRAGMA.finditer(text):
+        kind, kernel, rest = m.group(1), m.group(2), m.group(3)
+        line = text.count("\n", 0, m.start()) + 1
+        shown = f"'#pragma kernel_info_{kind}_{kernel} {rest.strip()}'"
+        value = _PRAGMA_VALUE.fullmatch(rest.strip())
+        if value is None or not value.group(1):
+            raise SpecError(f"{path}:{line}: {shown} has no value; write '= <integer>;'")
+        try:
+            number = int(value.group(1))
+        except ValueError:
+            raise SpecError(
+                f"{path}:{line}: {shown}: the value {value.group(1)!r} is not an integer"
+            ) from None
+        key = (kind, kernel)
+        if key in seen and seen[key][1] != number:
+            first_line, first = seen[key]
+            raise SpecError(
+                f"{path}:{line}: conflicting pragmas for kernel {kernel!r}: line {first_line} "
+                f"sets kernel_info_{kind} to {first}, line {line} to {number}; keep one"
+            )
+        seen.setdefault(key, (line, number))
+    sizes = {k: v for (kind, k), (_, v) in seen.items() if kind == "size_param_idx"}
+    dims = {k: v for (kind, k), (_, v) in seen.items() if kind == "dim"}
+    return sizes, dims
 
 
 def _spec_for(
@@ -180,6 +215,7 @@ def _spec_for(
         raise SpecError(f"{cfg_path}: 'grid' must be three expression strings, got {grid!r}")
     arrays = cfg.get("arrays", {})
     scalars = cfg.get("scalars", {})
+    _check_config_types(cfg_path, cfg)
     for p in params:
         if p.pointer and p.name not in arrays:
             raise SpecError(
@@ -197,7 +233,7 @@ def _spec_for(
     default_block = cfg.get("default_block")
     meta: dict[str, Any] = {"source_file": str(path), "config_file": str(cfg_path)}
     if "sizes" in cfg:
-        meta["train_sizes"] = tuple(int(s) for s in cfg["sizes"])
+        meta["train_sizes"] = tuple(cfg["sizes"])
     return KernelSpec(
         name=f"{_store_name(path.stem)}.{kernel}",
         source=device_code,
@@ -214,6 +250,35 @@ def _spec_for(
     )
 
 
+_CONFIG_TYPES: dict[str, tuple[str, Any]] = {
+    "arrays": ("a dict of argument name -> element-count expression", dict),
+    "scalars": ("a dict of argument name -> number", dict),
+    "constraints": ("a list of expression strings", (list, tuple)),
+    "sizes": ("a list of integer sizes", (list, tuple)),
+    "default_block": ("three integers [bx, by, bz]", (list, tuple)),
+    "dynamic_smem": ("an expression string", str),
+}
+
+
+def _check_config_types(cfg_path: Path, cfg: dict[str, Any]) -> None:
+    """Each config value has the shape the spec needs (a wrong one would fail deep inside)."""
+    for key, (what, kind) in _CONFIG_TYPES.items():
+        if key in cfg and cfg[key] is not None and not isinstance(cfg[key], kind):
+            raise SpecError(f"{cfg_path}: {key!r} must be {what}, got {cfg[key]!r}")
+    for name, count in cfg.get("arrays", {}).items():
+        if not isinstance(count, (str, int)) or isinstance(count, bool):
+            raise SpecError(
+                f"{cfg_path}: 'arrays'[{name!r}] must be an element count (an expression "
+                f"string or an integer), got {count!r}"
+            )
+    for name, value in cfg.get("scalars", {}).items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise SpecError(f"{cfg_path}: 'scalars'[{name!r}] must be a number, got {value!r}")
+    for size in cfg.get("sizes") or ():
+        if not isinstance(size, int) or isinstance(size, bool):
+            raise SpecError(f"{cfg_path}: 'sizes' must be integers, got {size!r}")
+
+
 def _read_config(cfg_path: Path) -> dict[str, Any]:
     if not cfg_path.is_file():
         raise SpecError(
@@ -221,6 +286,8 @@ def _read_config(cfg_path: Path) -> dict[str, Any]:
         )
     try:
         tree = ast.parse(cfg_path.read_text(), filename=str(cfg_path))
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # ValueError: NUL bytes
+        raise SpecError(f"{cfg_path}: cannot read the config ({e})") from None
     except SyntaxError as e:
         raise SpecError(f"{cfg_path}:{e.lineno}: not valid Python syntax: {e.msg}") from None
     cfg: dict[str, Any] = {}
@@ -240,7 +307,7 @@ def _read_config(cfg_path: Path) -> dict[str, Any]:
             )
         try:
             cfg[key] = ast.literal_eval(node.value)
-        except ValueError:
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
             raise SpecError(
                 f"{cfg_path}:{node.lineno}: the value of {key!r} must be a literal"
             ) from None
@@ -302,7 +369,10 @@ def _parse_params(params_text: str, where: str) -> list[KernelParam]:
         if ctype.endswith("*"):
             ctype, star = ctype.rstrip("*").strip(), "*"
         param = KernelParam(name=name, ctype=ctype, pointer=bool(star))
-        param.dtype  # noqa: B018 - raises a SpecError for unsupported types now, not at collection
+        try:
+            param.dtype  # noqa: B018 - a SpecError for unsupported types now, not at collection
+        except SpecError as exc:
+            raise SpecError(f"{where}: {exc}") from None
         params.append(param)
     return params
 

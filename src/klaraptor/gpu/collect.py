@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 from klaraptor.build_plan import MeasurementPlan, PlanResult
 from klaraptor.configspace import ConfigSpace
 from klaraptor.errors import CollectError
-from klaraptor.gpu.process import ItemResult, run_isolated, run_once, worker_command, worker_env
+from klaraptor.gpu.executor import NCU_MISSING, CounterBatch, Executor, LocalExecutor
+from klaraptor.gpu.process import ItemResult, run_isolated, worker_command, worker_env
 from klaraptor.gpu.worker import Point, plan_result, write_job
 from klaraptor.metrics import PIPE_METRICS, RAW_METRICS
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
@@ -239,11 +240,12 @@ class _Progress:
         if self._p is not None:
             self._p.stop()
 
-    def task(self, description: str, total: int) -> Callable[[], None]:
+    def task(self, description: str, total: int) -> Callable[..., None]:
+        """A function advancing the new bar by n (default 1)."""
         if self._p is None:
-            return lambda: None
+            return lambda n=1: None
         tid = self._p.add_task(description, total=total)
-        return lambda: self._p.advance(tid)
+        return lambda n=1: self._p.advance(tid, n)
 
     def print(self, text: str) -> None:
         if self._p is not None:
@@ -271,33 +273,6 @@ def _check_fingerprint(store: Store, spec: KernelSpec, options: CollectOptions) 
     store.delete_kernel(spec.name)
 
 
-def _kernel_info(
-    spec: KernelSpec,
-    options: CollectOptions,
-    workdir: Path,
-    env: Mapping[str, str],
-    sizes: Sequence[DataSize] = (),
-) -> dict[str, Any]:
-    job = workdir / "info.job"
-    events = workdir / "info.events.jsonl"
-    write_job(
-        job,
-        mode="info",
-        spec=spec,
-        points=[],
-        options=options,
-        events=events,
-        extra={"sizes": list(sizes)},
-    )
-    evs = run_once(
-        worker_command(job, options.python), events, timeout_s=options.startup_timeout_s, env=env
-    )
-    for ev in evs:
-        if ev.get("event") == "info":
-            return ev
-    raise CollectError("the collection worker reported no kernel information")
-
-
 def _register(store: Store, spec: KernelSpec) -> None:
     """The kernel's record: fingerprint, data names and the spec's description."""
     store.put_kernel(
@@ -323,6 +298,7 @@ def collect(
     space: ConfigSpace | None = None,
     options: CollectOptions = CollectOptions(),  # noqa: B008 - frozen, never mutated
     progress: bool = True,
+    executor: Executor | None = None,
 ) -> CollectReport:
     """Measure `spec` at every admissible, launchable block for each size in `sizes`.
 
@@ -332,16 +308,18 @@ def collect(
     worker finds (`options.device_id`); a given profile must describe that same GPU.
     Raises CompileError (with the NVRTC log) when the kernel does not compile, and CollectError
     when collection cannot run at all (no CuPy, a spec that cannot be sent to a worker, ...).
+    `executor` runs the GPU work (default: this machine's GPU; `klaraptor.distributed.DaskExecutor`
+    spreads it over a Dask cluster); the store is written here either way.
     """
     t_total = time.perf_counter()
     sizes_d = [spec.size(D) for D in sizes]
     space = space or ConfigSpace.for_spec(spec)
     _check_fingerprint(store, spec, options)
-    env = worker_env()
+    executor = executor or LocalExecutor()
     workdir = Path(tempfile.mkdtemp(prefix="klaraptor-collect-"))
     report = CollectReport(kernel=spec.name, device="", sizes=sizes_d)
     try:
-        dev, attrs = _info_step(spec, sizes_d, store, device, options, workdir, env, report)
+        dev, attrs = _info_step(spec, sizes_d, store, device, options, workdir, executor, report)
         t = time.perf_counter()
         done = store.measured_keys(spec.name, dev.key, TIME)
         plan = plan_points(spec, sizes_d, space, attrs, dev, done)
@@ -355,9 +333,9 @@ def collect(
 
         with _Progress(progress) as bars:
             if options.timing:
-                _timing_pass(spec, plan, store, dev.key, options, workdir, env, bars, report)
+                _timing_pass(spec, plan, store, dev.key, options, workdir, executor, bars, report)
             if options.counters:
-                _ncu_pass(spec, plan, store, dev, options, workdir, env, bars, report)
+                _ncu_pass(spec, plan, store, dev, options, workdir, executor, bars, report)
                 _update_facts(
                     store,
                     spec,
@@ -379,13 +357,13 @@ def _info_step(
     device: DeviceProfile | None,
     options: CollectOptions,
     workdir: Path,
-    env: Mapping[str, str],
+    executor: Executor,
     report: CollectReport,
 ) -> tuple[DeviceProfile, KernelAttributes]:
     """Step 1: compile in a worker, read the attributes, the PTX barrier count, the device and
     the argument bytes at `sizes`; store them as the kernel's record and collection facts."""
     t = time.perf_counter()
-    info = _kernel_info(spec, options, workdir, env, sizes)
+    info = executor.kernel_info(spec, options, workdir, sizes)
     report.wall_s["info"] = time.perf_counter() - t
     report.worker.update(
         {k: float(info[k]) for k in ("startup_s", "import_s", "compile_s") if k in info}
@@ -427,7 +405,7 @@ def _timing_pass(
     device_key: str,
     options: CollectOptions,
     workdir: Path,
-    env: Mapping[str, str],
+    executor: Executor,
     bars: _Progress,
     report: CollectReport,
 ) -> None:
@@ -439,58 +417,28 @@ def _timing_pass(
     advance = bars.task(f"timing {spec.name}", len(plan.todo))
     t = time.perf_counter()
 
-    def command(remaining: list[int], events: Path) -> list[str]:
-        job = events.with_suffix(".job")
-        write_job(
-            job,
-            mode="time",
-            spec=spec,
-            points=[by_id[i] for i in remaining],
-            options=options,
-            events=events,
-        )
-        return worker_command(job, options.python)
-
-    def on_result(r: ItemResult) -> None:
-        p = by_id[r.id]
-        status = r.status if r.status in ("ok", "failed") else "failed"
-        store.put_measurement(
-            Measurement(
-                spec.name,
-                device_key,
-                p.D,
-                p.block,
-                TIME,
-                status,
-                r.value,
-                r.reason,
+    def on_results(results: list[ItemResult]) -> None:
+        rows = []
+        for r in results:
+            p = by_id[r.id]
+            status = r.status if r.status in ("ok", "failed") else "failed"
+            rows.append(
+                Measurement(spec.name, device_key, p.D, p.block, TIME, status, r.value, r.reason)
             )
-        )
-        report._add(TIME, status)
-        if status == "failed":
-            report.failures.append(Failure(p.D, p.block, TIME, r.reason))
-            bars.print(f"failed: D={p.D} block={p.block}: {r.reason}")
-        advance()
+            report._add(TIME, status)
+            if status == "failed":
+                report.failures.append(Failure(p.D, p.block, TIME, r.reason))
+                bars.print(f"failed: D={p.D} block={p.block}: {r.reason}")
+        store.put_measurements(rows)  # one transaction per group of results
+        advance(len(results))
 
-    stats = run_isolated(
-        command,
-        [p.id for p in plan.todo],
-        on_result=on_result,
-        timeout_s=options.timeout_s,
-        workdir=workdir / "timing",
-        startup_timeout_s=options.startup_timeout_s,
-        env=env,
+    stats = executor.time_points(
+        spec, plan.todo, options, workdir=workdir / "timing", on_results=on_results
     )
     wall = time.perf_counter() - t
     report.wall_s["timing"] = wall
-    report.worker.update(
-        {
-            "timing_workers": stats.workers,
-            "crashes": stats.crashes,
-            "timeouts": stats.timeouts,
-            "timing_ms_per_point": 1e3 * wall / len(plan.todo),
-        }
-    )
+    report.worker.update(stats)
+    report.worker["timing_ms_per_point"] = 1e3 * wall / len(plan.todo)
 
 
 def _ncu_pass(
@@ -500,12 +448,10 @@ def _ncu_pass(
     dev: DeviceProfile,
     options: CollectOptions,
     workdir: Path,
-    env: Mapping[str, str],
+    executor: Executor,
     bars: _Progress,
     report: CollectReport,
 ) -> None:
-    from klaraptor.gpu import ncu
-
     timed = {(m.D, m.block) for m in store.measurements(spec.name, dev.key, TIME, "ok")}
     have = store.measured_keys(spec.name, dev.key, NCU)
     todo = [p for p in plan.points if (p.D, p.block) in timed and (p.D, p.block) not in have]
@@ -513,46 +459,11 @@ def _ncu_pass(
     if not todo:
         report.ncu_status = "nothing to do"
         return
-    exe = ncu.find_ncu(options.ncu)
-    if exe is None:
-        report.ncu_status = "skipped"
-        report.ncu_reason = (
-            "Nsight Compute (ncu) was not found (searched: the ncu option, $KLARAPTOR_NCU, PATH, "
-            "$CUDA_HOME/bin, /usr/local/cuda/bin); only timing was collected"
-        )
-        warnings.warn(report.ncu_reason, RuntimeWarning, stacklevel=3)
-        return
-    t = time.perf_counter()
-    metrics = ncu.usable_metrics(exe, dev.cc, options.ncu_metrics)  # cached after the first call
-    report.worker["ncu_query_s"] = time.perf_counter() - t
-    size = options.ncu_batch if options.ncu_batch > 0 else len(todo)
     advance = bars.task(f"ncu {spec.name}", len(todo))
-    errors: list[str] = []
-    for start in range(0, len(todo), size):
-        batch = todo[start : start + size]
-        profiled = {p.id: ncu.ProfiledPoint(p.id, p.block, p.grid, p.D) for p in batch}
-        bdir = workdir / f"ncu-{start // size}"
-        bdir.mkdir(parents=True, exist_ok=True)
 
-        def target(events: Path, batch: list[Point] = batch, bdir: Path = bdir) -> list[str]:
-            job = bdir / "ncu.job"
-            write_job(job, mode="ncu", spec=spec, points=batch, options=options, events=events)
-            return worker_command(job, options.python)
-
-        res = ncu.run_batch(
-            exe,
-            metrics,
-            profiled,
-            spec.kernel,
-            target,
-            workdir=bdir,
-            stall_timeout_s=options.ncu_stall_s,
-            startup_timeout_s=options.startup_timeout_s,
-            env=env,
-            on_launched=lambda _id: advance(),
-        )
-        by_id = {p.id: p for p in batch}
-        store.put_measurements(
+    def on_batch(batch: CounterBatch) -> None:
+        by_id = {p.id: p for p in batch.points}
+        rows = [
             Measurement(
                 spec.name,
                 dev.key,
@@ -562,24 +473,35 @@ def _ncu_pass(
                 "ok",
                 {**raw, "grid": list(by_id[pid].grid)},
             )
-            for pid, raw in res.rows.items()
-        )
-        report._add(NCU, "ok", len(res.rows))
-        for pid, reason in res.failed.items():
-            p = by_id[pid]
-            store.put_measurement(
-                Measurement(spec.name, dev.key, p.D, p.block, NCU, "failed", {}, reason)
-            )
-            report._add(NCU, "failed")
-            report.failures.append(Failure(p.D, p.block, NCU, reason))
-        if res.error:
-            errors.append(res.error)
-        report.worker["ncu_wall_s"] = report.worker.get("ncu_wall_s", 0.0) + res.wall_s
+            for pid, raw in batch.rows.items()
+        ]
+        rows += [
+            Measurement(spec.name, dev.key, by_id[pid].D, by_id[pid].block, NCU, "failed", {}, why)
+            for pid, why in batch.failed.items()
+        ]
+        store.put_measurements(rows)
+        report._add(NCU, "ok", len(batch.rows))
+        report._add(NCU, "failed", len(batch.failed))
+        report.failures += [
+            Failure(by_id[pid].D, by_id[pid].block, NCU, why) for pid, why in batch.failed.items()
+        ]
+        report.worker["ncu_wall_s"] = report.worker.get("ncu_wall_s", 0.0) + batch.wall_s
+
+    t = time.perf_counter()
+    run = executor.profile_points(
+        spec, todo, dev, options, workdir=workdir, on_batch=on_batch, on_progress=advance
+    )
+    if run.status == "skipped":
+        report.ncu_status = "skipped"
+        report.ncu_reason = run.reason or NCU_MISSING
+        warnings.warn(report.ncu_reason, RuntimeWarning, stacklevel=3)
+        return
+    report.worker["ncu_query_s"] = run.query_s
     report.wall_s["ncu"] = time.perf_counter() - t
     n_ok = report.count(NCU, "ok")
-    if errors:
+    if run.errors:
         report.ncu_status = "partial" if n_ok else "failed"
-        report.ncu_reason = "; ".join(errors)
+        report.ncu_reason = "; ".join(run.errors)
         warnings.warn(
             f"ncu counters for {spec.name}: {report.ncu_reason} "
             f"({n_ok} of {len(todo)} points have counters; timing is kept)",
@@ -612,7 +534,7 @@ def collect_info(
     workdir = Path(tempfile.mkdtemp(prefix="klaraptor-info-"))
     try:
         dev, attrs = _info_step(
-            spec, sizes_d, store, device, options, workdir, worker_env(), report
+            spec, sizes_d, store, device, options, workdir, LocalExecutor(), report
         )
     finally:
         if not options.keep_workdir:

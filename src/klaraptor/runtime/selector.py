@@ -6,12 +6,23 @@ adaptive list online refinement tries for a new D (`adaptive_topk`). Every new D
 queued for the store's invocation history, written in batches so the store never sits on the
 per-call path; choices refined online (measured on real calls) are persisted the same way and
 preferred over the model when a later process starts.
+
+Queued rows are never lost: they are written at `flush()`, when a batch is full, when the
+Selector is garbage-collected (a `weakref.finalize`, which also runs at exit), and on SIGTERM
+(a handler that flushes every live Selector, then runs whatever handler was there before).
+
+A D outside the training sizes is answered all the same (KLARAPTOR extrapolates by design), but
+the Selection says how far (`extrapolated`) and the first such D warns (ExtrapolationWarning).
 """
 
 from __future__ import annotations
 
 import operator
+import os
+import signal
+import sys
 import threading
+import warnings
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from klaraptor.errors import KlaraptorError
+from klaraptor.errors import ExtrapolationWarning, KlaraptorError
 from klaraptor.helper import HelperProgram
 from klaraptor.store import HistoryRow
 from klaraptor.types import Block, DataSchema, DataSize, Grid
@@ -44,6 +55,9 @@ class Selection:
     topk: tuple[tuple[Block, float], ...]
     source: str  # "model", or "refined" when measured on real calls
     measured_ms: float | None = None
+    # How far D lies outside the training sizes ("" inside them), e.g. "N=4096 is 2.7× the
+    # largest training size N=1536".
+    extrapolated: str = ""
 
 
 # Most blocks online refinement tries for one D (tune-once's block may come on top).
@@ -91,11 +105,82 @@ def _write_history(
     if pending:
         rows = list(pending)
         del pending[:]
-        if store.closed:
-            with type(store)(store.path) as again:
-                again.record_history(kernel, device, model, rows)
-        else:
-            store.record_history(kernel, device, model, rows)
+        try:
+            if store.closed:
+                with type(store)(store.path, must_exist=True) as again:
+                    again.record_history(kernel, device, model, rows)
+            else:
+                store.record_history(kernel, device, model, rows)
+        except BaseException:
+            pending[:0] = rows  # not written: keep them for the next try
+            raise
+
+
+def _write_history_at_exit(
+    store: Store, kernel: str, device: str, model: str, pending: list[HistoryRow]
+) -> None:
+    """The finaliser's write: it runs at garbage collection or exit, where an exception has no
+    caller to reach, so a failure is reported on stderr in one line."""
+    n = len(pending)
+    try:
+        _write_history(store, kernel, device, model, pending)
+    except Exception as exc:  # noqa: BLE001 - reported, never raised into the interpreter's exit
+        sys.stderr.write(
+            f"klaraptor: {n} history rows of {kernel} were not written to {store.path}: {exc}\n"
+        )
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _outside_klaraptor() -> int:
+    """The stacklevel of the first caller outside klaraptor: a warning points at the user's
+    line whichever public entry point (Kernel.select, Selector.select, a launch) was called."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+# Every Selector with a store, so that SIGTERM can flush them all.
+_LIVE: weakref.WeakSet[Selector] = weakref.WeakSet()
+_SIGTERM_LOCK = threading.Lock()
+_previous_sigterm: Any = None
+_sigterm_installed = False
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """Flush every live Selector's history, then do what SIGTERM did before klaraptor."""
+    for sel in list(_LIVE):
+        sel._flush_on_signal()
+    previous = _previous_sigterm
+    if callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_IGN:
+        return
+    else:  # SIG_DFL (or a handler not installed from Python): terminate as SIGTERM would
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def install_sigterm_handler() -> bool:
+    """Install the history-flushing SIGTERM handler, chaining the one in place (once per
+    process). Only the main thread may install signal handlers; elsewhere this returns False and
+    the finaliser at exit remains the safety net."""
+    global _previous_sigterm, _sigterm_installed
+    with _SIGTERM_LOCK:
+        current = signal.getsignal(signal.SIGTERM)
+        if _sigterm_installed and current is _on_sigterm:
+            return True
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        try:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        except (ValueError, OSError):  # not the main interpreter, or no signals here
+            return False
+        _previous_sigterm = current
+        _sigterm_installed = True
+        return True
 
 
 class Selector:
@@ -115,6 +200,7 @@ class Selector:
         topk: int = 4,
         spec: KernelSpec | None = None,
         rejected: Mapping[Block, str] | None = None,
+        trained: Sequence[DataSize] = (),
     ) -> None:
         self.helper = helper
         self.store = store
@@ -128,19 +214,27 @@ class Selector:
         self._dict_key = operator.itemgetter(*names)
         self._hits: dict[Any, Selection] = {}
         self._pending: list[HistoryRow] = []
-        self._lock = threading.Lock()
+        # Reentrant: the SIGTERM handler may flush while the interrupted thread holds it.
+        self._lock = threading.RLock()
+        # The training range per data parameter (empty when unknown): how far a D extrapolates.
+        self._trained = {
+            name: (min(v), max(v)) for name, v in zip(names, zip(*(D.values() for D in trained)))
+        }
+        self._warned_extrapolation = False
         if store is not None:
             self._load_history()
             # Pending rows are written when the selector goes away or the process exits.
             self._finalizer = weakref.finalize(
                 self,
-                _write_history,
+                _write_history_at_exit,
                 store,
                 helper.kernel,
                 device_key,
                 helper.model_name,
                 self._pending,
             )
+            _LIVE.add(self)
+            install_sigterm_handler()
 
     # -- D handling --------------------------------------------------------------------------
 
@@ -199,6 +293,7 @@ class Selector:
                 f"(see explain for each candidate's reason)"
             )
         cand = self.helper.candidates
+        far = self.extrapolation(D) if self._trained else ""
         sel = Selection(
             D=D,
             block=cand[top[0]],
@@ -206,7 +301,17 @@ class Selector:
             predicted_ms=ms[0],
             topk=tuple(zip([cand[i] for i in top], ms)),
             source="model",
+            extrapolated=far,
         )
+        if far and not self._warned_extrapolation:
+            self._warned_extrapolation = True
+            warnings.warn(
+                ExtrapolationWarning(
+                    f"{self.helper.kernel}: extrapolating: {far}; the choice comes from fits "
+                    "made at the training sizes (Selection.extrapolated says how far for each D)"
+                ),
+                stacklevel=_outside_klaraptor(),
+            )
         with self._lock:
             self._cache(sel)
             self._queue(sel)
@@ -226,6 +331,17 @@ class Selector:
         top = adaptive_topk(ms, band, None if must is None else int(must), max(1, int(kmax)))
         return [self.helper.candidates[i] for i in top]
 
+    def extrapolation(self, D: DataSize) -> str:
+        """How far D lies outside the training sizes, in words ("" inside them or unknown)."""
+        parts = []
+        for name, v in D.items():
+            lo, hi = self._trained.get(name, (v, v))
+            if v > hi:
+                parts.append(f"{name}={v} is {v / hi:.3g}× the largest training size {name}={hi}")
+            elif v < lo:
+                parts.append(f"{name}={v} is {v / lo:.3g}× the smallest training size {name}={lo}")
+        return "; ".join(parts)
+
     def grid_for(self, D: DataSize, block: Block) -> Grid:
         i = self.helper.candidates.index(tuple(block))
         return self.helper.grid(D, i)
@@ -243,6 +359,7 @@ class Selector:
             topk=base.topk,
             source="refined",
             measured_ms=float(measured_ms),
+            extrapolated=base.extrapolated,
         )
         with self._lock:
             # Raw-form entries of the old choice must not outlive it.
@@ -322,6 +439,22 @@ class Selector:
         with self._lock:
             self._flush_locked()
 
+    def _flush_on_signal(self) -> None:
+        """flush() for the SIGTERM handler: never blocks for long, never raises."""
+        if not self._lock.acquire(timeout=5.0):
+            return
+        try:
+            if self.store is not None:
+                _write_history_at_exit(
+                    self.store,
+                    self.helper.kernel,
+                    self.device_key,
+                    self.helper.model_name,
+                    self._pending,
+                )
+        finally:
+            self._lock.release()
+
     def _flush_locked(self) -> None:
         if self.store is not None:
             _write_history(
@@ -350,6 +483,7 @@ class Selector:
                     topk=((row.block, pred),),
                     source="refined",
                     measured_ms=row.measured_ms,
+                    extrapolated=self.extrapolation(row.D) if self._trained else "",
                 )
             )
 
@@ -359,7 +493,8 @@ def format_explain(rows: Sequence[CandidateRow], *, limit: int | None = None) ->
     ranked = sorted((r for r in rows if r.rank is not None), key=lambda r: r.rank)  # type: ignore[arg-type, return-value]
     excluded = [r for r in rows if r.rank is None]
     diag = sorted({k for r in ranked for k in r.outputs} - {"cycles"})
-    head = ["rank", "block", "threads", "grid", "pred ms", "cycles", *diag]
+    # Grid before block, as everywhere a launch configuration is shown (CUDA's <<<grid, block>>>).
+    head = ["rank", "grid", "block", "threads", "pred ms", "cycles", *diag]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in ranked[:limit] if limit else ranked:
         cyc = r.outputs.get("cycles", float("nan"))
@@ -367,9 +502,9 @@ def format_explain(rows: Sequence[CandidateRow], *, limit: int | None = None) ->
             " | ".join(
                 [
                     str(r.rank + 1),
+                    str(r.grid),
                     str(r.block),
                     str(r.threads),
-                    str(r.grid),
                     f"{r.predicted_ms:.4g}",
                     f"{cyc:.4g}",
                 ]

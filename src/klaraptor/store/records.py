@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from klaraptor.errors import StoreError
+from klaraptor.errors import SpecError, StoreError
 from klaraptor.types import Block, DataSize, Grid, KernelAttributes
 
 MEASUREMENT_STATUSES = ("ok", "failed", "rejected")
@@ -99,7 +99,7 @@ class CollectFacts:
                     (tuple(int(v) for v in D), int(b)) for D, b in d.get("arg_bytes") or ()
                 ),
             )
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, AttributeError, SpecError) as exc:
             raise StoreError(f"malformed collect facts {dict(d)}: {exc}") from None
 
 

@@ -2,8 +2,10 @@
 
 Version 1 (klaraptor ≤ 3a4d02d) kept collection facts and ground-truth decisions as nested JSON
 inside each kernel's summary, and a build's rejected blocks as `"[bx, by, bz]"` strings inside
-its payload. Version 2 gives each its own table; `migrate_1_to_2` moves the data over in the
-same write transaction that opens the file.
+its payload, and keyed everything per GPU by name, driver and SM clock. Version 2 gives each its
+own table and keys by what changes performance (`DeviceProfile.key`: model, SMs, clocks, memory
+size), with the driver recorded in each build's report; `migrate_1_to_2` moves the data over in
+the same write transaction that opens the file.
 """
 
 from __future__ import annotations
@@ -128,8 +130,49 @@ def _loads(text: str, what: str) -> Any:
 _TRIPLE = re.compile(r"^\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\]$")
 
 
+_LEGACY_KEY = re.compile(r"^(?P<name>.*)\|driver (?P<driver>.*)\|(?P<clock>\d+) MHz$")
+
+
+def _device_keys(conn: sqlite3.Connection) -> tuple[dict[str, str], dict[str, str]]:
+    """Schema-1 device key → current key, and → driver. The stored profiles give both; a key
+    without a profile keeps its text and gives its driver from the old format."""
+    import warnings
+
+    from klaraptor.device_profile import DeviceProfile, with_known_memory_size
+    from klaraptor.errors import KlaraptorError
+
+    keys: dict[str, str] = {}
+    drivers: dict[str, str] = {}
+    # Oldest first, so that where two drivers of one GPU meet under one key the newest wins.
+    rows = conn.execute(
+        "SELECT key, profile, updated FROM device_profiles ORDER BY updated, key"
+    ).fetchall()
+    conn.execute("DELETE FROM device_profiles")
+    for old, text, updated in rows:
+        data = with_known_memory_size(_loads(text, f"the device profile {old!r}"))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # fields a newer writer added: not ours to judge
+                profile = DeviceProfile.from_dict(data)
+        except KlaraptorError as exc:
+            raise StoreError(f"cannot migrate the device profile {old!r}: {exc}") from None
+        keys[old] = profile.key
+        drivers[old] = profile.driver
+        conn.execute(
+            "INSERT OR REPLACE INTO device_profiles (key, profile, updated) VALUES (?, ?, ?)",
+            (profile.key, dumps(profile.to_dict()), updated),
+        )
+    for table in ("measurements", "builds_v1", "history"):
+        for (device,) in conn.execute(f"SELECT DISTINCT device FROM {table}").fetchall():
+            m = _LEGACY_KEY.match(device)
+            if device not in drivers and m is not None:
+                drivers[device] = m.group("driver")
+    return keys, drivers
+
+
 def migrate_1_to_2(conn: sqlite3.Connection) -> None:
-    """Schema 1 → 2: nested summary JSON and block strings become rows of their own tables."""
+    """Schema 1 → 2: nested summary JSON and block strings become rows of their own tables;
+    device keys lose the driver, which each build's report keeps as `device_driver`."""
     conn.execute("ALTER TABLE kernels RENAME TO kernels_v1")
     conn.execute("ALTER TABLE builds RENAME TO builds_v1")
     conn.execute("DROP INDEX IF EXISTS builds_latest")
@@ -144,6 +187,7 @@ def migrate_1_to_2(conn: sqlite3.Connection) -> None:
             "build_rejected",
         ):
             conn.execute(stmt)
+    keys, drivers = _device_keys(conn)
     rows = conn.execute("SELECT name, fingerprint, summary, updated FROM kernels_v1").fetchall()
     for name, fingerprint, summary_json, updated in rows:
         summary = _loads(summary_json, f"the summary of kernel {name!r}")
@@ -158,17 +202,18 @@ def migrate_1_to_2(conn: sqlite3.Connection) -> None:
         for device, entry in collect.items():
             facts = CollectFacts.from_dict(entry)
             conn.execute(
-                "INSERT INTO collect_facts (kernel, device, facts, updated) VALUES (?, ?, ?, ?)",
-                (name, device, dumps(facts.to_dict()), updated),
+                "INSERT OR REPLACE INTO collect_facts (kernel, device, facts, updated) "
+                "VALUES (?, ?, ?, ?)",
+                (name, keys.get(device, device), dumps(facts.to_dict()), updated),
             )
         for device, decisions in truth.items():
             for n, dec in decisions.items():
                 conn.execute(
-                    "INSERT INTO truth_decisions (kernel, device, d, measure, estimate_s, reason, "
-                    "decided) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO truth_decisions (kernel, device, d, measure, "
+                    "estimate_s, reason, decided) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         name,
-                        device,
+                        keys.get(device, device),
                         dumps([int(n)]),
                         int(bool(dec.get("measure"))),
                         float(dec.get("estimate_s", float("nan"))),
@@ -181,15 +226,19 @@ def migrate_1_to_2(conn: sqlite3.Connection) -> None:
     ).fetchall()
     for build_id, kernel, device, model, created, payload_json in rows:
         payload = _loads(payload_json, f"build {build_id} of {kernel!r}")
+        if not isinstance(payload, dict):
+            raise StoreError(f"cannot migrate build {build_id} of {kernel!r}: not a JSON object")
         report = dict(payload.get("report") or {})
         rejected = report.pop("rejected", None) or {}
+        if device in drivers:
+            report.setdefault("device_driver", drivers[device])
         conn.execute(
             "INSERT INTO builds (id, kernel, device, model, created, helper, report) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 build_id,
                 kernel,
-                device,
+                keys.get(device, device),
                 model,
                 created,
                 dumps(payload.get("helper") or {}),
@@ -207,6 +256,13 @@ def migrate_1_to_2(conn: sqlite3.Connection) -> None:
                 "INSERT INTO build_rejected (build_id, bx, by, bz, reason) VALUES (?, ?, ?, ?, ?)",
                 (build_id, *(int(g) for g in m.groups()), str(why)),
             )
+    # Oldest key first: where two drivers' rows meet under one key, the newer driver's win.
+    for old, new in keys.items():
+        if old != new:
+            for table in ("measurements", "history"):
+                conn.execute(
+                    f"UPDATE OR REPLACE {table} SET device = ? WHERE device = ?", (new, old)
+                )
     conn.execute("DROP TABLE kernels_v1")
     conn.execute("DROP TABLE builds_v1")
 

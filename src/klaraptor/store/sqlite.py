@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from klaraptor.errors import StoreError
+from klaraptor.errors import KlaraptorError, StoreError
 from klaraptor.store.connection import HINT, StoreFile
 from klaraptor.store.records import (
     HISTORY_SOURCES,
@@ -108,9 +108,27 @@ class Store(StoreFile):
         return [self._kernel_row(r) for r in rows]
 
     def _kernel_row(self, r: tuple[Any, ...]) -> KernelRecord:
-        return KernelRecord(
-            r[0], r[1], tuple(self._json(r[2], f"kernel {r[0]!r}")), self._json(r[3], r[0]), r[4]
-        )
+        what = f"kernel {r[0]!r}"
+        names, spec = self._json(r[2], what), self._json(r[3], what)
+        if not (isinstance(names, list) and names and all(isinstance(n, str) for n in names)):
+            raise self._err(f"the stored data names of {what} are malformed ({names!r}); {HINT}")
+        if not isinstance(spec, dict):
+            raise self._err(f"the stored spec of {what} is not a JSON object; {HINT}")
+        return KernelRecord(r[0], r[1], tuple(names), spec, r[4])
+
+    def _size(self, text: str, names: tuple[str, ...], what: str) -> DataSize:
+        """A stored D (a JSON list of ints ordered as `names`) as a DataSize."""
+        values = self._json(text, what)
+        if not (
+            isinstance(values, list)
+            and len(values) == len(names)
+            and all(type(v) is int for v in values)
+        ):
+            raise self._err(
+                f"the stored size of {what} is {text!r}, not {len(names)} integers "
+                f"({', '.join(names)}); {HINT}"
+            )
+        return DataSize(names, values)
 
     def _json(self, text: str, what: str) -> Any:
         try:
@@ -177,7 +195,13 @@ class Store(StoreFile):
         )
         if not rows:
             return None
-        return CollectFacts.from_dict(self._json(rows[0][0], f"{kernel!r} on {device!r}"))
+        what = f"the collection facts of {kernel!r} on {device!r}"
+        try:
+            return CollectFacts.from_dict(self._json(rows[0][0], what))
+        except StoreError:
+            raise
+        except KlaraptorError as exc:
+            raise self._err(f"{what} are malformed ({exc}); {HINT}") from None
 
     def collect_devices(self, kernel: str) -> list[str]:
         """The GPUs a kernel was collected on."""
@@ -221,7 +245,7 @@ class Store(StoreFile):
         )
         out = {}
         for d, measure, est, reason, decided in rows:
-            D = DataSize(names, json.loads(d))
+            D = self._size(d, names, f"a truth decision of {kernel!r}")
             out[D] = TruthDecision(D, bool(measure), float(est), reason, decided)
         return out
 
@@ -241,12 +265,18 @@ class Store(StoreFile):
 
     def device_profile(self, key: str) -> dict[str, Any] | None:
         rows = self._read("SELECT profile FROM device_profiles WHERE key = ?", (key,))
-        return self._json(rows[0][0], f"device profile {key!r}") if rows else None
+        return self._object(rows[0][0], f"device profile {key!r}") if rows else None
 
     def device_profiles(self) -> dict[str, dict[str, Any]]:
         """All cached profiles, key → profile dict."""
         rows = self._read("SELECT key, profile FROM device_profiles ORDER BY key")
-        return {k: self._json(p, f"device profile {k!r}") for k, p in rows}
+        return {k: self._object(p, f"device profile {k!r}") for k, p in rows}
+
+    def _object(self, text: str, what: str) -> dict[str, Any]:
+        value = self._json(text, what)
+        if not isinstance(value, dict):
+            raise self._err(f"the stored {what} is not a JSON object; {HINT}")
+        return value
 
     # -- measurements ---------------------------------------------------------------------------
 
@@ -316,11 +346,11 @@ class Store(StoreFile):
             Measurement(
                 kernel=kernel,
                 device=device,
-                D=DataSize(names, json.loads(r[0])),
+                D=self._size(r[0], names, f"a measurement of {kernel!r}"),
                 block=(r[1], r[2], r[3]),
                 kind=r[4],
                 status=r[5],
-                value=self._json(r[6], f"a measurement of {kernel!r}"),
+                value=self._object(r[6], f"a measurement of {kernel!r}"),
                 reason=r[7],
                 created=r[8],
             )
@@ -337,7 +367,8 @@ class Store(StoreFile):
         if not rows:
             return set()
         names = self.data_names(kernel)
-        return {(DataSize(names, json.loads(d)), (bx, by, bz)) for d, bx, by, bz in rows}
+        what = f"a measurement of {kernel!r}"
+        return {(self._size(d, names, what), (bx, by, bz)) for d, bx, by, bz in rows}
 
     def count_measurements(self, kernel: str | None = None) -> int:
         """Number of measurement rows (of one kernel, or all)."""
@@ -476,7 +507,7 @@ class Store(StoreFile):
         names = self.data_names(kernel)
         return [
             HistoryRow(
-                D=DataSize(names, json.loads(r[0])),
+                D=self._size(r[0], names, f"a history row of {kernel!r}"),
                 block=(r[1], r[2], r[3]),
                 grid=(r[4], r[5], r[6]),
                 predicted_ms=r[7],

@@ -1,0 +1,491 @@
+"""Collection on 1 and on 2 GPUs through Dask: wall time, speedup, and a worker killed halfway.
+
+One local Dask cluster of one worker per GPU (dask-cuda's LocalCUDACluster; without it, one
+pinned worker process per GPU) runs, for the same timing-only collection of PolyBench 2DCONV
+(51 blocks per size; the number of sizes calibrated first so that one GPU takes about 60 s):
+1. on 1 GPU (the executor restricted to the worker of the first GPU), fresh store;
+2. on 2 GPUs, fresh store;
+3. on 2 GPUs, fresh store, one worker process killed (SIGKILL) once half the points are in;
+4. if time is left, the counter pass (ncu) of a few points on 2 GPUs.
+Every step is time-limited and its failure recorded, not fatal; a watchdog writes what exists
+and exits before HARD_S. Results: OUT/multi_gpu.json (committed as
+benchmarks/results/h200x2/multi_gpu.json) and OUT/multi_gpu.log.
+
+Usage, from the repository root on the 2-GPU machine (dask wheels installed to /tmp/site):
+    PYTHONPATH=/tmp/site:$PWD/src python3 benchmarks/bench_multi_gpu.py OUT
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+T0 = time.monotonic()
+HARD_S = 285.0  # the device budget is 5 minutes for the whole script
+TARGET_1GPU_S = 60.0
+KERNEL = "polybench.conv2d.conv2d"
+
+RESULT: dict[str, Any] = {"benchmark": "bench_multi_gpu", "complete": False, "steps": {}}
+OUT = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "."))
+LOG: list[str] = []
+_write_lock = threading.Lock()
+
+
+def log(msg: str) -> None:
+    line = f"[{time.monotonic() - T0:7.1f} s] {msg}"
+    print(line, flush=True)
+    LOG.append(line)
+
+
+def left() -> float:
+    return HARD_S - (time.monotonic() - T0)
+
+
+def write() -> None:
+    with _write_lock:
+        OUT.mkdir(parents=True, exist_ok=True)
+        RESULT["elapsed_s"] = round(time.monotonic() - T0, 2)
+        tmp = OUT / "multi_gpu.json.tmp"
+        tmp.write_text(json.dumps(RESULT, indent=1, default=str))
+        tmp.replace(OUT / "multi_gpu.json")
+        (OUT / "multi_gpu.log").write_text("\n".join(LOG) + "\n")
+
+
+def watchdog() -> None:
+    time.sleep(max(1.0, left()))
+    log(f"watchdog: {HARD_S:g} s reached, writing what exists and exiting")
+    RESULT["stopped_by_watchdog"] = True
+    write()
+    os._exit(3)
+
+
+def step(name: str, fn: Any, *args: Any, need_s: float = 0.0, **kwargs: Any) -> Any:
+    """Run one step; its outcome (or error) goes to RESULT['steps'][name]."""
+    if left() < need_s:
+        RESULT["steps"][name] = {"status": f"skipped: {left():.0f} s left, needs {need_s:g} s"}
+        log(f"{name}: skipped (time)")
+        write()
+        return None
+    log(f"{name}: start")
+    t = time.monotonic()
+    try:
+        out = fn(*args, **kwargs)
+        RESULT["steps"][name] = {"status": "ok", "wall_s": round(time.monotonic() - t, 2)}
+        log(f"{name}: ok in {time.monotonic() - t:.1f} s")
+        return out
+    except BaseException as exc:  # noqa: BLE001 - recorded, the next step still runs
+        RESULT["steps"][name] = {
+            "status": f"failed: {type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc()[-3000:],
+            "wall_s": round(time.monotonic() - t, 2),
+        }
+        log(f"{name}: FAILED {type(exc).__name__}: {exc}")
+        return None
+    finally:
+        write()
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def versions() -> dict[str, Any]:
+    out: dict[str, Any] = {"python": sys.version.split()[0]}
+    for mod in ("klaraptor", "dask", "distributed", "dask_cuda", "cupy", "numpy", "psutil"):
+        try:
+            out[mod] = getattr(__import__(mod), "__version__", "?")
+        except Exception as exc:  # noqa: BLE001
+            out[mod] = f"not importable: {type(exc).__name__}: {exc}"
+    return out
+
+
+def start_cluster(n: int) -> tuple[Any, Any, str]:
+    from distributed import Client
+
+    from klaraptor.distributed.cluster import local_gpu_cluster, pinned_cluster, visible_gpus
+
+    box: dict[str, Any] = {}
+
+    def make() -> None:
+        try:
+            box["cluster"], box["how"] = local_gpu_cluster(n)
+        except BaseException as exc:  # noqa: BLE001
+            box["error"] = exc
+
+    th = threading.Thread(target=make, daemon=True)
+    th.start()
+    th.join(90)
+    if "cluster" not in box:
+        why = box.get("error", "no cluster after 90 s")
+        log(f"local_gpu_cluster failed ({why}); pinned workers instead")
+        box["cluster"] = pinned_cluster(visible_gpus()[:n])
+        box["how"] = f"pinned LocalCluster (local_gpu_cluster: {why})"
+    client = Client(box["cluster"], timeout=60, set_as_default=False)
+    client.wait_for_workers(n, timeout=90)
+    return box["cluster"], client, box["how"]
+
+
+def spec_and_device(client: Any) -> tuple[Any, Any, Any, list[str]]:
+    from klaraptor import suite
+    from klaraptor.device_profile import DeviceProfile
+    from klaraptor.distributed import DaskExecutor
+
+    ex = DaskExecutor(client)
+    admitted = ex.ensure_workers(True)
+    RESULT["workers"] = {
+        a: {
+            "host": p.host,
+            "pid": p.pid,
+            "gpu": p.gpu_id,
+            "cuda_visible_devices": p.cuda_visible_devices,
+            "device_key": p.device_key,
+        }
+        for a, p in admitted.items()
+    }
+    RESULT["refused_workers"] = dict(ex.stats.refused)
+    # The first GPU's worker runs the 1-GPU collection.
+    order = sorted(admitted, key=lambda a: (admitted[a].cuda_visible_devices or "", a))
+    first = admitted[order[0]]
+    device = DeviceProfile.from_dict(first.device)
+    RESULT["gpu"] = {"device_key": device.key, "name": device.name, "cc": list(device.cc)}
+    RESULT["gpus"] = len(admitted)
+    return suite.get(KERNEL), device, ex, order
+
+
+def options() -> Any:
+    from klaraptor.gpu.collect import CollectOptions
+
+    return CollectOptions(counters=False, startup_timeout_s=120.0, timeout_s=30.0)
+
+
+def collect_on(client: Any, spec: Any, device: Any, sizes: list[Any], store_path: Path, **kw: Any):
+    from klaraptor.distributed import DaskExecutor
+    from klaraptor.gpu.collect import collect
+    from klaraptor.store import Store
+
+    space = kw.pop("space", None)
+    opts = kw.pop("opts", None) or options()
+    ex = DaskExecutor(client, device=device, **kw)
+    store = Store(store_path)
+    t = time.perf_counter()
+    report = collect(
+        spec,
+        sizes,
+        store=store,
+        device=device,
+        space=space,
+        options=opts,
+        progress=False,
+        executor=ex,
+    )
+    wall = time.perf_counter() - t
+    return report, ex, store, wall
+
+
+def calibrate(client: Any, spec: Any, device: Any, first: str, tmp: Path) -> dict[str, Any]:
+    """Per-point cost on one GPU (also warms the CuPy kernel cache on both GPUs)."""
+    from klaraptor.configspace import ConfigSpace
+
+    full = ConfigSpace.for_spec(spec)
+    blocks = list(full.candidates)[::6]  # 9 of the 51 shapes, spread over the list
+    space = ConfigSpace.for_spec(spec, candidates=blocks)
+    sizes = [256, 2048]
+    report, ex, store, wall = collect_on(
+        client, spec, device, sizes, tmp / "calib.sqlite", space=space, workers=[first]
+    )
+    n = report.count("time", "ok") + report.count("time", "failed")
+    timing = report.wall_s.get("timing", wall)
+    startup = float(report.worker.get("worker_startup_s", 0.0))
+    per_point = (timing - startup) / max(1, n)
+    store.close()
+    # Warm the other GPU's worker too (CuPy cache, first context), untimed.
+    collect_on(client, spec, device, [256], tmp / "warm.sqlite", space=space)
+    return {
+        "points": n,
+        "wall_s": round(wall, 2),
+        "timing_s": round(timing, 2),
+        "worker_startup_s": round(startup, 2),
+        "per_point_s": per_point,
+        "blocks": len(full.candidates),
+    }
+
+
+def choose_sizes(cal: dict[str, Any]) -> list[int]:
+    """k sizes evenly spread over 256..2048 (multiples of 32), one GPU taking ~60 s (4 to 24)."""
+    # A point times at least 20 ms of kernel; never trust a calibration below 40 ms a point.
+    per_size = cal["blocks"] * max(cal["per_point_s"], 0.04) + 0.1  # + arguments, reference
+    k = int(np.clip(round(TARGET_1GPU_S / per_size), 4, 24))
+    sizes = sorted({int(round(x / 32) * 32) for x in np.linspace(256, 2048, k)})
+    return sizes
+
+
+def run_summary(report: Any, ex: Any, wall: float) -> dict[str, Any]:
+    return {
+        "wall_s": round(wall, 3),
+        "report_wall_s": {k: round(v, 3) for k, v in report.wall_s.items()},
+        "counts": report.counts,
+        "failures": [f"D={f.D} block={f.block}: {f.reason}" for f in report.failures][:20],
+        "worker": {k: v for k, v in report.worker.items()},
+        "per_worker": ex.stats.per_worker,
+        "chunks": ex.stats.chunks,
+        "dispatched": ex.stats.dispatched,
+        "requeued_points": ex.stats.requeued_points,
+        "duplicates_dropped": ex.stats.duplicates_dropped,
+        "lost_workers": ex.stats.lost_workers,
+    }
+
+
+def rows_by_point(store: Any, spec: Any, device: Any) -> dict[tuple, Any]:
+    out = {}
+    for m in store.measurements(spec.name, device.key, "time"):
+        out[(tuple(m.D.values()), tuple(m.block))] = m
+    return out
+
+
+def duplicate_rows(store: Any) -> int:
+    """Rows sharing a (kernel, device, D, block, kind) key: the store's unique key forbids it."""
+    rows = store._read(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM measurements GROUP BY kernel, device, d, bx, by, bz, "
+        "kind HAVING COUNT(*) > 1)"
+    )
+    return int(rows[0][0])
+
+
+def agreement(a: dict[tuple, Any], b: dict[tuple, Any]) -> dict[str, Any]:
+    """Per-point median times of two runs: relative differences against the noise band.
+
+    The band of a point is the larger of the two runs' relative IQRs (q3 − q1) / median, and
+    never less than the run's noise band (median relative IQR over all points, the tie band
+    klaraptor uses); a point agrees when |m_b − m_a| / m_a is within it. Split by whether the
+    two runs timed the point on the same GPU."""
+    common = [k for k in a if k in b and a[k].status == "ok" and b[k].status == "ok"]
+    if not common:
+        return {"points": 0}
+    spread_a = np.array([a[k].value.get("spread", np.nan) for k in common], dtype=float)
+    band_all = float(np.nanmedian(spread_a)) if np.isfinite(spread_a).any() else 0.0
+    groups: dict[str, list[float]] = {"same_gpu": [], "other_gpu": []}
+    within: dict[str, list[bool]] = {"same_gpu": [], "other_gpu": []}
+    for k in common:
+        va, vb = a[k].value, b[k].value
+        rel = abs(vb["median_ms"] - va["median_ms"]) / va["median_ms"]
+        band = max(band_all, float(va.get("spread", 0.0)), float(vb.get("spread", 0.0)))
+        ga = (va.get("collected_by") or {}).get("gpu")
+        gb = (vb.get("collected_by") or {}).get("gpu")
+        g = "same_gpu" if ga == gb else "other_gpu"
+        groups[g].append(rel)
+        within[g].append(rel <= band)
+    out: dict[str, Any] = {"points": len(common), "noise_band": band_all}
+    for g in groups:
+        r = np.array(groups[g])
+        if r.size:
+            out[g] = {
+                "points": int(r.size),
+                "within_band": float(np.mean(within[g])),
+                "median_rel_diff": float(np.median(r)),
+                "p90_rel_diff": float(np.percentile(r, 90)),
+                "max_rel_diff": float(r.max()),
+            }
+    allw = within["same_gpu"] + within["other_gpu"]
+    out["within_band"] = float(np.mean(allw))
+    return out
+
+
+def killed_run(
+    client: Any, spec: Any, device: Any, sizes: list[int], tmp: Path
+) -> tuple[dict[str, Any], dict[tuple, Any]]:
+    import psutil
+
+    kill: dict[str, Any] = {}
+    total = {"n": 0}
+
+    def check_orphans(children: list[int]) -> None:
+        # The measuring subprocesses must die with their worker (parent-death guard).
+        time.sleep(2.0)
+        kill["children_alive_2s_after_kill"] = [c for c in children if alive(c)]
+
+    def kill_halfway(ex: Any) -> None:
+        if kill or not total["n"] or ex.points_done < total["n"] / 2 or not ex.in_flight:
+            return
+        addr = max(ex.in_flight, key=lambda a: ex.in_flight[a])
+        pid = client.run(os.getpid, workers=[addr])[addr]
+        try:
+            children = [c.pid for c in psutil.Process(pid).children(recursive=True)]
+        except psutil.Error:
+            children = []
+        os.kill(pid, signal.SIGKILL)  # the worker process dies for real, mid-chunk
+        threading.Thread(target=check_orphans, args=(children,), daemon=True).start()
+        kill.update(
+            address=addr,
+            pid=pid,
+            in_flight_points=ex.in_flight[addr],
+            points_done_before=ex.points_done,
+            at_s=round(time.monotonic() - T0, 2),
+            measuring_children=children,
+        )
+        log(f"killed worker {addr} (pid {pid}) with {ex.in_flight[addr]} points in flight")
+
+    from klaraptor.configspace import ConfigSpace
+
+    total["n"] = len(sizes) * len(ConfigSpace.for_spec(spec).candidates)
+    report, ex, store, wall = collect_on(
+        client, spec, device, sizes, tmp / "killed.sqlite", on_progress=kill_halfway
+    )
+    rows = rows_by_point(store, spec, device)
+    planned = report.count("time", "ok") + report.count("time", "failed")
+    out = run_summary(report, ex, wall)
+    out.update(
+        kill=kill,
+        planned_points=total["n"],
+        rows=len(rows),
+        lost_points=total["n"] - len(rows),
+        duplicated_points=ex.stats.duplicates_dropped + duplicate_rows(store),
+        remeasured_points=ex.stats.requeued_points,
+        results_written=planned,
+    )
+    store.close()
+    return out, rows
+
+
+def alive(pid: int) -> bool:
+    """Is process `pid` running (not a zombie)?"""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def counters_step(client: Any, spec: Any, device: Any, tmp: Path) -> dict[str, Any]:
+    from klaraptor.configspace import ConfigSpace
+    from klaraptor.gpu.collect import CollectOptions
+
+    blocks = list(ConfigSpace.for_spec(spec).candidates)[::6]
+    space = ConfigSpace.for_spec(spec, candidates=blocks)
+    opts = CollectOptions(counters=True, startup_timeout_s=120.0, ncu_stall_s=60.0)
+    report, ex, store, wall = collect_on(
+        client, spec, device, [512, 1024], tmp / "ncu.sqlite", space=space, opts=opts
+    )
+    ncu_rows = store.measurements(spec.name, device.key, "ncu", "ok")
+    out = run_summary(report, ex, wall)
+    out.update(
+        ncu_status=report.ncu_status,
+        ncu_reason=report.ncu_reason,
+        ncu_rows=len(ncu_rows),
+        example_counters=sorted(ncu_rows[0].value)[:12] if ncu_rows else [],
+    )
+    store.close()
+    return out
+
+
+def main() -> int:
+    threading.Thread(target=watchdog, daemon=True).start()
+    from klaraptor.provenance import stamp
+
+    RESULT["provenance"] = stamp(
+        host=os.uname().nodename,
+        note="one run on the nvidia-h200-x2 machine; timing-only collection (CollectOptions("
+        "counters=False), default timing settings, outputs checked); wall times are of the "
+        "whole collect() call on a running cluster (worker probes, kernel info, plan, timing)",
+    )
+    RESULT["versions"] = versions()
+    RESULT["kernel"] = KERNEL
+    write()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-multi-gpu-"))
+    started = step("cluster", start_cluster, 2, need_s=60)
+    if started is None:
+        return 1
+    cluster, client, how = started
+    RESULT["cluster"] = how
+    found = step("workers", spec_and_device, client, need_s=30)
+    if found is None:
+        return 1
+    spec, device, _, order = found
+    cal = step("calibrate", calibrate, client, spec, device, order[0], tmp, need_s=40)
+    RESULT["calibration"] = cal
+    sizes = choose_sizes(cal) if cal else [256, 512, 768, 1024, 1280, 1536, 1792, 2048]
+    RESULT["sizes"] = sizes
+    RESULT["points"] = len(sizes) * (cal["blocks"] if cal else 51)
+    est = RESULT["points"] * (max(cal["per_point_s"], 0.04) if cal else 0.075)
+    RESULT["estimated_1gpu_s"] = round(est, 1)
+    log(f"{len(sizes)} sizes {sizes}: {RESULT['points']} points, ~{est:.0f} s on 1 GPU")
+
+    runs: dict[str, Any] = {}
+    one = step(
+        "run_1gpu",
+        collect_on,
+        client,
+        spec,
+        device,
+        sizes,
+        tmp / "one.sqlite",
+        workers=[order[0]],
+        need_s=1.3 * est,
+    )
+    if one is not None:
+        report, ex, store, wall = one
+        runs["1gpu"] = rows_by_point(store, spec, device)
+        RESULT["run_1gpu"] = run_summary(report, ex, wall)
+        RESULT["wall_s_1gpu"] = round(wall, 3)
+        store.close()
+    est = RESULT.get("wall_s_1gpu", est)  # what one GPU really took
+    two = step(
+        "run_2gpu", collect_on, client, spec, device, sizes, tmp / "two.sqlite", need_s=0.6 * est
+    )
+    if two is not None:
+        report, ex, store, wall = two
+        runs["2gpu"] = rows_by_point(store, spec, device)
+        RESULT["run_2gpu"] = run_summary(report, ex, wall)
+        RESULT["wall_s_2gpu"] = round(wall, 3)
+        RESULT["lost_points_2gpu"] = RESULT["points"] - len(runs["2gpu"])
+        store.close()
+    if "wall_s_1gpu" in RESULT and "wall_s_2gpu" in RESULT:
+        RESULT["speedup"] = round(RESULT["wall_s_1gpu"] / RESULT["wall_s_2gpu"], 3)
+        t1 = RESULT["run_1gpu"]["report_wall_s"].get("timing")
+        t2 = RESULT["run_2gpu"]["report_wall_s"].get("timing")
+        if t1 and t2:
+            RESULT["speedup_timing_pass"] = round(t1 / t2, 3)
+        log(f"speedup {RESULT['speedup']} (timing pass {RESULT.get('speedup_timing_pass')})")
+    if "1gpu" in runs and "2gpu" in runs:
+        RESULT["median_agreement_1gpu_vs_2gpu"] = agreement(runs["1gpu"], runs["2gpu"])
+    write()
+
+    out = step("run_killed", killed_run, client, spec, device, sizes, tmp, need_s=0.75 * est)
+    if out is not None:
+        killed, rows = out
+        RESULT["run_killed"] = killed
+        RESULT["lost_points"] = killed["lost_points"]
+        RESULT["duplicated_points"] = killed["duplicated_points"]
+        if "1gpu" in runs:
+            RESULT["median_agreement_1gpu_vs_killed"] = agreement(runs["1gpu"], rows)
+    write()
+
+    if left() > 70:
+        RESULT["counters"] = step("counters_2gpu", counters_step, client, spec, device, tmp)
+    else:
+        RESULT["steps"]["counters_2gpu"] = {"status": f"skipped: {left():.0f} s left"}
+    RESULT["complete"] = True
+    write()
+    try:
+        client.close(timeout=20)
+        cluster.close(timeout=20)
+    except Exception as exc:  # noqa: BLE001 - results are written already
+        log(f"closing the cluster: {type(exc).__name__}: {exc}")
+    log("done")
+    write()
+    return 0
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)  # do not wait for lingering cluster threads
