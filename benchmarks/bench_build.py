@@ -11,7 +11,8 @@ hotspot, spanning 1D/2D/3D), in a child process with its own time limit and its 
    timing hot and L2-flushed points; records the measured walls (info, timing, total), the
    plan's estimated cost and tune-once's estimated cost (the cost model), the model chosen and
    the blocks chosen (model and online top-k) at the evaluation sizes, scored against the
-   recorded exhaustive search of the shipped datasets (another session: indicative);
+   recorded exhaustive search of the shipped datasets (another session: indicative); the
+   build's total wall against the 60 s target of issue 10 (`summary.build_within_60s`);
 2. after every kernel's build, while time is left: tune-once for real, one collection of every
    candidate at the largest training size with the same protocol, its measured wall.
 Writes OUT/bench_build.json (rewritten after every step, so a killed run keeps what it did),
@@ -39,6 +40,8 @@ KERNELS = (
     "polybench.fdtd2d.k2",
     "rodinia.hotspot.temp",
 )
+# A build over the 60 s target still finishes (and is recorded as over it) within its step limit.
+BUILD_TARGET_S = 60.0
 STEP_LIMIT_S = {"build": 90.0, "tune_once": 45.0}
 
 
@@ -70,7 +73,7 @@ def step_build(name: str) -> dict[str, Any]:
     from klaraptor.store import Store
 
     spec = suite.get(name)
-    train = [{"N": int(n)} for n in spec.meta["train_sizes"]]
+    train = [spec.size(n) for n in spec.meta["train_sizes"]]
     evals = [int(n) for n in spec.meta["eval_sizes"]]
     options = replace(TRAIN_OPTIONS, counters=False)
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "s.sqlite") as store:
@@ -121,18 +124,18 @@ def step_tune_once(name: str) -> dict[str, Any]:
     from klaraptor.store import Store
 
     spec = suite.get(name)
-    L = max(int(n) for n in spec.meta["train_sizes"])
+    L = max((spec.size(n) for n in spec.meta["train_sizes"]), key=lambda D: D.values())
     options = replace(TRAIN_OPTIONS, counters=False)
     with tempfile.TemporaryDirectory() as tmp, Store(Path(tmp) / "s.sqlite") as store:
         t0 = time.perf_counter()
         rep = collect(
-            spec, [{"N": L}], store=store, device=query_device(), options=options, progress=False
+            spec, [L], store=store, device=query_device(), options=options, progress=False
         )
         wall = time.perf_counter() - t0
         ok = store.measurements(name, rep.device, kind="time", status="ok")
         best = min(ok, key=lambda m: m.value["median_ms"]) if ok else None
         return {
-            "N": L,
+            "N": list(L.values()),
             "wall_s": wall,
             "steps": rep.wall_s,
             "counts": rep.counts,
@@ -176,6 +179,10 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
     if "total" in walls:
         meas = float(walls["total"]) + float(walls.get("info", 0.0))
     out: dict[str, Any] = {"build_measurement_wall_s": meas, "tune_once_wall_s": t.get("wall_s")}
+    if b.get("build_total_s") is not None:
+        # Issue 10: no suite kernel takes over 60 s to build on the H200.
+        out["build_total_s"] = float(b["build_total_s"])
+        out["build_within_60s"] = out["build_total_s"] <= BUILD_TARGET_S
     if meas is not None and t.get("wall_s"):
         out["measured_build_over_tune_once"] = meas / float(t["wall_s"])
     out["estimated_build_over_tune_once"] = (b.get("plan") or {}).get("ratio")
