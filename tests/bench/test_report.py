@@ -53,6 +53,29 @@ def test_tables_cover_every_pair(results) -> None:  # noqa: ANN001
     assert len(t) == 2 + sum(len(r.pairs) for r in rs)
     methods = rp.table_methods(rp.summary_json(results, "test"))
     assert "| klaraptor |" in methods and "| tune_once |" in methods
+    summary = rp.summary_json(results, "test")
+    folds = rp.table_folds(summary)
+    rho = summary["suites"]["polybench"]["folds"]["spearman"]
+    assert f"ρ(fold r, true r) = {rho:.3f}" in folds
+    assert all(f"| {rp._short(n)} | scaling |" in folds for n in NAMES)
+
+
+def test_best_worst_plot_takes_suites_or_a_plain_list(results, tmp_path: Path) -> None:  # noqa: ANN001
+    rp.plot_best_worst(results, tmp_path / "suites.png")
+    rp.plot_best_worst(results["polybench"], tmp_path / "list.png", gpu="test GPU")
+    for name in ("suites.png", "list.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_tasks_do_not_warn_about_extrapolating() -> None:
+    import warnings
+
+    from klaraptor.errors import ExtrapolationWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExtrapolationWarning)
+        res = rp._evaluate_task("polybench", "polybench.atax.k1", "main")
+    assert res.pairs
 
 
 def test_an_extra_provider_joins_every_pair(monkeypatch) -> None:  # noqa: ANN001
