@@ -44,6 +44,7 @@ def __getattr__(name: str) -> object:
         return tune
     raise AttributeError(f"module 'klaraptor' has no attribute {name!r}")
 
+
 __all__ = [
     "BuildError",
     "CollectError",

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from klaraptor.device_profile import DeviceProfile
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
+    from klaraptor.types import DataSize
 
 REFRESH_S = 0.5  # how often the client asks the scheduler which workers are alive
 RESULT_TIMEOUT_S = 60.0  # fetching one chunk's answer (kilobytes) from its worker
@@ -440,7 +441,9 @@ class DaskExecutor:
             raise _WorkerLost(address)
         return fut.result()
 
-    def kernel_info(self, spec: KernelSpec, options: Any, workdir: Path) -> dict[str, Any]:
+    def kernel_info(
+        self, spec: KernelSpec, options: Any, workdir: Path, sizes: Sequence[DataSize] = ()
+    ) -> dict[str, Any]:
         from klaraptor.device_profile import DeviceProfile
 
         check_transportable(spec)
@@ -454,6 +457,7 @@ class DaskExecutor:
                     addr,
                     spec,
                     opts,
+                    list(sizes),
                     label="info",
                     timeout_s=opts.startup_timeout_s + 60,
                 )
