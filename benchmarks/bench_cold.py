@@ -1,11 +1,10 @@
 """GPU: hot and L2-flushed ("cold") timings of every suite candidate at the largest training size.
 
 The scaling model (`klaraptor.models.scaling`) anchors sizes whose footprint exceeds the L2 on
-timings taken with the L2 flushed before each launch. The recorded dataset has no such timings;
-`benchmarks/extrapolation_study.py` stands in Nsight Compute's gpu__time_duration (ncu flushes
-the caches before each profiled launch). This script measures the real thing, so the study can
-be re-run on it (`extrapolation_study.py --cold OUT/cold_timing.jsonl`) and the cost model's
-per-point constants without the output check can be read off.
+timings taken with the L2 flushed before each launch. This script measured them for the recorded
+datasets (benchmarks/results/h200/cold/, merged into the datasets by
+`benchmarks/record_cold.py`); each pass's wall also gives a real tune-once sweep without the
+output check.
 
 Per kernel, at N = max(train_sizes), with the training protocol less the output check:
   1. hot: every candidate, back-to-back launches (as the training sweep, check=False);

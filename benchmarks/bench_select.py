@@ -40,11 +40,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))  # the repository root: `tests.helpers`
 
-from tests import helpers as hs  # noqa: E402
-
 from klaraptor.provenance import stamp  # noqa: E402
 from klaraptor.runtime.launcher import data_reader  # noqa: E402
 from klaraptor.runtime.selector import Selector  # noqa: E402
+from tests import helpers as hs  # noqa: E402
 
 TARGET_NEW_US = 50.0
 TARGET_CACHED_US = 0.150

@@ -484,6 +484,44 @@ def _device(ctx: Ctx) -> str:
     return str(ctx.files["device"])
 
 
+def _numba_scale() -> Any:
+    """A numba.cuda.jit kernel (numba imported here: tests/frontends/conftest.py may first pick
+    the CUDA simulator; either way nothing below launches it)."""
+    from numba import cuda
+
+    def scale(x, y, n):  # noqa: ANN001 - a Numba kernel
+        i = cuda.grid(1)
+        if i < n:
+            y[i] = 2.0 * x[i]
+
+    return cuda.jit(scale)
+
+
+def _tune_numba(**kw: Any) -> Any:
+    return klaraptor.tune(**{"data": {"n": "n"}, "grid": "ceil(n / bx)", **kw})(_numba_scale())
+
+
+def _kt_import(ctx: Ctx, spec: KernelSpec, **header: Any) -> Any:
+    """Import a Kernel Tuner cache written as Kernel Tuner lays it out (one configuration)."""
+    from klaraptor.device_profile import recorded_profile
+    from klaraptor.frontends.kernel_tuner import import_kernel_tuner
+
+    head = {"device_name": "NVIDIA H200", "kernel_name": spec.kernel, "problem_size": 4096,
+            "tune_params_keys": ["block_size_x"], "objective": ["time"], **header}  # fmt: skip
+    keys = head["tune_params_keys"]
+    record = {**dict.fromkeys(keys, 32), "time": 0.01, "times": [0.01]}
+    path = ctx.tmp / f"kt_{spec.kernel}_{len(keys)}.json"
+    path.write_text(json.dumps({**head, "cache": {",".join(["32"] * len(keys)): record}}))
+    store = Store(ctx.tmp / "kt.sqlite")
+    return import_kernel_tuner(path, spec, store=store, device=recorded_profile("h200"))
+
+
+_SPEC_NM = _mk(
+    data=(DataParam("n", arg=2), DataParam("m", arg=2)), dim=2,
+    grid=("ceil(n / bx)", "ceil(m / by)", "1"),
+)  # fmt: skip
+
+
 # fmt: off
 API: list[tuple[str, str, Callable[[Ctx], Any], type[KlaraptorError], str]] = [
     # the public API
@@ -586,6 +624,13 @@ API: list[tuple[str, str, Callable[[Ctx], Any], type[KlaraptorError], str]] = [
     ("size_multi_tuple", "a 2-parameter spec.size((1,))", lambda c: _spec_2d().size((1,)), DataSizeError, "has 1 values"),
     ("size_multi_dict", "a 2-parameter spec.size({'M': 1})", lambda c: _spec_2d().size({"M": 1}), DataSizeError, "missing ['N']"),
     ("size_read_args", "spec.read_data(a call with 2 arguments)", lambda c: _spec_1d().read_data((1, 2)), SpecError, "the call has 2 arguments"),
+    # front-ends (klaraptor.tune) and Kernel Tuner files
+    ("tune_grid_name", "klaraptor.tune(grid='ceil(m / bx)') with data n only", lambda c: _tune_numba(grid="ceil(m / bx)"), SpecError, "names m, which is neither a data parameter (n) nor a block dimension"),
+    ("tune_data_name", "klaraptor.tune(data={'n': 'size'}) on scale(x, y, n)", lambda c: _tune_numba(data={"n": "size"}), SpecError, "'size' is not a parameter of scale(x, y, n)"),
+    ("tune_on_missing", "klaraptor.tune(on_missing='ask')", lambda c: _tune_numba(on_missing="ask"), SpecError, "on_missing must be one of"),
+    ("tune_plain_function", "@klaraptor.tune above a plain Python function", lambda c: klaraptor.tune(data={"n": "n"}, grid="ceil(n / bx)")(lambda x, y, n: None), SpecError, "is a plain Python function"),
+    ("kt_no_block", "a Kernel Tuner cache without block_size_x/y/z", lambda c: _kt_import(c, _spec_1d(), tune_params_keys=["threads"]), KlaraptorError, "no block dimensions"),
+    ("kt_problem_size", "a Kernel Tuner problem_size [512, 256] for data n, m", lambda c: _kt_import(c, _SPEC_NM(c), problem_size=[512, 256]), KlaraptorError, "cannot map data parameter 'n'"),
 ]
 # fmt: on
 

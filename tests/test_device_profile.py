@@ -15,11 +15,9 @@ import pytest
 from klaraptor import device_profile as dp
 from klaraptor.device_profile import (
     DeviceProfile,
-    cached_profile,
     format_profile,
     query_device,
     recorded_profile,
-    save_profile,
 )
 from klaraptor.errors import KlaraptorError
 from klaraptor.store import Store
@@ -162,9 +160,9 @@ def test_with_microbench_rejects_other_fields() -> None:
 def test_store_cache_round_trip(tmp_path: Path) -> None:
     p = _measured()
     with Store(tmp_path / "s.sqlite") as s:
-        assert cached_profile(s, p.key) is None
-        save_profile(s, p)
-        assert cached_profile(s, p.key) == p
+        assert s.cached_profile(p.key) is None
+        s.save_profile(p)
+        assert s.cached_profile(p.key) == p
         assert list(s.device_profiles()) == [p.key]
 
 

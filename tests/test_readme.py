@@ -1,13 +1,19 @@
 """The README's "Use it from Python" and "Command line" sections run as written on a machine
 without a GPU, against a store of recorded H200 builds (`klaraptor import-recorded`); its exit
-codes table is the CLI's."""
+codes table is the CLI's.
+
+The Python examples of the front-ends section are GPU examples: here each is checked to stand
+alone (every name it uses is imported or defined in it); `scripts/frontends_gpu.py` runs them
+as written on a GPU; the section's Kernel Tuner commands run here."""
 
 from __future__ import annotations
 
+import builtins
 import os
 import re
 import shutil
 import subprocess
+import symtable
 import sys
 from pathlib import Path
 
@@ -17,6 +23,7 @@ from klaraptor.cli.common import EXIT_CODES
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+GPU_EXAMPLES = "Front-ends: Numba, CuPy, cuda.core, PyTorch, Kernel Tuner"
 
 
 def section(title: str) -> str:
@@ -27,7 +34,9 @@ def section(title: str) -> str:
 
 
 def blocks(text: str, lang: str) -> list[str]:
-    return re.findall(rf"^```{lang}\n(.*?)^```", text, re.S | re.M)
+    """The bodies of the fenced blocks of language `lang` ("" for none), in order."""
+    fenced = re.findall(r"^```(\w*)\n(.*?)^```$", text, re.S | re.M)
+    return [body for tag, body in fenced if tag == lang]
 
 
 @pytest.fixture
@@ -92,3 +101,46 @@ def test_readme_exit_codes_are_the_cli_s() -> None:
     assert table is not None
     rows = re.findall(r"^\| (\d+) \| (.*) \|$", table.group(1), re.M)
     assert [(int(c), m) for c, m in rows] == [(c, m) for c, m, _ in EXIT_CODES]
+
+
+def undefined_names(code: str) -> set[str]:
+    """Names a script uses but neither imports, defines nor gets from builtins."""
+    top = symtable.symtable(code, "<readme>", "exec")
+    known = set(dir(builtins))
+    for sym in top.get_symbols():
+        if sym.is_imported() or sym.is_assigned():
+            known.add(sym.get_name())
+    used: set[str] = set()
+    tables = [top]
+    while tables:
+        t = tables.pop()
+        tables.extend(t.get_children())
+        for sym in t.get_symbols():
+            if sym.is_referenced() and (t is top or sym.is_global()):
+                used.add(sym.get_name())
+    return used - known
+
+
+def test_readme_gpu_examples_stand_alone() -> None:
+    examples = blocks(section(GPU_EXAMPLES), "python")
+    assert len(examples) == 4  # Numba, CuPy, cuda.core, torch
+    for code in examples:
+        assert not undefined_names(code), (undefined_names(code), code)
+        imported = {m.split(".")[0] for m in re.findall(r"^(?:from|import) ([\w.]+)", code, re.M)}
+        assert imported <= {"klaraptor", "numpy", "numba", "cupy", "torch", "cuda"}, imported
+    assert undefined_names("import numpy as np\nprint(np.pi, n)") == {"n"}  # the check can fail
+    assert undefined_names("def f():\n    return g\n") == {"g"}
+
+
+def test_readme_kernel_tuner_commands_run_as_written(tmp_path: Path) -> None:
+    (shell,) = blocks(section(GPU_EXAMPLES), "")
+    (tmp_path / "tests").symlink_to(ROOT / "tests")
+    env = {**os.environ, "KLARAPTOR_HOME": str(tmp_path / "home"), "CUDA_VISIBLE_DEVICES": "",
+           "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}  # fmt: skip
+    for command in shell.replace("\\\n", " ").splitlines():
+        p = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300)  # fmt: skip
+        assert p.returncode == 0, (command, p.stderr)
+        assert "Traceback" not in p.stderr, command
+    t4 = (tmp_path / "scale-results.json").read_text()
+    assert '"block_size_x"' in t4

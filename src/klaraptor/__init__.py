@@ -7,6 +7,8 @@ The public API:
 - `plan(spec, sizes)`: what a build would measure (a dry run, no GPU needed);
 - `load(name)`: a built kernel from the store, without touching the GPU;
 - `Kernel.select(D)`, `.explain(D)`, `.tuned(*args)`, `.launcher(refine=k)`, `.export_c()`;
+- `tune(data=..., grid=...)`: a decorator giving Numba, CuPy and cuda.core kernels (and torch
+  tensors) a tuned launch per call (`klaraptor.frontends.decorator`);
 - `fit_rational(X, y, ...)`: rational-function fitting (SVD least squares, degree search);
 - `Program`, `parse_expr`: rational programs.
 """
@@ -33,6 +35,16 @@ from klaraptor.types import DataSize
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    # The front-ends load on first use: `import klaraptor` stays the core (spec, build, select).
+    if name == "tune":
+        from klaraptor.frontends.decorator import tune
+
+        return tune
+    raise AttributeError(f"module 'klaraptor' has no attribute {name!r}")
+
+
 __all__ = [
     "BuildError",
     "CollectError",
@@ -58,4 +70,5 @@ __all__ = [
     "load",
     "parse_expr",
     "plan",
+    "tune",
 ]

@@ -17,8 +17,15 @@ plus every point). The plan for the scaling model (`klaraptor.models.scaling`) s
    kernel really touches (a tighter footprint than the argument sizes) when the budget allows.
 
 A point is scheduled only if its estimated cost fits in what is left; estimates are upper bounds
-from what is already measured (a smaller size is not slower than L; a cold run is at most
-`cold_ratio_bound` times the hot one until a larger ratio is seen).
+from what is already measured (a smaller size is not slower than L, though a shorter kernel may
+be timed with more launches; a cold run is at most `cold_ratio_bound` times the hot one until a
+larger ratio is seen).
+
+The plan is a pure function of the results it has seen (`MeasurementPlan.run` over a `Measurer`),
+so the same code runs offline over recorded measurements (`TableMeasurer`) and on the device,
+where a collection worker replays it over the results so far and measures the next point it asks
+for (`MeasurementPlan.next_points`): the same results give the same plan, and a worker replaced
+after a crash picks up where the last one stopped.
 
 Cost model (`CostModel`): a timed point costs ``per_point_s`` of host overhead (worker round trip,
 output check, sample bookkeeping) plus the launches of the timing protocol times the kernel time
@@ -31,20 +38,25 @@ recorded per-kernel phase costs (`fit_cost_model`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
-from scipy.optimize import nnls
 
 from klaraptor.errors import KlaraptorError
 
 __all__ = [
+    "H200_COST",
     "CostModel",
+    "MeasurementPlan",
     "Measurer",
+    "NeedMeasurement",
     "PlanResult",
+    "PointKey",
+    "ReplayMeasurer",
     "TableMeasurer",
+    "calibrated",
     "fit_cost_model",
     "ladder",
     "protocol_launches",
@@ -59,6 +71,9 @@ LAUNCH_FLOOR_MS = 4.14e-3
 SESSION_S = 0.65
 # Replay passes assumed before profiling (the recorded suite needed 4 for RAW_METRICS).
 NCU_PASSES_BOUND = 8.0
+
+# (D values, candidate index, cold): one point a plan can ask for.
+PointKey = tuple[tuple[int, ...], int, bool]
 
 
 def protocol_launches(
@@ -90,9 +105,8 @@ class CostModel:
     session_s: float = SESSION_S
     launch_floor_ms: float = LAUNCH_FLOOR_MS
     flush_ms: float = 0.032  # 2 × 60 MB written at ~3.9 TB/s
-    # Extra start-up for the cold timings: 0 when the worker that times the hot sweep can flush
-    # per point; `session_s` when the cold sweep needs its own collection (flush_l2 is set per
-    # worker today).
+    # Extra start-up for the cold timings: 0 when the worker that times the hot sweep flushes
+    # per point (what `collect_planned` does); `session_s` for a separate collection.
     cold_session_s: float = 0.0
     ncu_session_s: float = 2.88
     ncu_point_s: float = 0.153
@@ -112,6 +126,12 @@ class CostModel:
     def time_point_s(self, t_ms: float) -> float:
         n = protocol_launches(t_ms, **self.protocol)
         return self.per_point_s + n * max(float(t_ms), self.launch_floor_ms) / 1e3
+
+    def time_point_bound_s(self, t_ms: float) -> float:
+        """The most a hot point of kernel time ≤ `t_ms` can cost: shorter kernels are batched
+        and repeated more, so a smaller size can cost more than the larger one."""
+        grid = np.geomspace(1e-6, max(float(t_ms), 2e-6), 48)
+        return max(self.time_point_s(float(t)) for t in grid)
 
     def cold_point_s(self, t_ms: float) -> float:
         t = max(float(t_ms), self.launch_floor_ms) + self.flush_ms
@@ -133,6 +153,17 @@ class CostModel:
         """One session timing every point (tune-once's cost with the times at L)."""
         return self.session_s + sum(self.time_point_s(t) for t in times_ms)
 
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (dict(v) if k == "protocol" else v) for k, v in self.__dict__.items()}
+
+
+# The cost model fitted on the recorded H200 training phases (`fit_cost_model` over the 30
+# PolyBench kernels of data/h200_suite.json.gz: per_point_s is the median per-kernel overhead of a
+# timed point with the output check; the ncu constants an NNLS fit over the 30 counter phases).
+H200_COST = CostModel(
+    per_point_s=0.02804, ncu_session_s=3.2701, ncu_point_s=0.15188, ncu_replay=1.2799
+)
+
 
 def fit_cost_model(
     phases: Sequence[Mapping[str, Any]], *, session_s: float = SESSION_S
@@ -143,6 +174,8 @@ def fit_cost_model(
     "train_ncu_s", "ncu": [(ms, replay passes) of every profiled point]}``. Returns the shared
     model (its `per_point_s` the median over kernels) and each kernel's own per-point overhead:
     (phase seconds - session - launches × kernel time) / points."""
+    from scipy.optimize import nnls
+
     base = CostModel(session_s=session_s)
     per_kernel: dict[str, float] = {}
     rows, ys = [], []
@@ -175,7 +208,7 @@ def fit_cost_model(
 
 
 # ---------------------------------------------------------------------------------------------
-# The plan
+# Measurers: where the plan's measurements come from
 
 
 class Measurer(Protocol):
@@ -183,8 +216,9 @@ class Measurer(Protocol):
 
     def time(
         self, D: tuple[int, ...], cfgs: Sequence[int], *, cold: bool
-    ) -> dict[int, tuple[float, float]]:
-        """{cfg: (median ms, relative IQR)} for the candidates that ran."""
+    ) -> dict[int, tuple[float, ...]]:
+        """{cfg: (median ms, relative IQR[, measured wall seconds])} for the candidates that
+        ran; with the wall, the plan counts it as the point's cost instead of the cost model."""
         ...
 
     def counters(self, points: Sequence[tuple[tuple[int, ...], int]]) -> list[dict[str, Any]]:
@@ -219,6 +253,59 @@ class TableMeasurer:
         ]
 
 
+class NeedMeasurement(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """Raised by `ReplayMeasurer` for the points the plan asks for whose results are unknown."""
+
+    def __init__(self, keys: Sequence[PointKey]) -> None:
+        super().__init__(f"{len(keys)} points to measure")
+        self.keys = list(keys)
+
+
+@dataclass
+class ReplayMeasurer:
+    """A `Measurer` answering from the results known so far.
+
+    `results`: {PointKey: (ms, spread[, wall s]), or None for a point that failed}; `exists`: the points
+    that can be measured at all (launchable, admissible; None: every point). A request with an
+    unknown point raises `NeedMeasurement` with every unknown point of that request, so replaying
+    the plan, measuring those and replaying again runs the plan request by request. Counter
+    requests are recorded in `counter_requests` and answered from `counter_results`."""
+
+    results: Mapping[PointKey, tuple[float, ...] | None]
+    exists: Collection[PointKey] | None = None
+    counter_results: Mapping[tuple[tuple[int, ...], int], Mapping[str, float]] = field(
+        default_factory=dict
+    )
+    counter_requests: list[tuple[tuple[int, ...], int]] = field(default_factory=list)
+
+    def time(
+        self, D: tuple[int, ...], cfgs: Sequence[int], *, cold: bool
+    ) -> dict[int, tuple[float, ...]]:
+        keys = [(tuple(int(v) for v in D), int(c), bool(cold)) for c in cfgs]
+        keys = [k for k in keys if self.exists is None or k in self.exists]
+        missing = [k for k in keys if k not in self.results]
+        if missing:
+            raise NeedMeasurement(missing)
+        out: dict[int, tuple[float, ...]] = {}
+        for k in keys:
+            v = self.results[k]
+            if v is not None:
+                out[k[1]] = v
+        return out
+
+    def counters(self, points: Sequence[tuple[tuple[int, ...], int]]) -> list[dict[str, Any]]:
+        self.counter_requests = [(tuple(D), int(c)) for D, c in points]
+        return [
+            {"D": list(D), "cfg": int(c), **self.counter_results[(tuple(D), c)]}
+            for D, c in self.counter_requests
+            if (tuple(D), c) in self.counter_results
+        ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan
+
+
 @dataclass
 class PlanResult:
     """What the plan measured, in order, and what it cost."""
@@ -228,11 +315,35 @@ class PlanResult:
     tune_once_s: float = 0.0
     budget_s: float = 0.0
     counters: list[dict[str, Any]] = field(default_factory=list)
+    counter_requests: list[tuple[tuple[int, ...], int]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
         return self.spent_s / self.tune_once_s if self.tune_once_s > 0 else math.nan
+
+    def keys(self) -> list[PointKey]:
+        """The timed points, in the order measured."""
+        return [(tuple(p["D"]), int(p["cfg"]), p["kind"] == "cold") for p in self.points]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.points:
+            out[p["kind"]] = out.get(p["kind"], 0) + 1
+        if self.counters:
+            out["ncu"] = len(self.counters)
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-safe: the costs, the counts and the notes (not every point)."""
+        return {
+            "spent_s": self.spent_s,
+            "tune_once_s": self.tune_once_s,
+            "budget_s": self.budget_s,
+            "ratio": self.ratio,
+            "counts": self.counts(),
+            "notes": list(self.notes),
+        }
 
     def table_arrays(self) -> dict[str, np.ndarray]:
         pts = [p for p in self.points if p["kind"] in ("time", "cold")]
@@ -243,6 +354,19 @@ class PlanResult:
             "cold": np.array([p["kind"] == "cold" for p in pts]),
             "spread": np.array([p["spread"] for p in pts]),
         }
+
+
+def calibrated(cost: CostModel, points: Sequence[Mapping[str, Any]]) -> CostModel:
+    """`cost` with the per-point overhead measured on `points` (median of their wall seconds
+    less their launches × kernel time) when they carry measured walls; else `cost`."""
+    over = [
+        p["cost_s"] - cost.time_point_s(p["ms"]) + cost.per_point_s
+        for p in points
+        if p.get("measured_cost") and p["kind"] == "time"
+    ]
+    if not over:
+        return cost
+    return replace(cost, per_point_s=max(0.0, float(np.median(over))))
 
 
 def ladder(L: int, sizes: Sequence[int]) -> list[int]:
@@ -256,6 +380,189 @@ def ladder(L: int, sizes: Sequence[int]) -> list[int]:
         top = max(below)
         out.append(top)
     return out
+
+
+@dataclass(frozen=True)
+class MeasurementPlan:
+    """The plan of one kernel (module docstring): `n_cfg` candidates, the largest training size
+    `L`, the `smaller` sizes in ladder order, the budget as a multiple of tune-once's cost,
+    whether the footprint crosses the L2 beyond L (`needs_cold`), and the counter options
+    (`counter_sizes`: where tune-once's block is profiled, default L and the first smaller size;
+    `force_counters` profiles even over the budget, to price that variant)."""
+
+    n_cfg: int
+    L: tuple[int, ...]
+    smaller: tuple[tuple[int, ...], ...] = ()
+    cost: CostModel = field(default_factory=lambda: H200_COST)
+    budget: float = 1.5
+    needs_cold: bool = True
+    counters: bool = False
+    force_counters: bool = False
+    counter_sizes: tuple[tuple[int, ...], ...] | None = None
+    cold_ratio_bound: float = 4.0
+
+    def run(self, measurer: Measurer) -> PlanResult:
+        """Execute the plan against `measurer` (the module docstring's four steps)."""
+        cost, n_cfg, L, smaller = self.cost, self.n_cfg, tuple(self.L), list(self.smaller)
+        res = PlanResult()
+
+        def record(
+            D: tuple[int, ...],
+            kind: str,
+            got: Mapping[int, tuple[float, ...]],
+            price: Callable[[float], float],
+        ) -> None:
+            # A result with a third value carries its measured wall seconds: the point's cost.
+            for c, (ms, spread, *wall) in got.items():
+                s = float(wall[0]) if wall and math.isfinite(wall[0]) else price(ms)
+                res.spent_s += s
+                res.points.append(
+                    {
+                        "D": list(D),
+                        "cfg": int(c),
+                        "kind": kind,
+                        "ms": ms,
+                        "spread": spread,
+                        "cost_s": s,
+                        "measured_cost": bool(wall and math.isfinite(wall[0])),
+                    }
+                )
+
+        # 1. hot sweep at L: tune-once's own measurement.
+        res.spent_s = cost.session_s
+        hot = measurer.time(L, list(range(n_cfg)), cold=False)
+        record(L, "time", hot, cost.time_point_s)
+        res.tune_once_s = res.spent_s
+        res.budget_s = self.budget * res.tune_once_s
+        if len(hot) < n_cfg:
+            res.notes.append(f"{n_cfg - len(hot)} candidates did not run at L")
+        if not hot:
+            res.notes.append("no candidate ran at L: nothing else is planned")
+            return res
+        # Estimates of later points use the per-point overhead the sweep measured, if it did.
+        cost = calibrated(cost, res.points)
+        t_hot = {c: v[0] for c, v in hot.items()}
+        spreads = [v[1] for v in hot.values() if math.isfinite(v[1])]
+        band = float(np.median(spreads)) if spreads else 0.0
+        order = sorted(t_hot, key=t_hot.__getitem__)
+
+        def fits(estimate: float) -> bool:
+            return res.spent_s + estimate <= res.budget_s
+
+        # 2. cold timings at L, bound-pruned.
+        t_cold: dict[int, float] = {}
+        if self.needs_cold and fits(
+            cost.cold_session_s + cost.cold_point_s(t_hot[order[0]] * self.cold_ratio_bound)
+        ):
+            res.spent_s += cost.cold_session_s
+            kappa = self.cold_ratio_bound
+            for c in order:
+                if t_cold and t_hot[c] * (1.0 - band) > min(t_cold.values()):
+                    res.notes.append(
+                        f"cold sweep stopped by the bound after {len(t_cold)} candidates"
+                    )
+                    break
+                if not fits(cost.cold_point_s(t_hot[c] * kappa)):
+                    res.notes.append(
+                        f"cold sweep stopped by the budget after {len(t_cold)} candidates"
+                    )
+                    break
+                got = measurer.time(L, [c], cold=True)
+                record(L, "cold", got, cost.cold_point_s)
+                if c in got:
+                    t_cold[c] = got[c][0]
+                    kappa = max(kappa, 1.5 * t_cold[c] / t_hot[c])
+
+        # 3. smaller sizes for the most promising candidates.
+        rank_hot = {c: i for i, c in enumerate(order)}
+        cold_order = sorted(t_cold, key=t_cold.__getitem__)
+        rank_cold = {c: i for i, c in enumerate(cold_order)}
+        promising = sorted(
+            order, key=lambda c: (min(rank_hot[c], rank_cold.get(c, n_cfg)), rank_hot[c])
+        )
+        n_small = 0
+        if smaller:
+            for c in promising:
+                est = len(smaller) * cost.time_point_bound_s(t_hot[c])
+                if not fits(est):
+                    break
+                for D in smaller:
+                    record(D, "time", measurer.time(D, [c], cold=False), cost.time_point_s)
+                n_small += 1
+        res.notes.append(
+            f"{n_small} candidates timed at the smaller sizes {[list(D) for D in smaller]}"
+        )
+
+        # 4. counters for the touched footprint (one profiling pass), only when they fit.
+        if self.counters:
+            best = order[0]
+            sizes = (
+                list(self.counter_sizes) if self.counter_sizes is not None else [L, *smaller[:1]]
+            )
+            pts = [(tuple(D), best) for D in sizes]
+            est = cost.ncu_s([(t_hot[best] * self.cold_ratio_bound, NCU_PASSES_BOUND)] * len(pts))
+            if self.force_counters or fits(est):
+                got = measurer.counters(pts)
+                res.counter_requests = pts
+                s = cost.ncu_s([(float(v["ms"]), float(v["passes"])) for v in got])
+                res.spent_s += s
+                res.counters = [{**v, "cost_s": s / max(len(got), 1)} for v in got]
+            else:
+                res.notes.append(f"counters skipped: {est:.2f} s would exceed the budget")
+        return res
+
+    def next_points(
+        self,
+        results: Mapping[PointKey, tuple[float, ...] | None],
+        exists: Collection[PointKey] | None = None,
+    ) -> list[PointKey]:
+        """The points the plan asks for next given the results so far ([] when it is done)."""
+        try:
+            self.run(ReplayMeasurer(results, exists))
+        except NeedMeasurement as need:
+            return need.keys
+        return []
+
+    def replay(
+        self,
+        results: Mapping[PointKey, tuple[float, ...] | None],
+        exists: Collection[PointKey] | None = None,
+        counter_results: Mapping[tuple[tuple[int, ...], int], Mapping[str, float]] | None = None,
+    ) -> PlanResult:
+        """The finished plan over known results (KlaraptorError when a point is missing)."""
+        try:
+            return self.run(ReplayMeasurer(results, exists, counter_results or {}))
+        except NeedMeasurement as need:
+            raise KlaraptorError(
+                f"the plan is not finished: {len(need.keys)} points still to measure, first "
+                f"{need.keys[0]}"
+            ) from None
+
+    def describe(self, n_points_at: Mapping[tuple[int, ...], int] | None = None) -> str:
+        """The plan's steps in words (for a dry run without measured times)."""
+        sm = ", ".join(str(list(D)) for D in self.smaller) or "none"
+        lines = [
+            f"1. time all {self.n_cfg} candidates hot at {list(self.L)} (tune-once's sweep: "
+            f"≥ {self.cost.session_s + self.n_cfg * self.cost.per_point_s:.1f} s of overhead "
+            "before kernel time)",
+            "2. "
+            + (
+                f"time candidates L2-flushed at {list(self.L)} in hot-time order until none "
+                "can beat the best cold time"
+                if self.needs_cold
+                else "no cold timing (the footprint does not cross the L2 beyond L)"
+            ),
+            f"3. time the most promising candidates hot at the smaller sizes {sm} while the "
+            "budget lasts",
+            "4. "
+            + (
+                "profile tune-once's block if the budget allows" if self.counters else "no counters"
+            ),
+            f"budget: {self.budget:g} × tune-once's cost (cost model: "
+            f"{self.cost.per_point_s * 1e3:.0f} ms per point + kernel time, "
+            f"{self.cost.session_s:.2f} s per session)",
+        ]
+        return "\n".join(lines)
 
 
 def run_plan(
@@ -272,90 +579,16 @@ def run_plan(
     counter_sizes: Sequence[tuple[int, ...]] | None = None,
     cold_ratio_bound: float = 4.0,
 ) -> PlanResult:
-    """Execute the plan (module docstring); `smaller` are the candidate smaller sizes (ladder
-    order), `needs_cold` whether the footprint crosses the L2 beyond L; `counter_sizes` where
-    tune-once's block is profiled (default L and the first smaller size); `force_counters`
-    profiles even over the budget (to price that variant)."""
-    res = PlanResult()
-
-    def record(
-        D: tuple[int, ...],
-        kind: str,
-        got: Mapping[int, tuple[float, float]],
-        price: Callable[[float], float],
-    ) -> None:
-        for c, (ms, spread) in got.items():
-            s = price(ms)
-            res.spent_s += s
-            res.points.append(
-                {"D": list(D), "cfg": int(c), "kind": kind, "ms": ms, "spread": spread, "cost_s": s}
-            )
-
-    # 1. hot sweep at L: tune-once's own measurement.
-    res.spent_s = cost.session_s
-    hot = measurer.time(L, list(range(n_cfg)), cold=False)
-    record(L, "time", hot, cost.time_point_s)
-    res.tune_once_s = res.spent_s
-    res.budget_s = budget * res.tune_once_s
-    if len(hot) < n_cfg:
-        res.notes.append(f"{n_cfg - len(hot)} candidates did not run at L")
-    t_hot = {c: v[0] for c, v in hot.items()}
-    spreads = [v[1] for v in hot.values() if math.isfinite(v[1])]
-    band = float(np.median(spreads)) if spreads else 0.0
-    order = sorted(t_hot, key=t_hot.__getitem__)
-
-    def fits(estimate: float) -> bool:
-        return res.spent_s + estimate <= res.budget_s
-
-    # 2. cold timings at L, bound-pruned.
-    t_cold: dict[int, float] = {}
-    if needs_cold and fits(
-        cost.cold_session_s + cost.cold_point_s(t_hot[order[0]] * cold_ratio_bound)
-    ):
-        res.spent_s += cost.cold_session_s
-        kappa = cold_ratio_bound
-        for c in order:
-            if t_cold and t_hot[c] * (1.0 - band) > min(t_cold.values()):
-                res.notes.append(f"cold sweep stopped by the bound after {len(t_cold)} candidates")
-                break
-            if not fits(cost.cold_point_s(t_hot[c] * kappa)):
-                res.notes.append(f"cold sweep stopped by the budget after {len(t_cold)} candidates")
-                break
-            got = measurer.time(L, [c], cold=True)
-            record(L, "cold", got, cost.cold_point_s)
-            if c in got:
-                t_cold[c] = got[c][0]
-                kappa = max(kappa, 1.5 * t_cold[c] / t_hot[c])
-
-    # 3. smaller sizes for the most promising candidates.
-    rank_hot = {c: i for i, c in enumerate(order)}
-    cold_order = sorted(t_cold, key=t_cold.__getitem__)
-    rank_cold = {c: i for i, c in enumerate(cold_order)}
-    promising = sorted(
-        order, key=lambda c: (min(rank_hot[c], rank_cold.get(c, n_cfg)), rank_hot[c])
-    )
-    n_small = 0
-    if smaller:
-        for c in promising:
-            est = sum(cost.time_point_s(t_hot[c]) for _ in smaller)
-            if not fits(est):
-                break
-            for D in smaller:
-                record(D, "time", measurer.time(D, [c], cold=False), cost.time_point_s)
-            n_small += 1
-    res.notes.append(f"{n_small} candidates timed at the smaller sizes {list(smaller)}")
-
-    # 4. counters for the touched footprint (one profiling pass), only when they fit.
-    if counters:
-        best = order[0]
-        sizes = list(counter_sizes) if counter_sizes is not None else [L, *smaller[:1]]
-        pts = [(tuple(D), best) for D in sizes]
-        est = cost.ncu_s([(t_hot[best] * cold_ratio_bound, NCU_PASSES_BOUND)] * len(pts))
-        if force_counters or fits(est):
-            got = measurer.counters(pts)
-            s = cost.ncu_s([(float(v["ms"]), float(v["passes"])) for v in got])
-            res.spent_s += s
-            res.counters = [{**v, "cost_s": s / max(len(got), 1)} for v in got]
-        else:
-            res.notes.append(f"counters skipped: {est:.2f} s would exceed the budget")
-    return res
+    """`MeasurementPlan(...).run(measurer)` in one call."""
+    return MeasurementPlan(
+        n_cfg,
+        tuple(L),
+        tuple(tuple(D) for D in smaller),
+        cost,
+        budget,
+        needs_cold,
+        counters,
+        force_counters,
+        None if counter_sizes is None else tuple(tuple(D) for D in counter_sizes),
+        cold_ratio_bound,
+    ).run(measurer)

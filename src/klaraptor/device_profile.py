@@ -24,12 +24,9 @@ import math
 import warnings
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from klaraptor.errors import KlaraptorError
-
-if TYPE_CHECKING:
-    from klaraptor.store import Store
 
 # Microbenchmark fields: (field, unit, what it is). None until measured.
 # The MWP-CWP inputs (hardware_params), measured by klaraptor.microbench:
@@ -431,17 +428,6 @@ def with_known_memory_size(profile: dict[str, Any]) -> dict[str, Any]:
         if same and known.total_mem_bytes is not None:
             return {**profile, "total_mem_bytes": known.total_mem_bytes}
     return profile
-
-
-def cached_profile(store: Store, key: str) -> DeviceProfile | None:
-    """The profile cached in the store under `key` (see DeviceProfile.key), or None."""
-    data = store.device_profile(key)
-    return None if data is None else DeviceProfile.from_dict(data)
-
-
-def save_profile(store: Store, profile: DeviceProfile) -> None:
-    """Cache a profile in the store under its key."""
-    store.put_device_profile(profile.key, profile.to_dict())
 
 
 # ---------------------------------------------------------------------------------------------

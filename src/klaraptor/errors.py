@@ -47,6 +47,10 @@ class BuildError(KlaraptorError):
     """A kernel could not be built, or no build exists for it."""
 
 
+class MissingDependencyError(KlaraptorError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+
 class KlaraptorWarning(UserWarning):
     """Base class of klaraptor's warnings: it went ahead, but you should know."""
 

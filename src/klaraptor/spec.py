@@ -223,12 +223,9 @@ class KernelSpec:
         if not isinstance(self.kernel, str) or not _IDENT.match(self.kernel):
             bad("kernel", f"{self.kernel!r} is not a C identifier")
         elif isinstance(self.source, str) and self.source.strip():
-            if not _has_global_function(self.source, self.kernel):
-                bad(
-                    "kernel",
-                    f"no __global__ function named {self.kernel!r} in the source "
-                    '(declare it `extern "C" __global__ void ' + self.kernel + "(...)`)",
-                )
+            problem = self.kernel_source_problem()
+            if problem:
+                bad("kernel", problem)
 
         # dim
         dim_ok = isinstance(self.dim, int) and not isinstance(self.dim, bool) and 1 <= self.dim <= 3
@@ -284,6 +281,16 @@ class KernelSpec:
         if problems:
             label = self.name if isinstance(self.name, str) else repr(self.name)
             raise SpecError(f"invalid KernelSpec {label!r}:\n  - " + "\n  - ".join(problems))
+
+    def kernel_source_problem(self) -> str:
+        """Why `source` does not define `kernel` ('' when it does). CUDA C++ here; front-ends whose
+        kernels are written in another language (Numba) override it."""
+        if _has_global_function(self.source, self.kernel):
+            return ""
+        return (
+            f"no __global__ function named {self.kernel!r} in the source "
+            '(declare it `extern "C" __global__ void ' + self.kernel + "(...)`)"
+        )
 
     def _validate_data(self, bad: Callable[[str, str], None]) -> bool:
         if not isinstance(self.data, tuple) or not self.data:

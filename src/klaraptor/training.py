@@ -199,17 +199,34 @@ def fit_metric(
 
 @dataclass
 class TrainingSet:
-    """The training points of one kernel on one device, as arrays aligned per point."""
+    """The training points of one kernel on one device, as arrays aligned per point.
+
+    `cold_ms`/`cold_spread`: the point's L2-flushed timing (kind 'time_cold': median and relative
+    IQR), NaN where it was not measured."""
 
     data_names: tuple[str, ...]
     D: np.ndarray  # (n, d)
     blocks: np.ndarray  # (n, 3)
     derived: list[dict[str, float]]
     spread: np.ndarray  # relative IQR of each point's timing samples
+    cold_ms: np.ndarray | None = None
+    cold_spread: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.derived)
+        if self.cold_ms is None:
+            self.cold_ms = np.full(n, np.nan)
+        if self.cold_spread is None:
+            self.cold_spread = np.full(n, np.nan)
 
     @property
     def n(self) -> int:
         return len(self.derived)
+
+    @property
+    def time_ms(self) -> np.ndarray:
+        """The hot (CUDA-event median) time of every point."""
+        return np.array([float(d["time_ms"]) for d in self.derived], dtype=np.float64)
 
     def size_of(self, i: int) -> DataSize:
         """The data size of point i."""
@@ -223,12 +240,20 @@ class TrainingSet:
         """The points whose D is in `keep`."""
         wanted = set(keep)
         rows = [i for i in range(self.n) if self.size_of(i) in wanted]
+        return self.take(rows)
+
+    def take(self, rows: Sequence[int]) -> TrainingSet:
+        """The points at indices `rows`, in that order."""
+        idx = np.asarray(rows, dtype=np.int64)
+        assert self.cold_ms is not None and self.cold_spread is not None
         return TrainingSet(
             self.data_names,
-            self.D[rows],
-            self.blocks[rows],
-            [self.derived[i] for i in rows],
-            self.spread[rows],
+            self.D[idx].reshape(len(idx), -1),
+            self.blocks[idx].reshape(len(idx), 3),
+            [self.derived[int(i)] for i in idx],
+            self.spread[idx],
+            self.cold_ms[idx],
+            self.cold_spread[idx],
         )
 
 
@@ -242,16 +267,23 @@ def training_set(
         (m.D, m.block): float(m.value.get("spread", math.nan))
         for m in store.measurements(spec.name, device_key, kind="time", status="ok")
     }
+    cold = {
+        (m.D, m.block): (float(m.value["median_ms"]), float(m.value.get("spread", math.nan)))
+        for m in store.measurements(spec.name, device_key, kind="time_cold", status="ok")
+    }
     keys = sorted((k for k in pts if k[0] in wanted), key=lambda k: (k[0].values(), k[1]))
     if not keys:
         raise BuildError(
             f"no successful measurement of {spec.name!r} on {device_key!r} at the training sizes "
             f"{[str(D) for D in sizes]}; collect first (klaraptor build with a GPU)"
         )
+    nan2 = (math.nan, math.nan)
     return TrainingSet(
         data_names=spec.data_names,
         D=np.array([k[0].values() for k in keys], dtype=np.float64).reshape(len(keys), -1),
         blocks=np.array([k[1] for k in keys], dtype=np.float64),
         derived=[pts[k] for k in keys],
         spread=np.array([spreads.get(k, math.nan) for k in keys]),
+        cold_ms=np.array([cold.get(k, nan2)[0] for k in keys]),
+        cold_spread=np.array([cold.get(k, nan2)[1] for k in keys]),
     )

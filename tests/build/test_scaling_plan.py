@@ -108,3 +108,50 @@ def test_cold_sweep_bound_measures_every_possible_winner() -> None:
         for c, t in hot.items():
             if c not in cold:
                 assert t * (1 - band) > best_cold, (name, c)
+
+
+def test_measured_walls_are_the_cost_and_calibrate_the_estimates() -> None:
+    from klaraptor.build_plan import MeasurementPlan, ReplayMeasurer, calibrated
+
+    cost = CostModel(per_point_s=0.03)
+    n = 4
+    walls = {((100,), c, False): (1.0 + c, 0.01, 0.5) for c in range(n)}
+    walls.update({((50,), c, False): (0.5, 0.01, 0.5) for c in range(n)})
+    plan = MeasurementPlan(n, (100,), ((50,),), cost, budget=1.5, needs_cold=False)
+    res = plan.run(ReplayMeasurer(walls))
+    at_L = [p for p in res.points if p["D"] == [100]]
+    assert all(p["cost_s"] == 0.5 and p["measured_cost"] for p in at_L)
+    assert res.tune_once_s == pytest.approx(cost.session_s + n * 0.5)
+    # The sweep measured 0.5 s per point, so each smaller point is budgeted at about that:
+    # (1.5 - 1) * (0.65 + 2.0) / 0.5 -> two candidates at the one smaller size.
+    assert sum(p["D"] == [50] for p in res.points) == 2
+    cal = calibrated(cost, at_L)
+    assert cal.per_point_s == pytest.approx(
+        0.5 - np.median([cost.time_point_s(p["ms"]) - 0.03 for p in at_L])
+    )
+
+
+def test_next_points_run_the_plan_request_by_request() -> None:
+    from klaraptor.build_plan import MeasurementPlan
+
+    plan = MeasurementPlan(3, (8,), ((4,),), CostModel(per_point_s=0.0), budget=10.0)
+    results: dict = {}
+    asked = []
+    while need := plan.next_points(results):
+        asked.append(need)
+        for key in need:
+            D, c, cold = key
+            results[key] = (1.0 + c + (0.5 if cold else 0.0), 0.0) if c != 1 else None
+    assert asked[0] == [((8,), c, False) for c in range(3)]  # the sweep in one request
+    assert all(len(a) == 1 for a in asked[1:])  # then one point at a time
+    res = plan.replay(results)
+    assert ((8,), 1, False) not in res.keys()  # the failed point did not run
+    assert res.keys() == [k for a in asked for k in a if results[k] is not None]
+
+
+def test_a_smaller_size_is_budgeted_at_its_worst_protocol_cost() -> None:
+    cost = CostModel(per_point_s=0.0)
+    # A 1 ms kernel needs 8 launches at L; at a smaller size it may run 3 + 30 x 100 short ones.
+    assert cost.time_point_s(1.0) < cost.time_point_bound_s(1.0)
+    assert cost.time_point_bound_s(1.0) == pytest.approx(cost.time_point_s(1e-4))
+    assert cost.time_point_bound_s(50.0) == cost.time_point_s(50.0)

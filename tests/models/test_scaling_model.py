@@ -19,12 +19,12 @@ from klaraptor.models.scaling import (
     Footprint,
     GrowthLaw,
     ScalingTable,
-    adaptive_topk,
     exact_quantities,
     fit_scaling,
     pade_factor,
 )
 from klaraptor.occupancy import active_blocks_per_sm
+from klaraptor.runtime.selector import adaptive_topk
 
 CC = shutil.which("cc")
 SIZES = (256, 512, 768, 1024, 1536)
@@ -160,10 +160,19 @@ def test_cold_regime_uses_cold_anchors_beyond_the_l2() -> None:
     assert fit.a_cold[3] >= fit.a_hot[3]
 
 
-def test_missing_candidate_at_L_is_an_error() -> None:
-    times = {(n, c): 1.0 for n in SIZES for c in range(3)}
-    del times[(1536, 2)]
-    with pytest.raises(KlaraptorError, match="no timing at the largest size"):
+def test_candidate_missing_at_L_is_never_chosen() -> None:
+    times = {(n, c): 1.0 + 0.1 * c for n in SIZES for c in range(3)}
+    del times[(1536, 0)]  # the fastest everywhere else failed at L
+    fit = fit_scaling(_table(times), 3)
+    assert fit.report["missing_at_L"] == [0]
+    assert math.isinf(fit.a_hot[0]) and fit.tune_once == 1
+    assert all(fit.choose((N,)) == 1 for N in (2048, 8192))
+
+
+def test_no_candidate_at_L_is_an_error() -> None:
+    times = {(n, c): 1.0 for n in SIZES[:-1] for c in range(3)}
+    times[(1536, 0)] = math.nan  # the one point at L failed
+    with pytest.raises(KlaraptorError, match="no candidate has a hot timing at the largest"):
         fit_scaling(_table(times), 3)
 
 
@@ -176,6 +185,8 @@ def test_adaptive_topk_band_kmax_and_tune_once() -> None:
     assert adaptive_topk(pred, 0.0, must=3) == [0, 3]
     assert adaptive_topk(pred, 0.01, must=0) == [0, 1]
     assert adaptive_topk(pred, 1.0, must=0, kmax=2) == [0, 1]
+    assert adaptive_topk(pred, 0.0, must=4) == [0]  # no prediction: never tried
+    assert adaptive_topk(np.full(3, np.inf), 0.1, must=0) == []
 
 
 # -- program round trip -------------------------------------------------------------------------

@@ -1,8 +1,11 @@
 """The recorded dataset: real H200 measurements of the suite, compact, with provenance.
 
 It holds, per kernel: the kernel's attributes and budget decisions, the training timings (every
-candidate at every training size: median, quartiles), the hardware counters at the counter
-sizes, the exhaustive ground truth at the evaluation sizes, and the wall times each step took.
+candidate at every training size: median, quartiles), the L2-flushed ("cold") timings of every
+candidate at the largest training size where recorded, the hardware counters at the counter
+sizes, the exhaustive ground truth at the evaluation sizes, the bytes of the array arguments at
+the training sizes (in the collection facts) and the wall times each step took. Files written
+before the cold timings existed (no `cold` list) still load.
 The CPU tests and `klaraptor demo` (without a GPU) import it into a temporary Store and run the
 real pipeline on it: fit → helper program → select → compare with the recorded optimum.
 
@@ -29,6 +32,8 @@ from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store, Trut
 from klaraptor.types import Block, DataSize
 
 DATA_NAME = "h200_suite.json.gz"
+# The recorded datasets of each suite (package data).
+RECORDED = {"polybench": DATA_NAME, "rodinia": "h200_rodinia.json.gz"}
 FORMAT = 1
 _KEEP_NCU = (
     set(RAW_METRICS)
@@ -56,6 +61,7 @@ class KernelData:
     time: list[list[float]]  # [D..., bx, by, bz, median_ms, q1_ms, q3_ms]
     ncu: list[list[Any]]  # [D..., bx, by, bz, {raw metric: value}]
     costs: dict[str, float] = field(default_factory=dict)
+    cold: list[list[float]] = field(default_factory=list)  # as `time`, L2 flushed per sample
 
     @property
     def data_names(self) -> tuple[str, ...]:
@@ -74,6 +80,14 @@ class KernelData:
         return {
             (self.size(r), tuple(int(v) for v in r[d : d + 3])): (r[d + 3], r[d + 4], r[d + 5])
             for r in self.time
+        }  # type: ignore[misc]
+
+    def cold_times(self) -> dict[tuple[DataSize, Block], tuple[float, float, float]]:
+        """(D, block) → (median, q1, q3) ms of the L2-flushed timings."""
+        d = self.n_data
+        return {
+            (self.size(r), tuple(int(v) for v in r[d : d + 3])): (r[d + 3], r[d + 4], r[d + 5])
+            for r in self.cold
         }  # type: ignore[misc]
 
     def sizes(self) -> list[DataSize]:
@@ -140,7 +154,7 @@ class RecordedDataset:
                     key,
                     k.size(r),
                     tuple(int(v) for v in r[d : d + 3]),
-                    "time",
+                    kind,
                     "ok",
                     {
                         "median_ms": r[d + 3],
@@ -149,7 +163,8 @@ class RecordedDataset:
                         "spread": (r[d + 5] - r[d + 4]) / r[d + 3] if r[d + 3] > 0 else math.nan,
                     },
                 )
-                for r in k.time
+                for kind, rows in (("time", k.time), ("time_cold", k.cold))
+                for r in rows
             ]
             ms += [
                 Measurement(
@@ -178,6 +193,7 @@ class RecordedDataset:
                     "time": k.time,
                     "ncu": k.ncu,
                     "costs": k.costs,
+                    **({"cold": k.cold} if k.cold else {}),
                 }
                 for n, k in self.kernels.items()
             },
@@ -194,7 +210,13 @@ class RecordedDataset:
                 device=device,
                 kernels={
                     n: KernelData(
-                        n, k["fingerprint"], k["summary"], k["time"], k["ncu"], k.get("costs", {})
+                        n,
+                        k["fingerprint"],
+                        k["summary"],
+                        k["time"],
+                        k["ncu"],
+                        k.get("costs", {}),
+                        k.get("cold", []),
                     )
                     for n, k in obj["kernels"].items()
                 },
@@ -216,8 +238,16 @@ class RecordedDataset:
                     per_device[new] = per_device.pop(old)
 
 
+def recorded_path(suite: str) -> Path:
+    """The file of a suite's shipped dataset ("polybench" or "rodinia")."""
+    if suite not in RECORDED:
+        raise KlaraptorError(f"no recorded dataset for suite {suite!r} (one of {sorted(RECORDED)})")
+    return Path(str(resources.files("klaraptor") / "data" / RECORDED[suite]))
+
+
 def load_recorded(path: str | Path | None = None) -> RecordedDataset:
-    """The shipped dataset (or one at `path`)."""
+    """The shipped PolyBench dataset (or one at `path`; `recorded_path("rodinia")` for the
+    Rodinia-style one)."""
     try:
         if path is None:
             blob = (resources.files("klaraptor") / "data" / DATA_NAME).read_bytes()
@@ -256,12 +286,19 @@ def export_dataset(
         kern = store.kernel(spec.name)
         if kern is None:
             continue
-        time = []
-        for m in store.measurements(spec.name, key, kind="time", status="ok"):
-            v = m.value
-            time.append(
-                [*m.D.values(), *m.block, _sig(v["median_ms"]), _sig(v["q1_ms"]), _sig(v["q3_ms"])]
-            )
+        time, cold = [], []
+        for kind, rows in (("time", time), ("time_cold", cold)):
+            for m in store.measurements(spec.name, key, kind=kind, status="ok"):
+                v = m.value
+                rows.append(
+                    [
+                        *m.D.values(),
+                        *m.block,
+                        _sig(v["median_ms"]),
+                        _sig(v["q1_ms"]),
+                        _sig(v["q3_ms"]),
+                    ]
+                )
         ncu = []
         for m in store.measurements(spec.name, key, kind="ncu", status="ok"):
             raw = {
@@ -294,6 +331,7 @@ def export_dataset(
             sorted(time),
             sorted(ncu, key=lambda r: r[:-1]),
             dict((costs or {}).get(spec.name, {})),
+            sorted(cold),
         )
     data = RecordedDataset(dict(provenance or {}), device, kernels)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -321,8 +359,68 @@ def costs_from_logs(paths: Iterable[Path]) -> dict[str, dict[str, float]]:
     return out
 
 
+def add_cold_timings(
+    data: RecordedDataset, path: Path, provenance: Mapping[str, Any]
+) -> dict[str, str]:
+    """Put the L2-flushed timings of a `benchmarks/bench_cold.py` log (one JSON line per
+    (kernel, pass)) into `data`: each kernel's `cold` rows, and the measured walls of both passes
+    in its costs (`sweep_hot_s`, `sweep_cold_s`: one collection each, info step included, no
+    output check). Returns per kernel of `data` what was done ("added", or why not)."""
+    status = {n: "no line in the log" for n in data.kernels}
+    for line in Path(path).read_text().splitlines():
+        row = json.loads(line)
+        k = data.kernels.get(row.get("kernel", ""))
+        if k is None:
+            continue
+        if row.get("error") or not row.get("points"):
+            status[k.name] = f"{row['pass']} pass failed: {row.get('error', 'no points')}"
+            continue
+        k.costs[f"sweep_{row['pass']}_s"] = float(row["wall_s"])
+        if row["pass"] != "cold":
+            if status[k.name] == "no line in the log":
+                status[k.name] = "hot pass only (no cold line in the log)"
+            continue
+        D = [int(row["N"])] if k.n_data == 1 else list(row["D"])
+        k.cold = sorted(
+            [*D, *p["block"], _sig(p["median_ms"]), _sig(p["q1_ms"]), _sig(p["q3_ms"])]
+            for p in row["points"]
+        )
+        status[k.name] = "added"
+    data.provenance["cold"] = {**dict(provenance), "kernels": status}
+    return status
+
+
+def add_argument_bytes(data: RecordedDataset, sizes_of: Mapping[str, Sequence[DataSize]]) -> None:
+    """Bytes of each kernel's array arguments at `sizes_of[name]` into its collection facts
+    (`CollectFacts.arg_bytes`), from `make_args(D, rng, device=False)` of the suite spec: the
+    same arrays a GPU run allocates, counted on the CPU."""
+    import dataclasses
+
+    import numpy as np
+
+    from klaraptor import suite
+
+    for name, sizes in sizes_of.items():
+        k = data.kernels[name]
+        spec = suite.get(name)
+        out = []
+        for D in sizes:
+            args = spec.make_args(D, np.random.default_rng(0), device=False)
+            out.append((D.values(), sum(int(a.nbytes) for a in args if np.ndim(a) > 0)))
+        for device in k.summary.get("collect") or {}:
+            facts = dataclasses.replace(k.facts(device), arg_bytes=tuple(out))
+            k.summary["collect"][device] = facts.to_dict()
+
+
+def write_recorded(data: RecordedDataset, out: Path) -> Path:
+    """Write `data` as a compressed dataset file."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(gzip.compress(json.dumps(data.to_json(), separators=(",", ":")).encode(), 9))
+    return out
+
+
 # The recorded datasets shipped in the package: the PolyBench suite and the Rodinia-style one.
-RECORDED_FILES = ("h200_suite.json.gz", "h200_rodinia.json.gz")
+RECORDED_FILES = tuple(RECORDED.values())
 
 
 def recorded_datasets() -> dict[str, RecordedDataset]:

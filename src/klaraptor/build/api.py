@@ -1,5 +1,9 @@
 """build(): collect → fit → helper program, kept in the store; load(): bring a build back;
-plan(): what a build would measure, without a GPU."""
+plan(): what a build would measure, without a GPU.
+
+A build measures under a budget by default (`budget=1.5`: at most 1.5 × the cost of one sweep of
+every candidate at the largest training size, counters included; `klaraptor.build.planned`).
+`budget=None` collects every candidate at every training size, as KLARAPTOR does."""
 
 from __future__ import annotations
 
@@ -10,8 +14,17 @@ from typing import Any
 
 from klaraptor.build.kernel import BuildReport, Kernel
 from klaraptor.build.model_selection import select_model
-from klaraptor.configspace import ConfigSpace, PlannedPoint
-from klaraptor.device_profile import DeviceProfile, cached_profile, save_profile
+from klaraptor.build.planned import (
+    DEFAULT_BUDGET,
+    BuildPlan,
+    ladder_sizes,
+    make_plan,
+    planned_training,
+    replay_from_store,
+)
+from klaraptor.build_plan import CostModel, PlanResult
+from klaraptor.configspace import ConfigSpace
+from klaraptor.device_profile import DeviceProfile
 from klaraptor.errors import BuildError, DeviceWarning, KlaraptorError, StoreError
 from klaraptor.gpu.backend import gpu_available
 from klaraptor.helper import HelperProgram
@@ -19,7 +32,7 @@ from klaraptor.models import HelperJob, get_model
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
 from klaraptor.training import FitOptions, TrainingSet, training_set
-from klaraptor.types import DataSize, KernelAttributes
+from klaraptor.types import Block, DataSize, KernelAttributes
 
 DEFAULT_MODEL = "auto"
 
@@ -29,7 +42,7 @@ def current_profile(store: Store, *, measure: bool = True, device_id: int = 0) -
     from klaraptor.device_profile import query_device
 
     found = query_device(device_id)
-    cached = cached_profile(store, found.key)
+    cached = store.cached_profile(found.key)
     # The models' own inputs decide; resource fields a failed microbenchmark left out do not
     # make every later build measure again.
     if cached is not None and not cached.missing_model_inputs:
@@ -39,7 +52,7 @@ def current_profile(store: Store, *, measure: bool = True, device_id: int = 0) -
     from klaraptor.gpu.microbench import measure_profile
 
     profile = measure_profile(device_id, store)
-    save_profile(store, profile)
+    store.save_profile(profile)
     return profile
 
 
@@ -68,14 +81,63 @@ def plan(
     *,
     device: DeviceProfile | None = None,
     space: ConfigSpace | None = None,
-) -> list[PlannedPoint]:
-    """Every (D, block) a build would measure, or refuse with the reason, without a GPU.
+    budget: float | None = DEFAULT_BUDGET,
+    store: Store | None = None,
+) -> BuildPlan:
+    """What a build would measure, or refuse with the reason, without a GPU (iterates over the
+    points; `.format()` prints it).
 
-    Device limits apply when `device` is given (e.g. `recorded_profile("h200")`);
-    `configspace.format_dry_run` prints the result.
-    """
+    Device limits apply when `device` is given (e.g. `recorded_profile("h200")`). With a budget,
+    the points are those at the plan's sizes and the plan's steps are described; when `store`
+    holds measurements of the kernel on `device`, the plan is executed over them and its
+    estimated cost shown. `budget=None`: every point of every training size."""
     space = space or ConfigSpace.for_spec(spec)
-    return space.dry_run(spec, training_sizes(spec, sizes), device)
+    size_list = training_sizes(spec, sizes)
+    if budget is None:
+        return BuildPlan(spec, space.dry_run(spec, size_list, device))
+    L, smaller = ladder_sizes(size_list)
+    facts = None
+    if store is not None and device is not None:
+        facts = store.collect_facts(spec.name, device.key)
+    attrs = None if facts is None else facts.attributes
+    points = space.dry_run(spec, [L, *smaller], device, attrs)
+    candidates = [p.block for p in points if p.D == L and p.status == "measure"]
+    if device is None:
+        from klaraptor.device_profile import recorded_profile
+
+        device_for_plan = recorded_profile("h200")
+    else:
+        device_for_plan = device
+    arg_bytes = () if facts is None else _arg_bytes(spec, facts.arg_bytes)
+    mplan, why = make_plan(
+        spec, device_for_plan, candidates, size_list, arg_bytes=arg_bytes, budget=budget
+    )
+    executed = None
+    if store is not None and device is not None and store.kernel(spec.name) is not None:
+        result = replay_from_store(mplan, spec, store, device.key, candidates)
+        executed = result if result.points else None
+    return BuildPlan(spec, points, mplan, why, executed, candidates)
+
+
+def _arg_bytes(
+    spec: KernelSpec, stored: Iterable[tuple[tuple[int, ...], int]]
+) -> tuple[tuple[DataSize, int], ...]:
+    return tuple((DataSize(spec.data_names, tuple(D)), int(b)) for D, b in stored)
+
+
+def launchable(
+    spec: KernelSpec,
+    device: DeviceProfile,
+    attrs: KernelAttributes,
+    D: DataSize,
+    space: ConfigSpace | None = None,
+) -> tuple[list[Block], dict[Block, str]]:
+    """The candidates that can launch at D (canonical order), and the others with why."""
+    space = space or ConfigSpace.for_spec(spec, max_threads=device.max_threads_per_block)
+    candidates, rejected = space.filter_launchable(list(space.candidates), D, attrs, device)
+    if not candidates:
+        raise BuildError(f"{spec.name}: no candidate block can launch ({dict(rejected)})")
+    return candidates, dict(rejected)
 
 
 def job_from_training(
@@ -87,14 +149,13 @@ def job_from_training(
     sync_per_warp: float | None = None,
     fit: FitOptions | None = None,
     space: ConfigSpace | None = None,
+    arg_bytes: tuple[tuple[DataSize, int], ...] = (),
+    launch_size: DataSize | None = None,
 ) -> HelperJob:
-    """A model's job from training points: the candidates that can launch, the others with why."""
-    space = space or ConfigSpace.for_spec(spec, max_threads=device.max_threads_per_block)
-    candidates, rejected = space.filter_launchable(
-        list(space.candidates), train.size_of(0), attrs, device
-    )
-    if not candidates:
-        raise BuildError(f"{spec.name}: no candidate block can launch ({dict(rejected)})")
+    """A model's job from training points: the candidates that can launch (at `launch_size`,
+    default the smallest training point), the others with why."""
+    at = launch_size if launch_size is not None else train.size_of(0)
+    candidates, rejected = launchable(spec, device, attrs, at, space)
     return HelperJob(
         spec=spec,
         profile=device,
@@ -104,6 +165,7 @@ def job_from_training(
         rejected=dict(rejected),
         sync_per_warp=sync_per_warp,
         fit=fit or FitOptions(),
+        arg_bytes=arg_bytes,
     )
 
 
@@ -115,6 +177,7 @@ def make_job(
     *,
     fit: FitOptions | None = None,
     space: ConfigSpace | None = None,
+    launch_size: DataSize | None = None,
 ) -> HelperJob:
     """The training data and launchable candidates of `spec` on `device`, from the store."""
     facts = store.collect_facts(spec.name, device.key)
@@ -130,6 +193,8 @@ def make_job(
         sync_per_warp=facts.sync_per_warp,
         fit=fit,
         space=space,
+        arg_bytes=_arg_bytes(spec, facts.arg_bytes),
+        launch_size=launch_size,
     )
 
 
@@ -138,24 +203,36 @@ def build(
     sizes: Iterable[Any] | None = None,
     *,
     model: str = DEFAULT_MODEL,
+    budget: float | None = DEFAULT_BUDGET,
     store: Store | None = None,
     device: DeviceProfile | None = None,
     collect_options: Any | None = None,
     collect_data: bool | None = None,
     fit: FitOptions | None = None,
+    cost: CostModel | None = None,
     progress: bool = True,
     client: Any | None = None,
 ) -> Kernel:
     """Collect (where needed), fit and store the helper program of `spec`; returns the Kernel.
 
-    Builds are incremental: points already in the store are not measured again, so adding sizes
-    only measures the new ones. Without a GPU (`collect_data=False`, or none found), the points
-    must already be in the store (e.g. imported from a recorded dataset) and `device` given.
+    `budget` (default 1.5): measure under a plan costing at most that multiple of one sweep of
+    every candidate at the largest training size (`klaraptor.build.planned`; `cost` prices it,
+    default the H200-fitted `klaraptor.build_plan.H200_COST`); None: every candidate at every
+    training size. Builds are incremental: points already in the store are not measured again.
+    Without a GPU (`collect_data=False`, or none found), the points must already be in the
+    store (e.g. imported from a recorded dataset) and `device` given; a budgeted build then uses
+    the points its plan picks from them.
     `client`: a `distributed.Client` (or a `klaraptor.distributed.DaskExecutor`) to collect on
     the GPUs of a Dask cluster; this process writes the store, and the device profile is that of
-    the workers' GPU model (measured once, on one worker, when the store has none).
+    the workers' GPU model (measured once, on one worker, when the store has none). The budgeted
+    plan runs in one worker session, which a cluster does not offer: there the full training
+    collection runs and a budgeted build picks its points from the store (no L2-flushed timings).
     """
     t0 = time.perf_counter()
+    if budget is not None and not (budget >= 1.0 and budget < float("inf")):
+        raise BuildError(
+            f"budget must be a number >= 1 (a multiple of tune-once's cost) or None, got {budget!r}"
+        )
     store = store or Store()
     size_list = training_sizes(spec, sizes)
     executor = None
@@ -168,13 +245,12 @@ def build(
         collect_data = True if collect_data is None else collect_data
     if collect_data is None:
         collect_data = gpu_available()
-    collect_report = None
-    if collect_data:
+    collect_info: dict[str, Any] | None = None
+    if collect_data and executor is not None:
         from klaraptor.gpu.collect import CollectOptions, collect
 
-        if device is None:
-            device = current_profile(store) if executor is None else executor.device_profile(store)
-        collect_report = collect(
+        device = device or executor.device_profile(store)
+        rep = collect(
             spec,
             size_list,
             store=store,
@@ -183,13 +259,47 @@ def build(
             progress=progress,
             executor=executor,
         )
-    elif device is None:
+        collect_info = {"wall_s": rep.wall_s, "counts": rep.counts, "ncu": rep.ncu_status}
+        collect_data = False  # collected: what follows works over the store's points
+    if not collect_data and device is None:
         raise BuildError(
             f"{spec.name}: no GPU to collect on; pass device= (e.g. recorded_profile('h200')) to "
             "build from measurements already in the store"
         )
-    t_fit = time.perf_counter()
-    job = make_job(spec, store, device, size_list, fit=fit)
+    executed: PlanResult | None = None
+    if budget is None:
+        if collect_data:
+            from klaraptor.gpu.collect import CollectOptions, collect
+
+            device = device or current_profile(store)
+            rep = collect(
+                spec,
+                size_list,
+                store=store,
+                device=device,
+                options=collect_options or CollectOptions(),
+                progress=progress,
+            )
+            collect_info = {"wall_s": rep.wall_s, "counts": rep.counts, "ncu": rep.ncu_status}
+        assert device is not None
+        t_fit = time.perf_counter()
+        job = make_job(spec, store, device, size_list, fit=fit)
+    else:
+        device, executed, planned_info = _run_budgeted(
+            spec, size_list, store, device, collect_data, collect_options, budget, cost, progress
+        )
+        collect_info = planned_info if collect_info is None else {**collect_info, **planned_info}
+        t_fit = time.perf_counter()
+        used = {DataSize(spec.data_names, tuple(p["D"])) for p in executed.points}
+        job = make_job(
+            spec,
+            store,
+            device,
+            sorted(used, key=DataSize.values),
+            fit=fit,
+            launch_size=min(size_list, key=DataSize.values),
+        )
+        job.train = planned_training(job.train, executed, job.candidates)
     selection = None
     if model == "auto":
         model, selection = select_model(job)
@@ -201,13 +311,7 @@ def build(
         model=model,
         fit_wall_s=time.perf_counter() - t_fit,
         total_wall_s=time.perf_counter() - t0,
-        collect=None
-        if collect_report is None
-        else {
-            "wall_s": collect_report.wall_s,
-            "counts": collect_report.counts,
-            "ncu": collect_report.ncu_status,
-        },
+        collect=collect_info,
         fits=fits,
         device_driver=device.driver,
     )
@@ -223,6 +327,66 @@ def build(
         rejected=job.rejected,
         report=report,
     )
+
+
+def _run_budgeted(
+    spec: KernelSpec,
+    sizes: list[DataSize],
+    store: Store,
+    device: DeviceProfile | None,
+    collect_data: bool,
+    collect_options: Any | None,
+    budget: float,
+    cost: CostModel | None,
+    progress: bool,
+) -> tuple[DeviceProfile, PlanResult, dict[str, Any]]:
+    """Make the plan and run it: on the GPU in one session, else over the store's points."""
+    t0 = time.perf_counter()
+    if collect_data:
+        from klaraptor.gpu.collect import CollectOptions, collect_info, collect_plan
+
+        options = collect_options or CollectOptions()
+        device = device or current_profile(store)
+        device, attrs, info = collect_info(spec, sizes, store=store, device=device, options=options)
+    else:
+        assert device is not None
+        facts = store.collect_facts(spec.name, device.key)
+        if facts is None or facts.attributes is None:
+            raise BuildError(
+                f"{spec.name}: the store has no kernel attributes for {device.key!r}; collect first"
+            )
+        attrs = facts.attributes
+    facts = store.collect_facts(spec.name, device.key)
+    arg_bytes = () if facts is None else _arg_bytes(spec, facts.arg_bytes)
+    candidates, _ = launchable(spec, device, attrs, min(sizes, key=DataSize.values))
+    plan, why = make_plan(
+        spec, device, candidates, sizes, arg_bytes=arg_bytes, budget=budget, cost=cost
+    )
+    out: dict[str, Any] = {"budget": budget, "cold_timings": why}
+    if collect_data:
+        rep, executed = collect_plan(
+            spec,
+            plan,
+            candidates,
+            store=store,
+            device=device,
+            attrs=attrs,
+            options=options,
+            progress=progress,
+        )
+        rep.wall_s["info"] = info.wall_s.get("info", 0.0)
+        out.update(wall_s=rep.wall_s, counts=rep.counts, ncu=rep.ncu_status, measured=True)
+    else:
+        executed = replay_from_store(plan, spec, store, device.key, candidates)
+        out["measured"] = False
+    if not executed.points:
+        raise BuildError(
+            f"{spec.name}: no candidate could be timed at the largest training size "
+            f"{ladder_sizes(sizes)[0]} (see the store's failed points)"
+        )
+    out["plan"] = executed.summary()
+    out["plan_wall_s"] = time.perf_counter() - t0
+    return device, executed, out
 
 
 def load(

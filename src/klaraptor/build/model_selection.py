@@ -1,89 +1,115 @@
-"""`model="auto"`: the model that extrapolates best INSIDE the training data.
+"""`model="auto"`: the scaling model, unless a ×2 fold inside the training data says otherwise.
 
-For each of the `folds` largest training sizes, every candidate model is built on the sizes below
-it and chooses a block there; the score is the geometric mean over folds of the measured slowdown
-of those choices, r = t(choice) / t(best). Scores within the measured noise band of the best are
-tied; among tied models the one whose predictions rank all candidates best (mean Spearman
-correlation with the measured times over the folds) wins, then the earlier in `candidates`. No
-evaluation-size data is used.
+The fold is built like deployment: every candidate model is fitted on the training sizes up to
+M, the largest size ≤ L/2 (an extrapolation by L/M ≥ 2, as deployment extrapolates by 1.3-5×),
+exactly as it would be deployed (the same model, the same kind of data), and chooses a block for
+L. Its score is the measured slowdown there, r = t(choice) / t(best), both measured hot at L.
+Padding is not allowed to decide it: the choice and the best are taken among the candidates that
+launch no padding thread at M or at L (from the grid formula; all candidates when fewer than two
+qualify), since a block wasted by padding at L alone says nothing about larger sizes.
+
+`scaling` is chosen unless another model's fold r is lower by more than twice the timing noise
+band (an r compares two measured times, each within the band); a model that cannot be fitted
+from the training points (e.g. `mwp_cwp` without counters) is not a candidate. No
+evaluation-size data is used, and the rule was fixed before any evaluation of it.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from klaraptor.errors import BuildError, KlaraptorError
 from klaraptor.models import HelperJob, get_model
+from klaraptor.types import DataSize
 
-# Candidates of model="auto", in the order ties are broken (the first wins a tie).
-AUTO_MODELS = ("mwp_cwp", "time_fit")
+# Candidates of model="auto"; the first is the default the others must beat.
+AUTO_MODELS = ("scaling", "time_fit", "mwp_cwp")
+
+
+def _scalar(D: DataSize) -> float:
+    return float(np.prod(np.asarray(D.values(), dtype=np.float64)))
+
+
+def fold_sizes(sizes: Sequence[DataSize]) -> tuple[list[DataSize], DataSize] | None:
+    """(training sizes up to M, L) of the ×2 fold, or None when no size is ≤ L/2."""
+    by = sorted(sizes, key=lambda D: (_scalar(D), D.values()))
+    L = by[-1]
+    below = [D for D in by if _scalar(D) <= _scalar(L) / 2]
+    if not below:
+        return None
+    M = below[-1]
+    return [D for D in by if _scalar(D) <= _scalar(M)], L
+
+
+def _unpadded(job: HelperJob, D: DataSize) -> np.ndarray:
+    """Candidates whose grid launches exactly the threads of the smallest launch at D."""
+    cand = np.asarray(job.candidates, dtype=np.float64)
+    gx, gy, gz = job.spec.grid_arrays(dict(D.items()), cand[:, 0], cand[:, 1], cand[:, 2])
+    launched = gx * gy * gz * cand.prod(axis=1)
+    return launched <= launched.min() * (1 + 1e-9)
+
+
+def fold_score(job: HelperJob, model: str) -> dict[str, Any]:
+    """The ×2 fold of `model` on `job` (module docstring): {"r", "block", "sizes", "compared"}."""
+    fs = fold_sizes(job.train.sizes())
+    if fs is None:
+        raise BuildError(f"{job.spec.name}: no training size is at most half the largest")
+    lower, L = fs
+    train = job.train
+    measured = {
+        tuple(int(v) for v in train.blocks[i]): float(train.derived[i]["time_ms"])
+        for i in range(train.n)
+        if train.size_of(i) == L
+    }
+    helper, _ = get_model(model).make_helper(job.subset(lower))
+    pred = helper.predict(L)
+    clean = _unpadded(job, lower[-1]) & _unpadded(job, L)
+    at_L = np.array([measured.get(b, math.nan) for b in job.candidates])
+    pool = np.isfinite(at_L) & (clean if (clean & np.isfinite(at_L)).sum() >= 2 else True)
+    score = np.where(pool & pred.valid, pred.ms, np.inf)
+    if not np.isfinite(score).any():
+        raise BuildError(f"{model} predicts no compared candidate at {L}")
+    choice = int(np.argmin(score))
+    return {
+        "r": float(at_L[choice] / np.min(at_L[pool])),
+        "block": list(job.candidates[choice]),
+        "sizes": [list(D.values()) for D in lower] + [list(L.values())],
+        "compared": int(pool.sum()),
+    }
 
 
 def select_model(
-    job: HelperJob, *, candidates: Sequence[str] = AUTO_MODELS, folds: int = 2
+    job: HelperJob, *, candidates: Sequence[str] = AUTO_MODELS
 ) -> tuple[str, dict[str, Any]]:
     """The chosen model's name and the selection report (see the module docstring)."""
-    train = job.train
-    sizes = train.sizes()
-    if len(sizes) < folds + 2:
-        raise BuildError(
-            f"{job.spec.name}: model='auto' needs at least {folds + 2} training sizes, "
-            f"got {[str(s) for s in sizes]}"
-        )
-    band = float(np.nanmedian(train.spread)) if np.isfinite(train.spread).any() else 0.0
+    default = candidates[0]
+    band = job.noise_band()
+    if fold_sizes(job.train.sizes()) is None:
+        return default, {"chosen": default, "reason": "no size ≤ L/2 to fold on", "scores": {}}
     scores: dict[str, Any] = {}
     for name in candidates:
-        rs, rhos, per = [], [], []
         try:
-            model = get_model(name)
-            for k in range(len(sizes) - folds, len(sizes)):
-                held = sizes[k]
-                helper, _ = model.make_helper(job.subset(sizes[:k]))
-                measured = {
-                    tuple(int(v) for v in train.blocks[i]): train.derived[i]["time_ms"]
-                    for i in range(train.n)
-                    if train.size_of(i) == held
-                }
-                pred = helper.predict(held)
-                block = helper.candidates[int(pred.order[0])]
-                rs.append(
-                    measured[block] / min(measured.values()) if block in measured else math.inf
-                )
-                both = [
-                    (float(pred.ms[i]), measured[b])
-                    for i, b in enumerate(helper.candidates)
-                    if b in measured and pred.valid[i]
-                ]
-                with warnings.catch_warnings():  # a model may predict one time for every block
-                    warnings.simplefilter("ignore")
-                    rho = spearmanr(*zip(*both)).statistic if len(both) > 2 else math.nan
-                rhos.append(float(rho) if math.isfinite(rho) else -1.0)
-                per.append(
-                    {
-                        "held_out": list(held.values()),
-                        "block": list(block),
-                        "r": rs[-1],
-                        "spearman": rhos[-1],
-                    }
-                )
-        except KlaraptorError as e:
-            scores[name] = {"error": str(e)}
-            continue
-        scores[name] = {
-            "r": float(np.exp(np.mean(np.log(rs)))),
-            "spearman": float(np.mean(rhos)),
-            "folds": per,
-        }
-    ok = {n: s for n, s in scores.items() if "r" in s and math.isfinite(s["r"])}
-    if not ok:
-        raise BuildError(f"{job.spec.name}: no model could be validated: {scores}")
-    r_min = min(s["r"] for s in ok.values())
-    tied = [n for n in candidates if n in ok and ok[n]["r"] <= r_min * (1 + band)]
-    chosen = max(tied, key=lambda n: (ok[n]["spearman"], -tied.index(n)))
-    return chosen, {"folds": folds, "noise_band": band, "scores": scores, "chosen": chosen}
+            scores[name] = fold_score(job, name)
+        except KlaraptorError as exc:
+            scores[name] = {"error": str(exc)}
+    base = scores.get(default, {}).get("r", math.inf)
+    chosen, reason = default, "the default"
+    better = [
+        n
+        for n in candidates[1:]
+        if "r" in scores[n] and scores[n]["r"] < base * (1 - 2 * band) and scores[n]["r"] < base
+    ]
+    if better:
+        chosen = min(better, key=lambda n: (scores[n]["r"], candidates.index(n)))
+        reason = f"its fold r beats {default}'s by more than twice the noise band"
+    elif not math.isfinite(base):
+        ok = [n for n in candidates if "r" in scores[n]]
+        if not ok:
+            raise BuildError(f"{job.spec.name}: no model could be validated: {scores}")
+        chosen = min(ok, key=lambda n: (scores[n]["r"], candidates.index(n)))
+        reason = f"{default} could not be validated"
+    return chosen, {"chosen": chosen, "reason": reason, "noise_band": band, "scores": scores}

@@ -26,7 +26,19 @@ def add_parser(sub: Any) -> None:
     c.set_defaults(bench_func=_collect)
     r = bs.add_parser("report", help="evaluate the methods and write benchmarks/results/<gpu>/")
     r.add_argument("--out", default="benchmarks/results/h200")
-    r.add_argument("--recorded", action="store_true", help="use the shipped recorded dataset")
+    r.add_argument("--recorded", action="store_true", help="use the shipped recorded datasets")
+    r.add_argument("--jobs", type=int, default=None, help="worker processes (default: CPUs)")
+    r.add_argument(
+        "--no-compare",
+        action="store_true",
+        help="skip the comparison models on full training data (scaling_full, time_fit, mwp_cwp)",
+    )
+    r.add_argument(
+        "--saake",
+        action="store_true",
+        help="add SAAKE (saake, saake_topk) to the comparison; slow: the emulator is fitted per "
+        "kernel (its Table 1 and search: `klaraptor bench saake`)",
+    )
     r.set_defaults(bench_func=_report)
     sk = bs.add_parser("saake", help="SAAKE's Table 1, search and bottlenecks (recorded data)")
     sk.add_argument("--out", default="benchmarks/results/h200")

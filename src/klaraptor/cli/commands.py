@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 import warnings
@@ -26,22 +27,45 @@ from klaraptor.cli.common import (
 from klaraptor.errors import CollectError, ExtrapolationWarning, KlaraptorError
 
 
+def parse_budget(text: str) -> float | None:
+    """--budget: a multiple of tune-once's cost (>= 1), or 'none' for a full collection."""
+    if text.strip().lower() in ("none", "full", "inf"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value >= 1.0 or math.isinf(value):
+        raise KlaraptorError(
+            f"--budget must be a number >= 1 (a multiple of tune-once's measurement cost) or "
+            f"'none', got {text!r}"
+        )
+    return value
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from klaraptor.build import plan
-    from klaraptor.configspace import format_dry_run
     from klaraptor.frontends.targets import resolve_specs
     from klaraptor.gpu.backend import gpu_problem
     from klaraptor.models import get_model
 
     specs = resolve_specs(args.target)
+    budget = parse_budget(str(getattr(args, "budget", "1.5")))
     if args.model != "auto":
         get_model(args.model)  # an unknown model is refused before any work
     sizes = {spec.name: parse_sizes(args.sizes, spec) for spec in specs}
     if args.dry_run:
+        store = open_store(args, must_exist=True) if args.store else None
+        device = None
+        if store is not None:
+            from klaraptor.device_profile import DeviceProfile
+
+            profiles = store.device_profiles()
+            if len(profiles) == 1:
+                device = DeviceProfile.from_dict(next(iter(profiles.values())))
         for spec in specs:
-            console.print(
-                format_dry_run(plan(spec, sizes[spec.name]), title=spec.name), markup=False
-            )
+            view = plan(spec, sizes[spec.name], budget=budget, store=store, device=device)
+            console.print(view.format(), markup=False)
         return 0
     client = cluster = None
     if args.dask or args.gpus is not None:
@@ -57,7 +81,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             "--dask ADDRESS collects on a Dask cluster's GPUs"
         )
     try:
-        _build_all(args, specs, sizes, client)
+        _build_all(args, specs, sizes, budget, client)
     finally:
         if client is not None:
             client.close()
@@ -67,7 +91,11 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def _build_all(
-    args: argparse.Namespace, specs: list, sizes: dict[str, list], client: object
+    args: argparse.Namespace,
+    specs: list,
+    sizes: dict[str, list],
+    budget: float | None,
+    client: object,
 ) -> None:
     from klaraptor.build import build
     from klaraptor.gpu.collect import CollectOptions
@@ -82,6 +110,7 @@ def _build_all(
             spec,
             sizes[spec.name],
             model=args.model,
+            budget=budget,
             store=store,
             collect_options=opts,
             client=client,
@@ -94,6 +123,13 @@ def _build_all(
             f"[bold green]built[/bold green] {spec.name} with {model} in "
             f"{time.perf_counter() - t0:.1f} s"
         )
+        plan_done = (rep.collect or {}).get("plan")
+        if plan_done:
+            console.print(
+                f"  plan: {plan_done['counts']}, estimated {plan_done['spent_s']:.1f} s of "
+                f"measurement against tune-once's {plan_done['tune_once_s']:.1f} s "
+                f"({plan_done['ratio']:.2f}×)"
+            )
         for metric, f in rep.fits.get("metrics", {}).items():
             console.print(f"  {metric:22s} {f['method']:8s} {_fit_error(f)}")
 
@@ -291,9 +327,7 @@ def cmd_device(args: argparse.Namespace) -> int:
 
         profile = measure_profile(0, store, force=args.force)
     else:
-        from klaraptor.device_profile import cached_profile
-
-        profile = cached_profile(store, query_device().key) or query_device()
+        profile = store.cached_profile(query_device().key) or query_device()
     console.print(format_profile(profile), markup=False)
     return 0
 

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from klaraptor.build.api import DEFAULT_MODEL
+from klaraptor.build.planned import DEFAULT_BUDGET
 from klaraptor.cli.bench import add_parser as add_bench
 from klaraptor.cli.commands import (
     cmd_build,
@@ -26,6 +27,7 @@ from klaraptor.cli.common import (
     exit_code,
     print_error,
 )
+from klaraptor.cli.kernel_tuner import add_parser as add_kernel_tuner
 from klaraptor.cli.recorded import add_parser as add_recorded
 from klaraptor.errors import KlaraptorError
 
@@ -69,8 +71,21 @@ def make_parser() -> argparse.ArgumentParser:
         help="training sizes: 256,512,1024, or rows=512,cols=1024 rows=1024,cols=2048 "
         "(default: the spec's meta['train_sizes'])",
     )
-    b.add_argument("--model", default=DEFAULT_MODEL, help="auto, mwp_cwp, time_fit, ...")
-    b.add_argument("--dry-run", action="store_true", help="list the points a build would measure")
+    b.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help="auto (default: scaling unless a x2 fold on the training data says otherwise), "
+        "scaling, time_fit or mwp_cwp",
+    )
+    b.add_argument(
+        "--budget",
+        default=str(DEFAULT_BUDGET),
+        help="measurement budget as a multiple of one sweep of every candidate at the largest "
+        f"training size (default {DEFAULT_BUDGET:g}); 'none' times every candidate at every size",
+    )
+    b.add_argument(
+        "--dry-run", action="store_true", help="show the plan a build would run, without a GPU"
+    )
     b.add_argument("--no-counters", action="store_true", help="timing only (no Nsight Compute)")
     where = b.add_mutually_exclusive_group()
     where.add_argument(
@@ -143,6 +158,7 @@ def make_parser() -> argparse.ArgumentParser:
     dm.set_defaults(func=cmd_demo)
 
     add_bench(sub)
+    add_kernel_tuner(sub)
     add_recorded(sub)
     return p
 

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from klaraptor.device_profile import DeviceProfile
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
+    from klaraptor.types import DataSize
 
 REFRESH_S = 0.5  # how often the client asks the scheduler which workers are alive
 RESULT_TIMEOUT_S = 60.0  # fetching one chunk's answer (kilobytes) from its worker
@@ -440,7 +441,9 @@ class DaskExecutor:
             raise _WorkerLost(address)
         return fut.result()
 
-    def kernel_info(self, spec: KernelSpec, options: Any, workdir: Path) -> dict[str, Any]:
+    def kernel_info(
+        self, spec: KernelSpec, options: Any, workdir: Path, sizes: Sequence[DataSize] = ()
+    ) -> dict[str, Any]:
         from klaraptor.device_profile import DeviceProfile
 
         check_transportable(spec)
@@ -454,6 +457,7 @@ class DaskExecutor:
                     addr,
                     spec,
                     opts,
+                    list(sizes),
                     label="info",
                     timeout_s=opts.startup_timeout_s + 60,
                 )
@@ -551,12 +555,12 @@ class DaskExecutor:
     def device_profile(self, store: Store, *, measure: bool = True) -> DeviceProfile:
         """The profile of the workers' GPU model: cached in `store`, else measured ONCE, on one
         worker, and cached (never once per worker)."""
-        from klaraptor.device_profile import DeviceProfile, cached_profile, save_profile
+        from klaraptor.device_profile import DeviceProfile
 
         self.ensure_workers(True)
         key = self.device_key
         assert key is not None
-        cached = cached_profile(store, key)
+        cached = store.cached_profile(key)
         if cached is not None and not cached.missing_model_inputs:
             return cached
         if not measure:
@@ -576,5 +580,5 @@ class DaskExecutor:
             raise CollectError(
                 f"Dask worker {addr} measured a profile of {profile.key!r}, not {key!r}"
             )
-        save_profile(store, profile)
+        store.save_profile(profile)
         return profile

@@ -139,14 +139,15 @@ def _workdir(kind: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"klaraptor-dask-{kind}-"))
 
 
-def info_task(spec: Any, options: Any) -> dict[str, Any]:
-    """The kernel's `info` event (attributes, barriers, device query) from this worker's GPU."""
+def info_task(spec: Any, options: Any, sizes: Sequence[Any] = ()) -> dict[str, Any]:
+    """The kernel's `info` event (attributes, barriers, device query, argument bytes at `sizes`)
+    from this worker's GPU."""
     from klaraptor.gpu.executor import kernel_info
 
     with _slot():
         workdir = _workdir("info")
         try:
-            info = kernel_info(spec, options, workdir, worker_env(), wrap=guarded)
+            info = kernel_info(spec, options, workdir, worker_env(), wrap=guarded, sizes=sizes)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
     return {"info": info, "worker": identity()}

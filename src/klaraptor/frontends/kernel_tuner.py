@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from klaraptor.configspace import ConfigSpace
-from klaraptor.device_profile import DeviceProfile, save_profile
+from klaraptor.device_profile import DeviceProfile
 from klaraptor.errors import KlaraptorError, SpecError
 from klaraptor.frontends.kernel_tuner_files import (
     BLOCK_NAMES,
@@ -174,7 +174,7 @@ def import_kernel_tuner(
     _check_same_variant(store, spec, device.key, plan.fixed, f.path)
     before = {(m.D, m.block) for m in store.measurements(spec.name, device.key, kind="time")}
     if store.device_profile(device.key) is None:
-        save_profile(store, device)
+        store.save_profile(device)
     store.put_kernel(
         KernelRecord(spec.name, spec.fingerprint(), spec.data_names, spec.to_summary())
     )

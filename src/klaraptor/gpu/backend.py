@@ -333,6 +333,14 @@ class CupyBackend:
         _KERNELS[key] = fn
         return fn
 
+    def compile_spec(self, spec: Any) -> Any:
+        """The compiled kernel of a KernelSpec (its CUDA C++ source, kernel name and options)."""
+        return self.compile(spec.source, spec.kernel, spec.options)
+
+    def kernel_ptx(self, spec: Any, fn: Any, arch: str) -> tuple[str, str]:
+        """(PTX of the spec's source for `arch`, the kernel's entry name in it)."""
+        return self.ptx(spec.source, spec.options, arch), spec.kernel
+
     def attributes(self, fn: Any) -> KernelAttributes:
         """Static attributes of a compiled kernel (cuFuncGetAttribute)."""
         a = fn.attributes

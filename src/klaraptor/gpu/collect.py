@@ -26,16 +26,17 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from klaraptor.build_plan import MeasurementPlan, PlanResult
 from klaraptor.configspace import ConfigSpace
 from klaraptor.errors import CollectError
 from klaraptor.gpu.executor import NCU_MISSING, CounterBatch, Executor, LocalExecutor
-from klaraptor.gpu.process import ItemResult
-from klaraptor.gpu.worker import Point
+from klaraptor.gpu.process import ItemResult, run_isolated, worker_command, worker_env
+from klaraptor.gpu.worker import Point, backend_name, plan_result, write_job
 from klaraptor.metrics import PIPE_METRICS, RAW_METRICS
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
 from klaraptor.types import Block, DataSize, KernelAttributes
@@ -59,7 +60,8 @@ class CollectOptions:
     the outputs with `spec.reference` once per point.
     Isolation: a point taking longer than `timeout_s` is failed and its worker replaced; a
     worker gets `startup_timeout_s` to import CuPy and compile. The counter pass is killed when
-    no point is profiled for `ncu_stall_s`.
+    no point is profiled for `ncu_stall_s`. `backend`: the workers' GPU backend ("cupy",
+    "numba"; "" = the spec's own, see `gpu.worker.backend_name`).
     """
 
     timing: bool = True
@@ -84,6 +86,7 @@ class CollectOptions:
     replace_stale: bool = False
     python: str | None = None
     keep_workdir: bool = False
+    backend: str = ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,6 +314,7 @@ def collect(
     spreads it over a Dask cluster); the store is written here either way.
     """
     t_total = time.perf_counter()
+    backend_name(spec, options)  # an unknown backend fails here, not in every worker
     sizes_d = [spec.size(D) for D in sizes]
     space = space or ConfigSpace.for_spec(spec)
     _check_fingerprint(store, spec, options)
@@ -318,36 +322,7 @@ def collect(
     workdir = Path(tempfile.mkdtemp(prefix="klaraptor-collect-"))
     report = CollectReport(kernel=spec.name, device="", sizes=sizes_d)
     try:
-        t = time.perf_counter()
-        info = executor.kernel_info(spec, options, workdir)
-        report.wall_s["info"] = time.perf_counter() - t
-        report.worker.update(
-            {k: float(info[k]) for k in ("startup_s", "import_s", "compile_s") if k in info}
-        )
-        from klaraptor.device_profile import DeviceProfile
-
-        found = DeviceProfile.from_dict(info["device"])
-        if device is not None and device.name != found.name:
-            raise CollectError(
-                f"the device profile given is for {device.name!r}, but collection runs on "
-                f"{found.name!r} (device {options.device_id})"
-            )
-        dev = device or found
-        report.device = dev.key
-        attrs = KernelAttributes.from_dict(info["attributes"])
-        barriers = info.get("ptx_barriers")
-        _register(store, spec)
-        _update_facts(
-            store,
-            spec,
-            dev.key,
-            device_name=dev.name,
-            attributes=attrs,
-            ptx_barriers=barriers,
-            sync_per_warp=None if barriers is None else float(barriers),
-            sync_note=str(info.get("ptx_note", "")),
-        )
-
+        dev, attrs = _info_step(spec, sizes_d, store, device, options, workdir, executor, report)
         t = time.perf_counter()
         done = store.measured_keys(spec.name, dev.key, TIME)
         plan = plan_points(spec, sizes_d, space, attrs, dev, done)
@@ -376,6 +351,54 @@ def collect(
             shutil.rmtree(workdir, ignore_errors=True)
     report.wall_s["total"] = time.perf_counter() - t_total
     return report
+
+
+def _info_step(
+    spec: KernelSpec,
+    sizes: Sequence[DataSize],
+    store: Store,
+    device: DeviceProfile | None,
+    options: CollectOptions,
+    workdir: Path,
+    executor: Executor,
+    report: CollectReport,
+) -> tuple[DeviceProfile, KernelAttributes]:
+    """Step 1: compile in a worker, read the attributes, the PTX barrier count, the device and
+    the argument bytes at `sizes`; store them as the kernel's record and collection facts."""
+    t = time.perf_counter()
+    info = executor.kernel_info(spec, options, workdir, sizes)
+    report.wall_s["info"] = time.perf_counter() - t
+    report.worker.update(
+        {k: float(info[k]) for k in ("startup_s", "import_s", "compile_s") if k in info}
+    )
+    from klaraptor.device_profile import DeviceProfile
+
+    found = DeviceProfile.from_dict(info["device"])
+    if device is not None and device.name != found.name:
+        raise CollectError(
+            f"the device profile given is for {device.name!r}, but collection runs on "
+            f"{found.name!r} (device {options.device_id})"
+        )
+    dev = device or found
+    report.device = dev.key
+    attrs = KernelAttributes.from_dict(info["attributes"])
+    barriers = info.get("ptx_barriers")
+    _register(store, spec)
+    known = store.collect_facts(spec.name, dev.key)
+    arg_bytes = dict(known.arg_bytes) if known is not None else {}
+    arg_bytes.update({tuple(int(v) for v in D): int(b) for D, b in info.get("arg_bytes") or ()})
+    _update_facts(
+        store,
+        spec,
+        dev.key,
+        device_name=dev.name,
+        attributes=attrs,
+        ptx_barriers=barriers,
+        sync_per_warp=None if barriers is None else float(barriers),
+        sync_note=str(info.get("ptx_note", "")),
+        arg_bytes=tuple(sorted(arg_bytes.items())),
+    )
+    return dev, attrs
 
 
 def _timing_pass(
@@ -490,3 +513,188 @@ def _ncu_pass(
         )
     else:
         report.ncu_status = "ok"
+
+
+# ---------------------------------------------------------------------------------------------
+# A budgeted plan in one session
+
+COLD = "time_cold"
+
+
+def collect_info(
+    spec: KernelSpec,
+    sizes: Sequence[Any],
+    *,
+    store: Store,
+    device: DeviceProfile | None = None,
+    options: CollectOptions = CollectOptions(),  # noqa: B008 - frozen, never mutated
+) -> tuple[DeviceProfile, KernelAttributes, CollectReport]:
+    """Step 1 of `collect` alone: compile, attributes, barrier count, device, argument bytes at
+    `sizes`, stored as the kernel's collection facts. What a plan needs before it is made."""
+    _check_fingerprint(store, spec, options)
+    sizes_d = [spec.size(D) for D in sizes]
+    report = CollectReport(kernel=spec.name, device="", sizes=sizes_d)
+    workdir = Path(tempfile.mkdtemp(prefix="klaraptor-info-"))
+    try:
+        dev, attrs = _info_step(
+            spec, sizes_d, store, device, options, workdir, LocalExecutor(), report
+        )
+    finally:
+        if not options.keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return dev, attrs, report
+
+
+def known_plan_results(
+    store: Store,
+    spec: KernelSpec,
+    device_key: str,
+    keys: Mapping[tuple[DataSize, Block, bool], Any],
+) -> dict[Any, tuple[float, float] | None]:
+    """The plan keys already measured in the store: (ms, spread), or None for a failed point.
+    `keys` maps (D, block, cold) to the plan's key of that point."""
+    out: dict[Any, tuple[float, float] | None] = {}
+    for kind, cold in ((TIME, False), (COLD, True)):
+        for m in store.measurements(spec.name, device_key, kind=kind):
+            key = keys.get((m.D, m.block, cold))
+            if key is None or m.status not in ("ok", "failed"):
+                continue
+            out[key] = plan_result(m.value) if m.status == "ok" else None
+    return out
+
+
+def collect_plan(
+    spec: KernelSpec,
+    plan: MeasurementPlan,
+    candidates: Sequence[Block],
+    *,
+    store: Store,
+    device: DeviceProfile,
+    attrs: KernelAttributes,
+    space: ConfigSpace | None = None,
+    options: CollectOptions = CollectOptions(),  # noqa: B008 - frozen, never mutated
+    progress: bool = True,
+) -> tuple[CollectReport, PlanResult]:
+    """Run `plan` (candidate i of the plan is `candidates[i]`) in one timing session.
+
+    The session's worker replays the plan over the results so far and measures the points it
+    asks for, hot (kind 'time') or L2-flushed (kind 'time_cold'), each stored as it arrives;
+    points already in the store are not measured again. Counters the plan asks for are taken in
+    one Nsight Compute pass afterwards. Returns the report and the plan as executed."""
+    t_total = time.perf_counter()
+    space = space or ConfigSpace.for_spec(spec)
+    names = spec.data_names
+    sizes = [DataSize(names, tuple(plan.L))] + [DataSize(names, tuple(D)) for D in plan.smaller]
+    report = CollectReport(kernel=spec.name, device=device.key, sizes=sizes)
+    laid = plan_points(spec, sizes, space, attrs, device)
+    index = {tuple(b): i for i, b in enumerate(candidates)}
+    points: list[Point] = []
+    key_of: dict[int, tuple[tuple[int, ...], int, bool]] = {}
+    by_store_key: dict[tuple[DataSize, Block, bool], tuple[tuple[int, ...], int, bool]] = {}
+    for p in laid.points:
+        if p.block not in index:
+            continue
+        for cold in (False, True) if p.D == sizes[0] else (False,):
+            q = dataclasses.replace(p, id=len(points), cold=cold)
+            points.append(q)
+            key_of[q.id] = (p.D.values(), index[p.block], cold)
+            by_store_key[(p.D, p.block, cold)] = key_of[q.id]
+    known = known_plan_results(store, spec, device.key, by_store_key)
+    todo = [p for p in points if key_of[p.id] not in known]
+    by_id = {p.id: p for p in points}
+    env = worker_env()
+    workdir = Path(tempfile.mkdtemp(prefix="klaraptor-plan-"))
+    try:
+        with _Progress(progress) as bars:
+            advance = bars.task(f"plan {spec.name}", len(todo))
+
+            def command(remaining: list[int], events: Path) -> list[str]:
+                job = events.with_suffix(".job")
+                extra = {
+                    "plan": plan,
+                    "keys": {i: key_of[i] for i in remaining},
+                    "known": dict(known),
+                }
+                write_job(
+                    job,
+                    mode="plan",
+                    spec=spec,
+                    points=[by_id[i] for i in remaining],
+                    options=options,
+                    events=events,
+                    extra=extra,
+                )
+                return worker_command(job, options.python)
+
+            def on_result(r: ItemResult) -> None:
+                p = by_id[r.id]
+                kind = COLD if p.cold else TIME
+                advance()
+                if r.status == "skipped":
+                    report._add(kind, "not planned")
+                    return
+                status = "ok" if r.status == "ok" else "failed"
+                store.put_measurement(
+                    Measurement(
+                        spec.name, device.key, p.D, p.block, kind, status, r.value, r.reason
+                    )
+                )
+                report._add(kind, status)
+                known[key_of[p.id]] = plan_result(r.value) if status == "ok" else None
+                if status != "ok":
+                    report.failures.append(Failure(p.D, p.block, kind, r.reason))
+                    bars.print(f"failed: D={p.D} block={p.block} ({kind}): {r.reason}")
+
+            t = time.perf_counter()
+            exists = set(key_of.values())
+            if todo and plan.next_points(known, exists):
+                stats = run_isolated(
+                    command,
+                    [p.id for p in todo],
+                    on_result=on_result,
+                    timeout_s=options.timeout_s,
+                    workdir=workdir / "plan",
+                    startup_timeout_s=options.startup_timeout_s,
+                    env=env,
+                )
+                report.worker.update(
+                    {
+                        "plan_workers": stats.workers,
+                        "crashes": stats.crashes,
+                        "timeouts": stats.timeouts,
+                    }
+                )
+            report.wall_s["timing"] = time.perf_counter() - t
+            result = plan.replay(known, exists)
+            if result.counter_requests and options.counters:
+                wanted = {(D, candidates[c]) for D, c in result.counter_requests}
+                pts = [p for p in points if not p.cold and (p.D.values(), p.block) in wanted]
+                _ncu_pass(
+                    spec, Plan(pts, [], pts), store, device, options, workdir, env, bars, report
+                )
+                result = plan.replay(known, exists, _counter_results(store, spec, device, index))
+    finally:
+        if not options.keep_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report.wall_s["total"] = time.perf_counter() - t_total
+    return report, result
+
+
+def _counter_results(
+    store: Store, spec: KernelSpec, device: DeviceProfile, index: Mapping[Block, int]
+) -> dict[tuple[tuple[int, ...], int], dict[str, float]]:
+    """DRAM bytes, replay passes and duration of the profiled points, keyed as the plan asks."""
+    out: dict[tuple[tuple[int, ...], int], dict[str, float]] = {}
+    for m in store.measurements(spec.name, device.key, kind=NCU, status="ok"):
+        v = m.value
+        if m.block not in index:
+            continue
+        try:
+            out[(m.D.values(), index[m.block])] = {
+                "dram_bytes": float(v["dram__bytes_read.sum"]) + float(v["dram__bytes_write.sum"]),
+                "passes": float(v.get("profiler__replayer_passes", 1.0)),
+                "ms": float(v["gpu__time_duration.sum"]) / 1e6,
+            }
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out

@@ -28,6 +28,7 @@ from klaraptor.gpu.worker import Point, write_job
 if TYPE_CHECKING:
     from klaraptor.device_profile import DeviceProfile
     from klaraptor.spec import KernelSpec
+    from klaraptor.types import DataSize
 
 
 @dataclass
@@ -56,7 +57,9 @@ class CounterRun:
 class Executor(Protocol):
     """Runs collection's GPU work (see the module docstring)."""
 
-    def kernel_info(self, spec: KernelSpec, options: Any, workdir: Path) -> dict[str, Any]: ...
+    def kernel_info(
+        self, spec: KernelSpec, options: Any, workdir: Path, sizes: Sequence[DataSize] = ()
+    ) -> dict[str, Any]: ...
 
     def time_points(
         self,
@@ -93,11 +96,21 @@ def kernel_info(
     workdir: Path,
     env: Mapping[str, str],
     wrap: Callable[[list[str]], list[str]] = list,
+    sizes: Sequence[DataSize] = (),
 ) -> dict[str, Any]:
-    """Compile the kernel in a worker subprocess; its `info` event."""
+    """Compile the kernel in a worker subprocess; its `info` event (with the bytes of the array
+    arguments at `sizes`)."""
     job = workdir / "info.job"
     events = workdir / "info.events.jsonl"
-    write_job(job, mode="info", spec=spec, points=[], options=options, events=events)
+    write_job(
+        job,
+        mode="info",
+        spec=spec,
+        points=[],
+        options=options,
+        events=events,
+        extra={"sizes": list(sizes)},
+    )
     argv = wrap(worker_command(job, options.python))
     evs = run_once(argv, events, timeout_s=options.startup_timeout_s, env=env)
     for ev in evs:
@@ -184,8 +197,10 @@ def profile_batch(
 class LocalExecutor:
     """Collection on this machine's GPU (`options.device_id`)."""
 
-    def kernel_info(self, spec: KernelSpec, options: Any, workdir: Path) -> dict[str, Any]:
-        return kernel_info(spec, options, workdir, worker_env())
+    def kernel_info(
+        self, spec: KernelSpec, options: Any, workdir: Path, sizes: Sequence[DataSize] = ()
+    ) -> dict[str, Any]:
+        return kernel_info(spec, options, workdir, worker_env(), sizes=sizes)
 
     def time_points(
         self,

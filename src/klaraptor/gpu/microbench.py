@@ -357,11 +357,11 @@ def measure_profile(
     in child processes, ~30 s); a resource benchmark that fails stays missing, with the reason
     in the provenance.
     """
-    from klaraptor.device_profile import cached_profile, query_device, save_profile
+    from klaraptor.device_profile import query_device
 
     base = query_device(device_id)
     if store is not None and not force:
-        cached = cached_profile(store, base.key)
+        cached = store.cached_profile(base.key)
         if cached is not None and not cached.missing_microbench:
             return cached
     be = CupyBackend()
@@ -376,5 +376,5 @@ def measure_profile(
         prov.update(measured.provenance)
     profile = base.with_microbench(provenance=prov, **values)
     if store is not None:
-        save_profile(store, profile)
+        store.save_profile(profile)
     return profile

@@ -160,6 +160,17 @@ def kernel_name(row: Mapping[str, Any]) -> str:
     return str(row.get("Kernel Name") or "").rsplit("/", 1)[-1]
 
 
+def kernel_matches(name: str, kernel: str) -> bool:
+    """Whether ncu's kernel name `name` is the kernel `kernel`: the plain name (extern "C"), a
+    demangled C++ name whose function is `kernel` (`ns::kernel[abi:v1](...)`, `void kernel<T>(...)`)
+    or its Itanium-mangled form (`_ZN...5scaleB...`), which is how Numba kernels are named."""
+    if name == kernel:
+        return True
+    if name.startswith("_Z"):
+        return re.search(rf"(?<![0-9]){len(kernel)}{re.escape(kernel)}", name) is not None
+    return re.search(rf"(?:^|::|\s){re.escape(kernel)}(?=\s*(?:\[|<|\(|$))", name) is not None
+
+
 def _dims(row: Mapping[str, Any], column: str, prefix: str) -> tuple[int, int, int] | None:
     v = row.get(column)
     if isinstance(v, tuple) and len(v) == 3:
@@ -212,7 +223,7 @@ def map_rows(
     for row in rows:
         name = kernel_name(row)
         pid = point_id(row)
-        if name != kernel:
+        if not kernel_matches(name, kernel):
             ignored.append(f"row {row.get('ID')} of kernel {row.get('Kernel Name')!r}")
             continue
         if pid is None:
@@ -534,6 +545,8 @@ def run_batch(
             f"ncu produced no rows for {len(missing)} of {len(points)} points of {kernel!r}: "
             f"{_last(tail + text)}"
         )
+        if mapped.ignored:
+            error += f" (rows of other kernels: {'; '.join(mapped.ignored[:3])})"
     return BatchResult(
         got, missing, cmd, proc.returncode, wall, len(launched), error, failed, mapped.ignored, tail
     )

@@ -11,9 +11,19 @@ spec is unpickled: a spec's callables (make_args, reference, ...) are pickled by
 they must be top-level functions of an importable module or of the user's `__main__` script,
 which is re-run as `__mp_main__` and aliased as `__main__`, as multiprocessing's spawn does.
 
-Events (`process.Events`): `ready` (after compiling), `info` (mode info), `start`/`result` per point (mode time),
-`launched`/`failed` per point (mode ncu), `fatal` (setup failed: compile error, bad job, no CuPy).
+Events (`process.Events`): `ready` (after compiling), `info` (mode info), `start`/`result` per point
+(modes time and plan; in mode plan the points the plan does not ask for get a `result` with status
+'skipped'), `launched`/`failed` per point (mode ncu), `fatal` (setup failed: compile error, bad
+job, no CuPy).
+
+Mode plan runs a `klaraptor.build_plan.MeasurementPlan` in this one session: it replays the plan
+over the results so far and measures the points it asks for next, hot or L2-flushed (`Point.cold`),
+until the plan is done. The job's `extra` carries the plan, each point's plan key and the results
+known before (a replaced worker resumes the same plan).
 Exit status: 0 done, 1 fatal, 3 the CUDA context was lost (the parent starts a new worker).
+
+Backends: the job's options name one (`CollectOptions.backend`), else the spec's own (`spec.backend`:
+"numba" for `numba.cuda.jit` kernels), else "cupy" (CUDA C++ through CuPy).
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ import sys
 import time
 import traceback
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,27 +45,87 @@ from klaraptor.gpu.process import EXIT_CONTEXT_LOST, EXIT_FATAL, EXIT_OK, NVTX_P
 from klaraptor.types import Block, DataSize, Grid
 
 JOB_VERSION = 1
-MODES = ("info", "time", "ncu", "probe")
+MODES = ("info", "time", "ncu", "probe", "plan")
+BACKENDS = ("cupy", "numba")
+# Set in every worker: a script re-run as __main__ must not start collections of its own.
+IN_WORKER_ENV = "KLARAPTOR_COLLECTION_WORKER"
+
+
+def backend_name(spec: Any, options: Any) -> str:
+    """The backend a job runs on: the options' choice, else the spec's, else "cupy"."""
+    name = getattr(options, "backend", "") or getattr(spec, "backend", "cupy")
+    if name not in BACKENDS:
+        raise CollectError(f"unknown GPU backend {name!r}; one of {BACKENDS}")
+    return name
+
+
+def make_backend(name: str) -> Any:
+    """A backend object by name (same methods as `CupyBackend`)."""
+    if name == "numba":
+        from klaraptor.gpu.backend_numba import NumbaBackend
+
+        return NumbaBackend()
+    if name == "cupy":
+        return CupyBackend()
+    raise CollectError(f"unknown GPU backend {name!r}; one of {BACKENDS}")
 
 
 @dataclass
 class Point:
-    """One (D, block) to measure, with what the launch needs (grid, dynamic shared memory)."""
+    """One (D, block) to measure, with what the launch needs (grid, dynamic shared memory).
+
+    `cold`: time it with the L2 flushed before every sample (a first call on data not in the
+    L2); the output check is left to the hot point at the same (D, block)."""
 
     id: int
     D: DataSize
     block: Block
     grid: Grid
     smem: int = 0
+    cold: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
 # Job files
 
 
+_STRING_OPS = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING", "BINSTRING"}
+_GET_OPS = {"GET", "BINGET", "LONG_BINGET"}
+_PUT_OPS = {"PUT", "BINPUT", "LONG_BINPUT"}
+
+
+def imports_main(body: bytes) -> bool:
+    """Whether unpickling `body` imports a name from `__main__` (a function of the user's
+    script pickled by reference). A `__main__` that only appears as data (the module name of a
+    function pickled by value, as Numba pickles kernels) does not count. Unreadable pickles
+    count as importing it."""
+    import pickletools
+
+    try:
+        recent: list[Any] = []
+        memo: dict[int, Any] = {}
+        for op, arg, _ in pickletools.genops(body):
+            name = op.name
+            if name in _STRING_OPS:
+                recent.append(arg)
+            elif name in _GET_OPS:
+                recent.append(memo.get(arg))
+            elif name == "MEMOIZE":
+                memo[len(memo)] = recent[-1] if recent else None
+            elif name in _PUT_OPS:
+                memo[arg] = recent[-1] if recent else None
+            elif name == "STACK_GLOBAL" and len(recent) >= 2 and recent[-2] == "__main__":
+                return True
+            elif name in ("GLOBAL", "INST") and str(arg).split(" ")[0] == "__main__":
+                return True
+    except Exception:  # noqa: BLE001 - when in doubt, re-create __main__ as before
+        return b"__main__" in body
+    return False
+
+
 def _main_info(body: bytes) -> dict[str, str] | None:
     """How the worker re-creates the parent's __main__, when the job refers to it."""
-    if b"__main__" not in body:
+    if b"__main__" not in body or not imports_main(body):
         return None
     main = sys.modules.get("__main__")
     mod_name = getattr(getattr(main, "__spec__", None), "name", None)
@@ -79,12 +149,18 @@ def write_job(
     points: Sequence[Point],
     options: Any,
     events: str | os.PathLike[str],
+    extra: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write a job file for `python -m klaraptor.gpu.worker`; CollectError if the spec cannot travel."""
+    """Write a job file for `python -m klaraptor.gpu.worker`; CollectError if the spec cannot travel.
+
+    `extra`: what a mode needs beyond the points (mode plan: the plan and the results known;
+    mode info: the sizes whose argument bytes to count)."""
     if mode not in MODES:
         raise CollectError(f"unknown worker mode {mode!r}; one of {MODES}")
     try:
-        body = pickle.dumps((spec, list(points), options), protocol=pickle.HIGHEST_PROTOCOL)
+        body = pickle.dumps(
+            (spec, list(points), options, dict(extra or {})), protocol=pickle.HIGHEST_PROTOCOL
+        )
     except (pickle.PicklingError, AttributeError, TypeError) as exc:
         name = getattr(spec, "name", "?")
         raise CollectError(
@@ -126,6 +202,7 @@ class Job:
     points: list[Point]
     options: Any
     created: float
+    extra: dict[str, Any]
 
 
 def read_header(fh: Any) -> dict[str, Any]:
@@ -139,8 +216,9 @@ def read_body(fh: Any, header: Mapping[str, Any]) -> Job:
     """Restore the parent's import environment, then unpickle (spec, points, options)."""
     sys.path[:0] = [p for p in header["sys_path"] if p not in sys.path]
     _fixup_main(header.get("main"))
-    spec, points, options = pickle.load(fh)
-    return Job(header["mode"], spec, points, options, float(header["created"]))
+    spec, points, options, *rest = pickle.load(fh)
+    extra = dict(rest[0]) if rest else {}
+    return Job(header["mode"], spec, points, options, float(header["created"]), extra)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,7 +228,7 @@ def read_body(fh: Any, header: Mapping[str, Any]) -> Job:
 class _ArgsCache:
     """Launch arguments for the current D (one size at a time bounds GPU memory)."""
 
-    def __init__(self, spec: Any, seed: int, backend: CupyBackend) -> None:
+    def __init__(self, spec: Any, seed: int, backend: Any) -> None:
         self.spec = spec
         self.seed = seed
         self.backend = backend
@@ -189,14 +267,14 @@ class _Kernel:
 
     def __init__(self, job: Job) -> None:
         t0 = time.time()
-        be = self.backend = CupyBackend()
+        be = self.backend = make_backend(backend_name(job.spec, job.options))
         be.module()
         self.import_s = time.time() - t0
         self.device_id = int(getattr(job.options, "device_id", 0))
         be.use_device(self.device_id)
         spec = job.spec
         t1 = time.time()
-        self.fn = be.compile(spec.source, spec.kernel, spec.options)
+        self.fn = be.compile_spec(spec)
         if spec.dynamic_smem is not None:
             # Opt in to the device maximum once, so every planned size up to it launches.
             optin = be.max_dynamic_smem_optin(self.device_id)
@@ -228,7 +306,8 @@ def _run_info(job: Job, events: Events) -> int:
     arch = f"compute_{device.cc[0]}{device.cc[1]}"
     barriers: int | None
     try:
-        barriers = count_barriers(be.ptx(job.spec.source, job.spec.options, arch), job.spec.kernel)
+        ptx, entry = be.kernel_ptx(job.spec, k.fn, arch)
+        barriers = count_barriers(ptx, entry)
         note = f"static count of bar.sync/barrier.sync in the {arch} PTX (exact outside loops)"
     except Exception as exc:  # noqa: BLE001 - the count is optional; say why it is missing
         barriers, note = None, f"PTX barrier count unavailable: {describe_error(exc)}"
@@ -238,16 +317,36 @@ def _run_info(job: Job, events: Events) -> int:
         device=device.to_dict(),
         ptx_barriers=barriers,
         ptx_note=note,
+        arg_bytes=_arg_bytes(job, be),
         **k.timings(),
     )
     return EXIT_OK
+
+
+def _arg_bytes(job: Job, be: CupyBackend) -> list[list[Any]]:
+    """[[D values, bytes of the array arguments]] at the sizes the job names: the kernel's
+    argument footprint, which the scaling model compares with the L2 (a size whose arguments
+    cannot be made is left out)."""
+    out: list[list[Any]] = []
+    cache = _ArgsCache(job.spec, getattr(job.options, "seed", 0), be)
+    for D in job.extra.get("sizes", ()):
+        try:
+            args = cache.fresh(D)
+            nbytes = sum(int(a.nbytes) for a in args if getattr(a, "ndim", 0) > 0)
+        except Exception:  # noqa: BLE001 - optional: the footprint is then fitted without it
+            continue
+        finally:
+            args = ()
+            be.free_memory()
+        out.append([list(D.values()), nbytes])
+    return out
 
 
 def _measure_point(k: _Kernel, cache: _ArgsCache, timer: Timer, p: Point, opts: Any) -> dict:
     be = k.backend
     spec = k.spec
     value: dict[str, Any] = {"grid": list(p.grid), "dynamic_smem": p.smem}
-    if opts.check and spec.reference is not None:
+    if opts.check and spec.reference is not None and not p.cold:
         if spec.idempotent:
             check_args, expected = cache.get(p.D), cache.expected(p.D)
         else:
@@ -297,34 +396,98 @@ def _config(p: Point) -> str:
 
 def _run_time(job: Job, events: Events) -> int:
     k = _Kernel(job)
-    be = k.backend
     opts = job.options
-    flush = 2 * be.l2_bytes(k.device_id) if opts.flush_l2 else 0
-    timer = be.timer(be.device_clock_mhz(k.device_id), flush_bytes=flush)
-    cache = _ArgsCache(job.spec, opts.seed, be)
+    # flush_l2 flushes every point of the collection; Point.cold flushes that point only.
+    timers = _Timers(k, flush_all=bool(opts.flush_l2))
+    cache = _ArgsCache(job.spec, opts.seed, k.backend)
     events.emit("ready", pid=os.getpid(), **k.timings())
     for p in _ordered(job.points, job.spec):
-        events.emit("start", id=p.id)
-        try:
-            value = _measure_point(k, cache, timer, p, opts)
-        except _PointFailed as exc:
-            events.emit("result", id=p.id, status="failed", value=exc.value, reason=str(exc))
-            continue
-        except Exception as exc:  # noqa: BLE001 - any error is this point's failure
-            reason = f"{describe_error(exc)} [{_config(p)}]"
-            if be.context_alive():
-                events.emit("result", id=p.id, status="failed", value={}, reason=reason)
-                continue
-            events.emit(
-                "result",
-                id=p.id,
-                status="failed",
-                value={},
-                reason=reason + " (the CUDA context was lost; the worker is replaced)",
-            )
+        if _time_one(k, cache, timers, p, opts, events)[0] == "lost":
             return EXIT_CONTEXT_LOST
-        events.emit("result", id=p.id, status="ok", value=value)
     return EXIT_OK
+
+
+class _Timers:
+    """The session's timers: hot, and L2-flushed (its 2 × L2 buffer made on first use)."""
+
+    def __init__(self, k: _Kernel, flush_all: bool) -> None:
+        self._k = k
+        self._clock = k.backend.device_clock_mhz(k.device_id)
+        self._hot = None if flush_all else k.backend.timer(self._clock)
+        self._cold: Timer | None = None
+
+    def get(self, cold: bool) -> Timer:
+        if not cold and self._hot is not None:
+            return self._hot
+        if self._cold is None:
+            be = self._k.backend
+            self._cold = be.timer(self._clock, flush_bytes=2 * be.l2_bytes(self._k.device_id))
+        return self._cold
+
+
+def _time_one(
+    k: _Kernel, cache: _ArgsCache, timers: _Timers, p: Point, opts: Any, events: Events
+) -> tuple[str, dict[str, Any]]:
+    """Measure one point and emit its events: ("ok" | "failed" | "lost", value)."""
+    events.emit("start", id=p.id)
+    t0 = time.perf_counter()
+    try:
+        value = _measure_point(k, cache, timers.get(p.cold), p, opts)
+        value["wall_s"] = time.perf_counter() - t0  # what the point cost: a plan's budget
+    except _PointFailed as exc:
+        events.emit("result", id=p.id, status="failed", value=exc.value, reason=str(exc))
+        return "failed", exc.value
+    except Exception as exc:  # noqa: BLE001 - any error is this point's failure
+        reason = f"{describe_error(exc)} [{_config(p)}]"
+        if k.backend.context_alive():
+            events.emit("result", id=p.id, status="failed", value={}, reason=reason)
+            return "failed", {}
+        events.emit(
+            "result",
+            id=p.id,
+            status="failed",
+            value={},
+            reason=reason + " (the CUDA context was lost; the worker is replaced)",
+        )
+        return "lost", {}
+    events.emit("result", id=p.id, status="ok", value=value)
+    return "ok", value
+
+
+def plan_result(value: Mapping[str, Any]) -> tuple[float, ...]:
+    """A timed point as a plan sees it: (median ms, relative IQR[, measured wall seconds])."""
+    out = (float(value["median_ms"]), float(value.get("spread", float("nan"))))
+    return (*out, float(value["wall_s"])) if "wall_s" in value else out
+
+
+def plan_loop(job: Job, events: Events, measure: Callable[[Point], tuple[str, Any]]) -> int:
+    """Mode plan's loop: replay the job's plan over the results so far, measure the points it
+    asks for next (`measure` emits their events: ("ok", value) | ("failed", value) | ("lost",
+    value) when the CUDA context is gone), until the plan is done; the job's other points get
+    a 'skipped' result. Separate from the CUDA side so it runs the same with any measurement."""
+    plan = job.extra["plan"]
+    key_of: dict[int, Any] = {int(i): tuple(v) for i, v in job.extra["keys"].items()}
+    by_key = {key_of[p.id]: p for p in job.points}
+    results: dict[Any, Any] = dict(job.extra.get("known") or {})
+    exists = set(by_key) | set(results)
+    while need := plan.next_points(results, exists):
+        for key in need:
+            status, value = measure(by_key[key])
+            if status == "lost":
+                return EXIT_CONTEXT_LOST
+            results[key] = plan_result(value) if status == "ok" else None
+    for key, p in by_key.items():
+        if key not in results:
+            events.emit("result", id=p.id, status="skipped", value={}, reason="not planned")
+    return EXIT_OK
+
+
+def _run_plan(job: Job, events: Events) -> int:
+    k = _Kernel(job)
+    timers = _Timers(k, flush_all=False)
+    cache = _ArgsCache(job.spec, job.options.seed, k.backend)
+    events.emit("ready", pid=os.getpid(), **k.timings())
+    return plan_loop(job, events, lambda p: _time_one(k, cache, timers, p, job.options, events))
 
 
 def _run_ncu(job: Job, events: Events) -> int:
@@ -359,7 +522,13 @@ def _run_probe(job: Job, events: Events) -> int:
     return EXIT_OK
 
 
-_RUNNERS = {"info": _run_info, "time": _run_time, "ncu": _run_ncu, "probe": _run_probe}
+_RUNNERS = {
+    "info": _run_info,
+    "time": _run_time,
+    "ncu": _run_ncu,
+    "probe": _run_probe,
+    "plan": _run_plan,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -368,6 +537,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m klaraptor.gpu.worker JOBFILE", file=sys.stderr)
         return 2
+    os.environ[IN_WORKER_ENV] = "1"
     with open(argv[0], "rb") as fh:
         header = read_header(fh)
         events = Events(header["events"])

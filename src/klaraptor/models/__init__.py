@@ -3,6 +3,8 @@
 Every model implements the contract of `klaraptor.models.base` (a `Model`, usually a
 `TemplateModel`); `klaraptor.models.checks.check_model` tests a model against it. Built-in:
 
+- `scaling`: anchored at the times measured at the largest training size, hot below the L2 and
+  L2-flushed beyond it, with one growth law per kernel (`klaraptor.models.scaling`);
 - `mwp_cwp`: the faithful KLARAPTOR model (MWP-CWP with the synchronisation cost);
 - `time_fit`: the measured time fitted per configuration as a rational function of D;
 - `saake`: SAAKE's abstract kernel emulation of the SASS, fitted per configuration (docs/saake.md).
@@ -31,6 +33,7 @@ __all__ = [
 
 # name -> "module:attribute" of a zero-argument factory, imported on first use.
 _BUILTIN: dict[str, str] = {
+    "scaling": "klaraptor.models.scaling_model:ScalingModel",
     "mwp_cwp": "klaraptor.models.mwp_cwp:MwpCwpModel",
     "time_fit": "klaraptor.models.time_fit:TimeFitModel",
     "saake": "klaraptor.models.saake.model:SaakeModel",

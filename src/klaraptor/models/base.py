@@ -39,7 +39,7 @@ from klaraptor.training import (
     fit_metric,
     hardware_inputs,
 )
-from klaraptor.types import BLOCK_VARS, WARP_SIZE, Block, KernelAttributes
+from klaraptor.types import BLOCK_VARS, WARP_SIZE, Block, DataSize, KernelAttributes
 
 # Exactly known per-kernel sub-programs every template calls (never fitted).
 KERNEL_QUANTITIES: tuple[str, ...] = ("blocks", "threads", "regs", "smem")
@@ -51,6 +51,8 @@ class HelperJob:
 
     `candidates` are the blocks that can launch (in canonical order); `rejected` the others with
     why. `sync_per_warp` is the static barrier count from the PTX (None when unknown).
+    `arg_bytes` are the bytes of the array arguments `make_args` builds at some sizes (the
+    argument footprint, exact; empty when unknown).
     """
 
     spec: KernelSpec
@@ -61,6 +63,7 @@ class HelperJob:
     rejected: dict[Block, str] = field(default_factory=dict)
     sync_per_warp: float | None = None
     fit: FitOptions = field(default_factory=FitOptions)
+    arg_bytes: tuple[tuple[DataSize, int], ...] = ()
 
     def subset(self, sizes: Sequence[Any]) -> HelperJob:
         """The same job trained on some of its sizes only (model-selection folds)."""
@@ -80,6 +83,22 @@ class HelperJob:
             max_grid=profile.max_grid_dim,
             data_ranges=[(p.lo, p.hi) for p in spec.data],
         )
+
+    def tune_once(self) -> int | None:
+        """Index of the candidate measured fastest (hot) at the largest training size: what a
+        user who tunes once would launch everywhere (None when none was timed there)."""
+        sizes = self.train.sizes()
+        if not sizes:
+            return None
+        L = np.array(sizes[-1].values(), dtype=np.float64)
+        index = {b: i for i, b in enumerate(self.candidates)}
+        best, t_best = None, math.inf
+        for i in range(self.train.n):
+            b = tuple(int(v) for v in self.train.blocks[i])
+            t = float(self.train.derived[i].get("time_ms", math.nan))
+            if b in index and np.array_equal(self.train.D[i], L) and t < t_best:
+                best, t_best = index[b], t
+        return best
 
     def noise_band(self) -> float:
         """The median relative IQR of the training timings: the tie band of choices."""
@@ -188,7 +207,12 @@ class TemplateModel(Model):
             hw=hw,
             clock_mhz=job.profile.sm_clock_mhz,
             band=job.noise_band(),
-            info={"fits": report, "attributes": job.attrs.to_dict(), "device": job.profile.key},
+            info={
+                "fits": report,
+                "attributes": job.attrs.to_dict(),
+                "device": job.profile.key,
+                "tune_once": job.tune_once(),
+            },
             data_ranges=tuple((p.lo, p.hi) for p in spec.data),
         )
         return helper, report

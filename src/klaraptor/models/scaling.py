@@ -1,6 +1,6 @@
 """Anchored, cache-regime-aware scaling of t(config, D): the "scaling" model.
 
-Why this form (benchmarks/results/h200/extrapolation_study.md has the evidence):
+Why this form (docs/extrapolation.md and benchmarks/results/h200/ANALYSIS.md have the evidence):
 - The best evidence about a configuration is its time at the largest training size L, where every
   candidate is timed. Per-configuration growth laws fitted from 3-5 small sizes reorder
   near-ties by noise, and on the recorded H200 suite a ×2 fold inside the training data shows
@@ -56,7 +56,6 @@ __all__ = [
     "GrowthLaw",
     "ScalingFit",
     "ScalingTable",
-    "adaptive_topk",
     "exact_quantities",
     "fit_scaling",
     "pade_factor",
@@ -389,9 +388,6 @@ class ScalingFit:
         z = 2.0 * (x - 1.0) / (x + 1.0)
         return self.band * (2.0 if cold else 1.0) + self.drift * (-z if z < 0.0 else z)
 
-    def topk(self, D: Sequence[float], kmax: int = 8) -> list[int]:
-        return adaptive_topk(self.predict(D), self.band_at(D), self.tune_once, kmax)
-
     # -- the rational program -------------------------------------------------------------------
     def to_program(self, name: str = "scaling", clock_mhz: float = 1000.0) -> Program:
         """Inputs: the data names and ``cfg``; outputs ``cycles`` (ms × clock), ``time_ms``,
@@ -462,22 +458,6 @@ class ScalingFit:
             "drift": self.drift,
             "report": self.report,
         }
-
-
-def adaptive_topk(pred: np.ndarray, band: float, must: int, kmax: int = 8) -> list[int]:
-    """Candidates to try online: the best prediction, then the next while its predicted gap to
-    the best is within the band (at most `kmax`), and always `must` (tune-once's block)."""
-    score = np.where(np.isfinite(pred), pred, np.inf)
-    order = np.argsort(score, kind="stable")
-    out = [int(order[0])]
-    limit = score[order[0]] * (1.0 + band)
-    for c in order[1:]:
-        if len(out) >= kmax or not score[c] <= limit:
-            break
-        out.append(int(c))
-    if must not in out:
-        out.append(int(must))
-    return out
 
 
 def _deviations(
@@ -573,15 +553,16 @@ def fit_scaling(
     hot = ~tab.cold
     if not hot.any():
         raise FitError("scaling: no hot timing in the training table")
+    if not (tab.cfg[hot] < n_cfg).all() or not (tab.cfg >= 0).all():
+        raise FitError(f"scaling: candidate indices outside 0..{n_cfg - 1}")
     s_ref = float(s_all[hot].max())
     D_ref = tuple(float(v) for v in tab.D[hot][np.argmax(s_all[hot])])
     a_hot = _hot_at(tab, n_cfg, s_ref)
-    if np.isnan(a_hot).any():
-        missing = np.flatnonzero(np.isnan(a_hot)).tolist()
-        raise FitError(
-            f"scaling: candidates {missing[:10]} have no timing at the largest size; the plan "
-            "times every candidate there"
-        )
+    missing = np.flatnonzero(np.isnan(a_hot)).tolist()
+    # A candidate without a time at L (it failed there) has no anchor: it is never chosen.
+    a_hot[np.isnan(a_hot)] = np.inf
+    if not np.isfinite(a_hot).any():
+        raise FitError("scaling: no candidate has a hot timing at the largest training size")
     spread_ref = tab.spread[hot & (s_all == s_ref)]
     band = float(np.nanmedian(spread_ref)) if np.isfinite(spread_ref).any() else 0.0
 
@@ -592,10 +573,18 @@ def fit_scaling(
     if mc.any():
         a_cold[tab.cfg[mc]] = tab.time_ms[mc]
         measured[tab.cfg[mc]] = True
-        ratio = float(np.median(a_cold[measured] / a_hot[measured]))
-        a_cold[~measured] = a_hot[~measured] * max(1.0, ratio)
+        measured &= np.isfinite(a_hot)
+        a_cold[~np.isfinite(a_hot)] = np.inf
+        if measured.any():
+            ratio = float(np.median(a_cold[measured] / a_hot[measured]))
+            a_cold[~measured] = a_hot[~measured] * max(1.0, ratio)
 
-    report: dict[str, Any] = {"s_ref": s_ref, "band": band, "cold_measured": int(measured.sum())}
+    report: dict[str, Any] = {
+        "s_ref": s_ref,
+        "band": band,
+        "cold_measured": int(measured.sum()),
+        "missing_at_L": missing,
+    }
     smaller = sorted({float(v) for v in s_all[hot] if v < s_ref}, reverse=True)
 
     # Shared growth law from the median ratio to L at each smaller size.

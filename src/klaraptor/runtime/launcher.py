@@ -4,9 +4,10 @@ The per-call path is: read D (precompiled readers), one dict lookup of the launc
 D, the CuPy launch. Everything else (evaluating the helper program, range checks, history) runs
 once per new D.
 
-Online refinement (`refine=k`, opt-in): for a new D, the first k real calls launch the model's
-top-k blocks in turn, each bracketed by CUDA events on the caller's stream; no extra launches
-and no synchronisation are added. Once every event has completed (checked without blocking on
+Online refinement (`refine=k`, opt-in): for a new D, the first real calls launch the blocks of
+`Selector.refine_blocks(D, k)` in turn (the model's best and the next ones within its band at
+D, at most k, plus the block measured fastest at the largest training size), each bracketed by
+CUDA events on the caller's stream; no extra launches and no synchronisation are added. Once every event has completed (checked without blocking on
 later calls), the fastest measured block is pinned for that D and persisted as a 'refined'
 history row, so the next process starts with it.
 """
@@ -102,10 +103,12 @@ class TunedKernel:
         D = self.spec.read_data(args)  # checked: integer, inside the sane range
         sel: Selection = self.selector.select(D)
         plan = _Plan(D, sel.grid, sel.block, self._smem(D, sel.block))
-        if self.refine > 1 and sel.source == "model" and len(sel.topk) > 1:
-            for block, _ in sel.topk[: self.refine]:
-                grid = self.selector.grid_for(D, block)
-                plan.todo.append((block, grid, self._smem(D, block)))
+        if self.refine > 1 and sel.source == "model":
+            blocks = self.selector.refine_blocks(D, self.refine)
+            if len(blocks) > 1:
+                for block in blocks:
+                    grid = self.selector.grid_for(D, block)
+                    plan.todo.append((block, grid, self._smem(D, block)))
         key = self._read(args)
         try:
             hash(key)

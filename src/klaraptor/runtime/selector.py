@@ -1,7 +1,8 @@
 """Selector: the launch configuration for a call's data parameters, cached per D.
 
 `select(D)` evaluates the helper program over every candidate once per new D (tens of
-microseconds) and then answers from an in-memory cache (a dict lookup). Every new D is also
+microseconds) and then answers from an in-memory cache (a dict lookup). `refine_blocks(D)` is the
+adaptive list online refinement tries for a new D (`adaptive_topk`). Every new D is also
 queued for the store's invocation history, written in batches so the store never sits on the
 per-call path; choices refined online (measured on real calls) are persisted the same way and
 preferred over the model when a later process starts.
@@ -57,6 +58,31 @@ class Selection:
     # How far D lies outside the training sizes ("" inside them), e.g. "N=4096 is 2.7× the
     # largest training size N=1536".
     extrapolated: str = ""
+
+
+# Most blocks online refinement tries for one D (tune-once's block may come on top).
+REFINE_KMAX = 8
+
+
+def adaptive_topk(
+    pred: np.ndarray, band: float, must: int | None, kmax: int = REFINE_KMAX
+) -> list[int]:
+    """Candidates to try online: the best prediction, then the next ones while their predicted
+    gap to the best is within `band` (at most `kmax`), and always `must` (the block measured
+    fastest at the largest training size) when it has a prediction. NaN/inf never qualify."""
+    score = np.where(np.isfinite(pred), pred, np.inf)
+    order = np.argsort(score, kind="stable")
+    if not score[order[0]] < np.inf:
+        return []
+    out = [int(order[0])]
+    limit = score[order[0]] * (1.0 + max(float(band), 0.0))
+    for c in order[1:]:
+        if len(out) >= kmax or not score[c] <= limit:
+            break
+        out.append(int(c))
+    if must is not None and 0 <= must < score.size and must not in out and score[must] < np.inf:
+        out.append(int(must))
+    return out
 
 
 @dataclass(frozen=True)
@@ -290,6 +316,20 @@ class Selector:
             self._cache(sel)
             self._queue(sel)
         return sel
+
+    def refine_blocks(self, D: Any, kmax: int = REFINE_KMAX) -> list[Block]:
+        """The blocks online refinement tries at D: the model's best, then the next ones while
+        the predicted gap is within the model's band at D (its `band` output, else the build's
+        noise band), at most `kmax`, plus the block measured fastest at the largest training
+        size. Once per new D (it evaluates every output), never on the per-call path."""
+        key = self.schema.parse(D)
+        pred = self.helper.predict(key)
+        ms = np.where(pred.valid, pred.ms, np.inf)
+        band_out = pred.outputs.get("band")
+        band = float(band_out[0]) if band_out is not None else float(self.helper.band)
+        must = self.helper.info.get("tune_once")
+        top = adaptive_topk(ms, band, None if must is None else int(must), max(1, int(kmax)))
+        return [self.helper.candidates[i] for i in top]
 
     def extrapolation(self, D: DataSize) -> str:
         """How far D lies outside the training sizes, in words ("" inside them or unknown)."""

@@ -54,11 +54,14 @@ class CollectFacts:
     attributes_assumed: dict[str, str] = field(default_factory=dict)
     # Measurements brought in from other tools: {"tool", "source", "points", "date", ...}.
     imports: tuple[dict[str, Any], ...] = ()
+    # Bytes of the array arguments `make_args` builds, per D (values): the argument footprint.
+    arg_bytes: tuple[tuple[tuple[int, ...], int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "attributes_assumed": dict(self.attributes_assumed),
             "imports": [dict(i) for i in self.imports],
+            "arg_bytes": [[list(D), int(b)] for D, b in self.arg_bytes],
             "device_name": self.device_name,
             "attributes": None if self.attributes is None else self.attributes.to_dict(),
             "ptx_barriers": self.ptx_barriers,
@@ -92,6 +95,9 @@ class CollectFacts:
                     str(k): str(v) for k, v in (d.get("attributes_assumed") or {}).items()
                 },
                 imports=tuple(dict(i) for i in d.get("imports") or ()),
+                arg_bytes=tuple(
+                    (tuple(int(v) for v in D), int(b)) for D, b in d.get("arg_bytes") or ()
+                ),
             )
         except (TypeError, ValueError, AttributeError, SpecError) as exc:
             raise StoreError(f"malformed collect facts {dict(d)}: {exc}") from None

@@ -21,6 +21,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from klaraptor.device_profile import DeviceProfile
 from klaraptor.errors import KlaraptorError, StoreError
 from klaraptor.store.connection import HINT, StoreFile
 from klaraptor.store.records import (
@@ -266,6 +267,15 @@ class Store(StoreFile):
     def device_profile(self, key: str) -> dict[str, Any] | None:
         rows = self._read("SELECT profile FROM device_profiles WHERE key = ?", (key,))
         return self._object(rows[0][0], f"device profile {key!r}") if rows else None
+
+    def cached_profile(self, key: str) -> DeviceProfile | None:
+        """The device profile cached under `key` (see DeviceProfile.key), or None."""
+        data = self.device_profile(key)
+        return None if data is None else DeviceProfile.from_dict(data)
+
+    def save_profile(self, profile: DeviceProfile) -> None:
+        """Cache a device profile under its key."""
+        self.put_device_profile(profile.key, profile.to_dict())
 
     def device_profiles(self) -> dict[str, dict[str, Any]]:
         """All cached profiles, key → profile dict."""

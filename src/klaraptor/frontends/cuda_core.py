@@ -1,0 +1,259 @@
+"""cuda.core front-end: kernels compiled with `cuda.core.Program`, launched with `cuda.core.launch`.
+
+    from klaraptor.frontends.cuda_core import compile_kernel
+    scale = klaraptor.tune(data={"n": "n"}, grid="ceil(n / bx)")(compile_kernel(SRC, "scale"))
+    scale(x, y, np.int32(n))
+
+`compile_kernel(source, name, options)` compiles CUDA C++ with cuda.core's Program for the
+current GPU and keeps the source and NVRTC options beside the kernel: klaraptor measures the
+kernel from them (the CuPy backend compiles the same source with the same options). A tuned call
+launches with `launch(stream, LaunchConfig(grid=..., block=..., shmem_size=...), kernel, *args)`,
+the LaunchConfig cached per data size. cuda.core passes a Python int as a pointer, so array
+arguments (CuPy arrays, torch tensors, anything with `__cuda_array_interface__`) are turned into
+their device addresses; the first call's arrays also give the shapes klaraptor measures with.
+Scalars must have the C type of the parameter (np.int32(n) for an `int`), as with cuda.core.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from klaraptor.errors import MissingDependencyError, SpecError
+from klaraptor.frontends.cupy_wrap import c_param_names
+from klaraptor.frontends.torch import TorchBridge, is_tensor, stream_handle
+from klaraptor.spec import KernelSpec
+
+_FLAG_OPTIONS = {
+    "--use_fast_math": ("use_fast_math", True),
+    "-use_fast_math": ("use_fast_math", True),
+    "-lineinfo": ("lineinfo", True),
+    "--generate-line-info": ("lineinfo", True),
+    "-G": ("debug", True),
+    "--device-debug": ("debug", True),
+    "--extra-device-vectorization": ("extra_device_vectorization", True),
+    "-default-device": ("device_as_default_execution_space", True),
+    "--device-as-default-execution-space": ("device_as_default_execution_space", True),
+}
+_VALUE_OPTIONS = {
+    "std": "std",
+    "maxrregcount": "max_register_count",
+    "ftz": "ftz",
+    "prec-div": "prec_div",
+    "prec-sqrt": "prec_sqrt",
+    "fmad": "fma",
+}
+_VALUE = re.compile(r"^--?([a-z-]+)=(.+)$")
+
+
+def cuda_core_module() -> Any:
+    """The cuda.core namespace with Program, LaunchConfig and launch (new or experimental)."""
+    try:
+        import cuda.core as core
+
+        if hasattr(core, "launch") and hasattr(core, "Program"):
+            return core
+    except ImportError:
+        pass
+    try:
+        import cuda.core.experimental as core
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "cuda.core kernels need cuda-python's cuda.core: pip install 'klaraptor[cuda-core]'"
+        ) from exc
+    return core
+
+
+def program_options_kwargs(options: Sequence[str]) -> dict[str, Any]:
+    """cuda.core ProgramOptions keywords for NVRTC options (SpecError naming one it cannot map)."""
+    kw: dict[str, Any] = {}
+    macros: list[Any] = []
+    includes: list[str] = []
+    for opt in options:
+        if opt in _FLAG_OPTIONS:
+            key, value = _FLAG_OPTIONS[opt]
+            kw[key] = value
+        elif opt.startswith(("-D", "--define-macro=")):
+            text = opt.removeprefix("--define-macro=").removeprefix("-D")
+            name, eq, value = text.partition("=")
+            macros.append((name, value) if eq else name)
+        elif opt.startswith(("-I", "--include-path=")):
+            includes.append(opt.removeprefix("--include-path=").removeprefix("-I"))
+        elif (m := _VALUE.match(opt)) and m.group(1) in _VALUE_OPTIONS:
+            key, text = _VALUE_OPTIONS[m.group(1)], m.group(2)
+            if key == "std":
+                kw[key] = text
+            elif key == "max_register_count":
+                kw[key] = int(text)
+            else:
+                kw[key] = text.lower() == "true"
+        else:
+            raise SpecError(
+                f"NVRTC option {opt!r} has no cuda.core ProgramOptions equivalent klaraptor knows "
+                "(--std=, --use_fast_math, -D, -I, -lineinfo, -G, --maxrregcount=, --ftz=, "
+                "--prec-div=, --prec-sqrt=, --fmad=, --extra-device-vectorization, "
+                "--device-as-default-execution-space)"
+            )
+    if macros:
+        kw["define_macro"] = macros
+    if includes:
+        kw["include_path"] = includes
+    return kw
+
+
+@dataclass
+class CoreKernel:
+    """A cuda.core Kernel with the source and NVRTC options it was compiled from."""
+
+    kernel: Any
+    source: str
+    name: str
+    options: tuple[str, ...]
+    device_id: int = 0
+
+
+def compile_kernel(
+    source: str, name: str, options: Sequence[str] = ("--std=c++17",), *, device_id: int = 0
+) -> CoreKernel:
+    """Compile `name` in `source` with cuda.core for GPU `device_id` (made current).
+
+    `options` are NVRTC options, translated to cuda.core ProgramOptions. The kernel must be
+    `extern "C"` so klaraptor finds it by name."""
+    core = cuda_core_module()
+    dev = core.Device(device_id)
+    dev.set_current()
+    cc = dev.compute_capability
+    arch = f"sm_{cc[0]}{cc[1]}"
+    program = core.Program(
+        source,
+        code_type="c++",
+        options=core.ProgramOptions(arch=arch, **program_options_kwargs(options)),
+    )
+    module = program.compile("cubin")
+    return CoreKernel(module.get_kernel(name), source, name, tuple(options), device_id)
+
+
+class _ExternalStream:
+    """A stream handle for `Device.create_stream` (the `__cuda_stream__` protocol)."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = int(ptr)
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.ptr)
+
+
+def array_pointer(a: Any) -> int:
+    """The device address of an array argument (CuPy array, anything with the CUDA array
+    interface); Python ints and NumPy scalars pass unchanged."""
+    data = getattr(a, "data", None)
+    ptr = getattr(data, "ptr", None)
+    if isinstance(ptr, int):
+        return ptr
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    return a
+
+
+_CUPY_PTR = operator.attrgetter("data.ptr")
+
+
+def _is_cupy(a: Any) -> bool:
+    return type(a).__name__ == "ndarray" and (type(a).__module__ or "").startswith("cupy")
+
+
+def _is_array(a: Any) -> bool:
+    return hasattr(a, "__cuda_array_interface__") or _is_cupy(a)
+
+
+class CoreAdapter:
+    """What `klaraptor.tune` needs from a `CoreKernel`."""
+
+    frontend = "cuda.core"
+    array_kind = "cupy"  # measured by the CuPy backend from the same source and options
+    ints_are_pointers = True
+
+    def __init__(self, ck: CoreKernel) -> None:
+        self.core = cuda_core_module()
+        self.ck = ck
+        self.function_name = ck.name
+        self.param_names = c_param_names(ck.source, ck.name)
+        self.base_name = f"cuda_core.{ck.name}"
+        self._default_stream: Any = None
+        self._streams: dict[int, Any] = {}
+
+    def bind(self, args: Sequence[Any]) -> None:
+        """Nothing to bind: cuda.core checks argument types at launch."""
+
+    def check_call(self, args: Sequence[Any]) -> None:
+        """No per-size check for cuda.core kernels."""
+
+    def make_spec(self, **fields: Any) -> KernelSpec:
+        return KernelSpec(
+            source=self.ck.source, kernel=self.ck.name, options=self.ck.options, **fields
+        )
+
+    def stream_for(self, ptr: int) -> Any:
+        s = self._streams.get(ptr)
+        if s is None:
+            if not ptr:  # the legacy default stream
+                return self._default_stream
+            dev = self.core.Device(self.ck.device_id)
+            s = self._streams[ptr] = dev.create_stream(_ExternalStream(ptr))
+        return s
+
+    def launcher(
+        self,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        smem: int,
+        torch: TorchBridge | None,
+        args: Sequence[Any],
+    ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
+        """(launch on the current stream, launch on a given stream) for one configuration."""
+        core, kernel = self.core, self.ck.kernel
+        launch = core.launch
+        config = core.LaunchConfig(grid=grid, block=block, shmem_size=smem)
+        if self._default_stream is None:
+            self._default_stream = core.Device(self.ck.device_id).default_stream
+        default = self._default_stream
+        if torch is not None:
+            tconvs = torch.pointer_converters(args, as_numpy=False)
+            getters = {i: tconvs[i] for i, a in enumerate(args) if is_tensor(a)}
+        else:
+            getters = {}
+        # Only array positions are converted (CuPy arrays by a C attribute getter).
+        for i, a in enumerate(args):
+            if i not in getters and _is_array(a):
+                getters[i] = _CUPY_PTR if _is_cupy(a) else array_pointer
+        items = tuple(getters.items())
+
+        def pointers(args: tuple[Any, ...]) -> list[Any]:
+            out = list(args)
+            for i, get in items:
+                out[i] = get(out[i])
+            return out
+
+        stream_for = self.stream_for
+
+        def go_on(args: tuple[Any, ...], stream: Any) -> None:
+            if not (type(stream).__module__ or "").startswith("cuda.core"):
+                stream = stream_for(stream_handle(stream))  # torch, CuPy, Numba or a handle
+            launch(stream, config, kernel, *pointers(args))
+
+        if torch is not None:
+            current = torch.current_stream
+
+            def go_torch(args: tuple[Any, ...]) -> None:
+                launch(stream_for(current()), config, kernel, *pointers(args))
+
+            return go_torch, go_on
+
+        def go(args: tuple[Any, ...]) -> None:
+            launch(default, config, kernel, *pointers(args))
+
+        return go, go_on

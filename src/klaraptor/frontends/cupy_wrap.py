@@ -1,0 +1,174 @@
+"""CuPy front-end: `klaraptor.tune` over a `cupy.RawKernel` (or `RawModule.get_function(name)`).
+
+The kernel is measured from its own source and NVRTC options (the CuPy backend compiles the
+same module), and launched through the user's RawKernel object itself:
+`raw(grid, block, args, shared_mem=..., stream=...)`. With torch tensors the arguments become
+device addresses and the launch goes to torch's current stream (`frontends.torch`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from klaraptor.errors import SpecError
+from klaraptor.frontends.torch import TorchBridge, stream_handle
+from klaraptor.spec import KernelSpec
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+_LAST_IDENT = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*$")
+_OPT_IN_ABOVE = 48 * 1024
+
+
+def is_raw_kernel(obj: Any) -> bool:
+    """Whether `obj` is a cupy.RawKernel (without importing CuPy)."""
+    t = type(obj)
+    return t.__name__ == "RawKernel" and (t.__module__ or "").startswith("cupy")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split a parameter list on the commas outside (), <>, [] and {}."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "(<[{":
+            depth += 1
+        elif ch in ")>]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur))
+    return parts
+
+
+def c_param_names(source: str, kernel: str) -> tuple[str, ...] | None:
+    """The parameter names of the `__global__` function `kernel` in CUDA C++ `source`, or None
+    when they cannot be read (unnamed parameters, macros)."""
+    text = _COMMENT.sub(" ", source)
+    for m in re.finditer(rf"\b{re.escape(kernel)}\s*\(", text):
+        start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
+        if not re.search(r"\b__global__\b", text[start + 1 : m.start()]):
+            continue
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            i += 1
+        params = text[m.end() : i - 1].strip()
+        if not params or params == "void":
+            return ()
+        names = []
+        for p in _split_top(params):
+            p = p.split("=")[0].strip()
+            ident = _LAST_IDENT.search(p)
+            if ident is None or len(p.split()) < 2 and "*" not in p:
+                return None
+            names.append(ident.group(1))
+        return tuple(names)
+    return None
+
+
+def cupy_stream(stream: Any) -> Any:
+    """A stream CuPy launches on: CuPy's own as given; torch, Numba, cuda.core streams and raw
+    handles as `cupy.cuda.ExternalStream` (0: the null stream)."""
+    if (type(stream).__module__ or "").startswith("cupy"):
+        return stream
+    import cupy
+
+    ptr = stream_handle(stream)
+    return cupy.cuda.Stream.null if not ptr else cupy.cuda.ExternalStream(ptr)
+
+
+class CupyAdapter:
+    """What `klaraptor.tune` needs from a CuPy RawKernel."""
+
+    frontend = "cupy"
+    array_kind = "cupy"
+    ints_are_pointers = False
+
+    def __init__(self, raw: Any) -> None:
+        # Some fields are Cython attributes without Python accessors; the pickling state has all.
+        try:
+            state = dict(raw.__getstate__())
+        except (AttributeError, TypeError):
+            state = {}
+
+        def field(name: str, default: Any = None) -> Any:
+            return state.get(name, getattr(raw, name, default))
+
+        problems = []
+        if field("code") is None:
+            problems.append(
+                "it was loaded from a cubin/PTX file; klaraptor measures kernels compiled from "
+                "their source, so give the RawModule code="
+            )
+        if field("name_expressions"):
+            problems.append(
+                "it is a C++ template instance (name_expressions); wrap it in an "
+                '`extern "C" __global__` kernel'
+            )
+        if field("backend", "nvrtc") != "nvrtc":
+            problems.append(f"backend {field('backend')!r}: klaraptor compiles with NVRTC")
+        for flag in ("jitify", "translate_cucomplex", "enable_cooperative_groups"):
+            if field(flag, False):
+                problems.append(f"{flag}=True is not supported")
+        if problems:
+            raise SpecError(
+                f"cannot tune the RawKernel {field('name', '?')!r}: " + "; ".join(problems)
+            )
+        self.raw = raw
+        self.function_name = str(raw.name)
+        self.source = str(raw.code)
+        self.options = tuple(raw.options)
+        self.param_names = c_param_names(self.source, self.function_name)
+        self.base_name = f"cupy.{self.function_name}"
+
+    def bind(self, args: Sequence[Any]) -> None:
+        """Nothing to bind: a RawKernel takes any arguments its C signature accepts."""
+
+    def check_call(self, args: Sequence[Any]) -> None:
+        """No per-size check for CuPy kernels."""
+
+    def make_spec(self, **fields: Any) -> KernelSpec:
+        return KernelSpec(
+            source=self.source, kernel=self.function_name, options=self.options, **fields
+        )
+
+    def launcher(
+        self,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        smem: int,
+        torch: TorchBridge | None,
+        args: Sequence[Any],
+    ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
+        """(launch on the current stream, launch on a given stream) for one configuration."""
+        raw = self.raw
+        if smem > _OPT_IN_ABOVE and smem > raw.max_dynamic_shared_size_bytes:
+            raw.max_dynamic_shared_size_bytes = smem
+        if torch is None:
+
+            def go_on(args: tuple[Any, ...], stream: Any) -> None:
+                raw(grid, block, args, shared_mem=smem, stream=cupy_stream(stream))
+
+            # A partial runs in C: the same call a user writes, nothing between.
+            if smem:
+                return functools.partial(raw, grid, block, shared_mem=smem), go_on
+            return functools.partial(raw, grid, block), go_on
+        import cupy
+
+        convs = torch.pointer_converters(args, as_numpy=True)
+        streams: dict[int, Any] = {0: cupy.cuda.Stream.null}
+        current, given = torch.current_stream, torch.stream_ptr
+
+        def on(args: tuple[Any, ...], ptr: int) -> None:
+            s = streams.get(ptr)
+            if s is None:
+                s = streams[ptr] = cupy.cuda.ExternalStream(ptr)
+            raw(grid, block, tuple([c(a) for c, a in zip(convs, args)]), shared_mem=smem, stream=s)
+
+        return (lambda args: on(args, current())), (lambda args, stream: on(args, given(stream)))

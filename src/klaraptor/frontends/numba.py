@@ -1,0 +1,287 @@
+"""Numba front-end: `klaraptor.tune` over a `numba.cuda.jit` kernel.
+
+- Binding: a tuned Numba kernel is bound to one signature, the one its build measures: the
+  kernel's first signature when it was compiled eagerly (`@cuda.jit("void(float32[::1], ...)")`),
+  else the argument types of its first call. Calls whose arguments do not match it are refused
+  with an error naming each mismatching argument (checked on the first call of every new data
+  size; Numba itself refuses mismatches of eager kernels on every call).
+- Measuring: a `NumbaKernelSpec` carries the dispatcher (pickled by Numba: the Python function
+  and its options) and the bound argument types to the collection worker, which runs it on the
+  Numba backend (`gpu.backend_numba`); builds are keyed by the function's source, its Numba
+  options, the signature and the numba-cuda version.
+- Launching: `kernel[grid, block, stream, smem](*args)`, the configured launcher cached per
+  data size; torch tensors are passed as they are (Numba reads `__cuda_array_interface__`, no
+  copy) on torch's current stream through `cuda.external_stream`.
+
+Under Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) binding and launching work the same on the
+CPU; measuring needs a GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from klaraptor.errors import SpecError
+from klaraptor.frontends.torch import TorchBridge, is_tensor, stream_handle
+from klaraptor.gpu.backend_numba import is_simulator, numba_cuda
+from klaraptor.spec import KernelSpec
+
+# Numba options that change the generated code (the others are bookkeeping).
+_CODEGEN_OPTIONS = (
+    "debug",
+    "lineinfo",
+    "opt",
+    "fastmath",
+    "link",
+    "max_registers",
+    "launch_bounds",
+    "lto",
+    "shared_memory_carveout",
+    "inline",
+    "forceinline",
+)
+
+
+class SignatureError(SpecError):
+    """Arguments that do not match the signature a tuned Numba kernel is bound to."""
+
+
+def is_numba_kernel(obj: Any) -> bool:
+    """Whether `obj` is a `numba.cuda.jit` kernel (a dispatcher, or the simulator's)."""
+    t = type(obj)
+    return (t.__module__ or "").startswith("numba") and hasattr(obj, "py_func")
+
+
+@dataclass(frozen=True)
+class NumbaKernelSpec(KernelSpec):
+    """A KernelSpec whose kernel is a Numba dispatcher bound to `argtypes`.
+
+    `source` is the Python source of the kernel function (for the fingerprint), `kernel` its
+    name, `options` the Numba options and the signature as text."""
+
+    backend: ClassVar[str] = "numba"
+    numba_kernel: Any = field(default=None, compare=False, hash=False)
+    argtypes: tuple[Any, ...] = ()
+
+    def kernel_source_problem(self) -> str:
+        if self.numba_kernel is None or not hasattr(self.numba_kernel, "py_func"):
+            return "a NumbaKernelSpec needs numba_kernel, a numba.cuda.jit kernel"
+        if not self.argtypes:
+            return "a NumbaKernelSpec needs argtypes, the signature it measures and launches"
+        return ""
+
+
+def numba_types(args: Sequence[Any], kernel: Any) -> tuple[Any, ...]:
+    """Numba's types of call arguments, as the dispatcher sees them (CUDA array interface
+    objects, device arrays, NumPy arrays and scalars)."""
+    typeof_pyval = getattr(kernel, "typeof_pyval", None)
+    if typeof_pyval is not None and not is_simulator():
+        return tuple(typeof_pyval(a) for a in args)
+    from numba import typeof
+
+    out = []
+    for a in args:
+        if hasattr(a, "copy_to_host"):  # simulator device arrays
+            a = a.copy_to_host()
+        elif is_tensor(a):
+            a = a.detach().cpu().numpy() if not a.is_cuda else a
+        out.append(typeof(a))
+    return tuple(out)
+
+
+def signature_problems(
+    expected: Sequence[Any], given: Sequence[Any], names: Sequence[str] = ()
+) -> list[str]:
+    """Why arguments of types `given` cannot be passed where `expected` is declared.
+
+    Arrays must agree in dtype and dimensions, and in layout unless the declared one is 'A'
+    (any); scalars may be converted by Numba and always pass."""
+    from numba.core import types
+
+    problems = []
+    if len(expected) != len(given):
+        return [f"{len(given)} arguments given, the signature has {len(expected)}"]
+    for i, (e, g) in enumerate(zip(expected, given)):
+        label = f"argument {i}" + (f" ({names[i]})" if i < len(names) else "")
+        if e == g:
+            continue
+        if isinstance(e, types.Array) and isinstance(g, types.Array):
+            if e.dtype == g.dtype and e.ndim == g.ndim and e.layout in ("A", g.layout):
+                continue
+        elif isinstance(e, types.Number) and isinstance(g, (types.Number, types.Boolean)):
+            continue
+        elif isinstance(e, types.Boolean) and isinstance(g, (types.Number, types.Boolean)):
+            continue
+        problems.append(f"{label} is {g}, the signature declares {e}")
+    return problems
+
+
+def _format_types(ts: Sequence[Any]) -> str:
+    return "(" + ", ".join(str(t) for t in ts) + ")"
+
+
+class NumbaAdapter:
+    """What `klaraptor.tune` needs from a Numba kernel."""
+
+    frontend = "numba"
+    array_kind = "numba"
+    ints_are_pointers = False
+
+    def __init__(self, kernel: Any) -> None:
+        self.cuda = numba_cuda()
+        self.kernel = kernel
+        self.py_func = kernel.py_func
+        self.function_name = self.py_func.__name__
+        self.param_names = tuple(inspect.signature(self.py_func).parameters)
+        module = (self.py_func.__module__ or "main").replace("__main__", "main")
+        self.base_name = f"numba.{module}.{self.py_func.__qualname__}".replace("<locals>.", "")
+        self.argtypes: tuple[Any, ...] = ()
+        self.simulator = type(kernel).__name__ == "FakeCUDAKernel"
+        self._external: dict[int, Any] = {}
+
+    # -- binding -----------------------------------------------------------------------------
+
+    def declared_signature(self) -> tuple[Any, ...] | None:
+        """The kernel's first signature when it was compiled eagerly (no compilation allowed
+        for other types), else None."""
+        if self.simulator or getattr(self.kernel, "_can_compile", True):
+            return None
+        sigs = list(getattr(self.kernel, "signatures", ()) or ())
+        return tuple(sigs[0]) if sigs else None
+
+    def bind(self, args: Sequence[Any]) -> None:
+        """Bind to the declared signature (checking the call against it) or the call's types."""
+        given = numba_types(args, self.kernel)
+        declared = self.declared_signature()
+        if declared is not None:
+            self._check(declared, given, "was compiled for")
+            self.argtypes = declared
+        else:
+            self.argtypes = given
+
+    def check_call(self, args: Sequence[Any]) -> None:
+        """SignatureError unless the arguments match the bound signature."""
+        self._check(self.argtypes, numba_types(args, self.kernel), "is bound to")
+
+    def _check(self, expected: Sequence[Any], given: Sequence[Any], verb: str) -> None:
+        problems = signature_problems(expected, given, self.param_names)
+        if problems:
+            raise SignatureError(
+                f"Numba kernel {self.function_name} {verb} {_format_types(expected)}, but is "
+                f"called with {_format_types(given)}:\n  - "
+                + "\n  - ".join(problems)
+                + "\n(klaraptor measures and launches one signature per tuned kernel: convert "
+                "the arguments, or tune another kernel for the other types)"
+            )
+
+    # -- the spec ------------------------------------------------------------------------------
+
+    def source_text(self) -> str:
+        try:
+            return inspect.getsource(self.py_func)
+        except (OSError, TypeError):  # defined where no source file exists (a REPL)
+            code = self.py_func.__code__
+            blob = repr((code.co_code, code.co_consts, code.co_names)).encode()
+            return f"# {self.function_name}: bytecode sha256 {hashlib.sha256(blob).hexdigest()}"
+
+    def options_text(self) -> tuple[str, ...]:
+        opts = getattr(self.kernel, "targetoptions", {}) or {}
+        try:
+            from importlib.metadata import version
+
+            numba_cuda_version = version("numba-cuda")
+        except Exception:  # noqa: BLE001 - the numba built into old numba releases
+            import numba
+
+            numba_cuda_version = f"numba {numba.__version__}"
+        return (
+            f"numba-cuda {numba_cuda_version}",
+            *(f"{k}={opts[k]!r}" for k in _CODEGEN_OPTIONS if k in opts),
+            f"signature={_format_types(self.argtypes)}",
+        )
+
+    def make_spec(self, **fields: Any) -> NumbaKernelSpec:
+        if not self.argtypes:
+            raise SpecError(f"Numba kernel {self.function_name} is not bound to a signature yet")
+        return NumbaKernelSpec(
+            source=self.source_text(),
+            kernel=self.function_name,
+            options=self.options_text(),
+            numba_kernel=self.kernel,
+            argtypes=self.argtypes,
+            **fields,
+        )
+
+    # -- launching -----------------------------------------------------------------------------
+
+    def native_stream(self, stream: Any) -> Any:
+        """A stream Numba launches on: Numba's own and 0 as given; torch, CuPy, cuda.core streams
+        and raw handles wrapped (`cuda.external_stream`, one per handle)."""
+        if (
+            (isinstance(stream, int) and stream == 0)
+            or self.simulator
+            or (type(stream).__module__ or "").startswith("numba")
+        ):
+            return stream
+        ptr = stream_handle(stream)
+        if not ptr:
+            return 0
+        s = self._external.get(ptr)
+        if s is None:
+            s = self._external[ptr] = self.cuda.external_stream(ptr)
+        return s
+
+    def launcher(
+        self,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        smem: int,
+        torch: TorchBridge | None,
+        args: Sequence[Any],
+    ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
+        """(launch on the current stream, launch on a given stream) for one configuration."""
+        kernel = self.kernel
+        native = self.native_stream
+
+        def go_on(args: tuple[Any, ...], stream: Any) -> None:
+            kernel[grid, block, native(stream), smem](*args)
+
+        if self.simulator:  # the simulator's kernel[...] configures the kernel object itself
+
+            def go_sim(args: tuple[Any, ...]) -> None:
+                kernel[grid, block, 0, smem](*args)
+
+            return go_sim, go_on
+        if torch is None:
+            configured = kernel[grid, block, 0, smem]
+
+            def go(args: tuple[Any, ...]) -> None:
+                configured(*args)
+
+            return go, go_on
+        cuda = self.cuda
+        streams: dict[int, Any] = {}
+        current, given, check = torch.current_stream, torch.stream_ptr, torch.check
+
+        def on(args: tuple[Any, ...], ptr: int) -> None:
+            check(args)
+            s = streams.get(ptr)
+            if s is None:
+                s = streams[ptr] = cuda.external_stream(ptr) if ptr else 0
+            kernel[grid, block, s, smem](*args)
+
+        return (lambda args: on(args, current())), (lambda args, stream: on(args, given(stream)))
+
+
+def device_args(host_args: Sequence[Any]) -> tuple[Any, ...]:
+    """Host arguments with NumPy arrays moved to Numba device arrays (for tests and examples)."""
+    cuda = numba_cuda()
+    return tuple(
+        cuda.to_device(a) if isinstance(a, np.ndarray) and a.ndim > 0 else a for a in host_args
+    )

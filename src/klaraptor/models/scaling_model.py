@@ -1,0 +1,158 @@
+"""The registered `scaling` model: `klaraptor.models.scaling` behind the model contract.
+
+A `HelperJob` becomes the scaling model's arrays (`ScalingTable`: hot and L2-flushed timings per
+point; exact waves and padding per candidate from the spec's grid formula and the occupancy
+calculator; the argument footprint from the bytes `make_args` builds at the collected sizes), is
+fitted by `fit_scaling`, and its rational program (`ScalingFit.to_program`) becomes the helper
+program's model. The helper's tie band is 0: the scaling model ranks by measured times, and a
+tie rule (occupancy, fewer threads) would override a measurement by a heuristic. The program's
+`band` output (the timing band at L plus the drift seen inside the training data, scaled to the
+extrapolation) sizes the online top-k at run time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from klaraptor.errors import BuildError, FitError
+from klaraptor.helper import HelperProgram
+from klaraptor.models.base import HelperJob, Model
+from klaraptor.models.scaling import Footprint, ScalingTable, exact_quantities, fit_scaling
+from klaraptor.types import DataSize
+
+__all__ = ["ScalingModel", "argument_footprint", "scaling_table"]
+
+
+def argument_footprint(
+    names: Sequence[str], arg_bytes: Sequence[tuple[DataSize, int]]
+) -> Footprint | None:
+    """The exact polynomial through the argument bytes measured at several sizes (None with
+    fewer than two sizes: a footprint cannot be extrapolated from one)."""
+    pts = sorted({tuple(D.values()): int(b) for D, b in arg_bytes}.items())
+    if len(pts) < 2:
+        return None
+    D = np.array([p[0] for p in pts], dtype=np.float64)
+    return Footprint.fit_exact(tuple(names), D, [p[1] for p in pts], source="arguments")
+
+
+def scaling_table(job: HelperJob) -> ScalingTable:
+    """The job's points as the scaling model's table: a hot row per timed point, a cold row per
+    L2-flushed timing, with each point's exact fractional waves."""
+    index = {b: i for i, b in enumerate(job.candidates)}
+    train = job.train
+    assert train.cold_ms is not None and train.cold_spread is not None
+    waves = _waves_by_size(job)
+    D, cfg, ms, cold, spread, w = [], [], [], [], [], []
+    for i in range(train.n):
+        b = tuple(int(v) for v in train.blocks[i])
+        if b not in index:
+            continue
+        c = index[b]
+        key = tuple(int(v) for v in train.D[i])
+        rows = [(float(train.derived[i]["time_ms"]), False, float(train.spread[i]))]
+        if math.isfinite(train.cold_ms[i]):
+            rows.append((float(train.cold_ms[i]), True, float(train.cold_spread[i])))
+        for t, is_cold, sp in rows:
+            D.append(train.D[i])
+            cfg.append(c)
+            ms.append(t)
+            cold.append(is_cold)
+            spread.append(sp)
+            w.append(waves[key][c])
+    if not cfg:
+        raise BuildError(f"{job.spec.name}: no training point of a launchable candidate")
+    return ScalingTable(
+        D=np.array(D, dtype=np.float64).reshape(len(cfg), -1),
+        cfg=np.array(cfg),
+        time_ms=np.array(ms),
+        cold=np.array(cold),
+        spread=np.array(spread),
+        waves=np.array(w),
+    )
+
+
+def _exact(job: HelperJob, D: DataSize) -> Any:
+    attrs = {"num_regs": job.attrs.num_regs, "static_smem": job.attrs.static_smem}
+    return exact_quantities(
+        job.spec,
+        job.candidates,
+        dict(D.items()),
+        attrs,
+        cc=tuple(job.profile.cc),  # type: ignore[arg-type]
+        sm_count=job.profile.sm_count,
+    )
+
+
+def _waves_by_size(job: HelperJob) -> dict[tuple[int, ...], np.ndarray]:
+    return {D.values(): _exact(job, D).waves for D in job.train.sizes()}
+
+
+class ScalingModel(Model):
+    """Registry name ``"scaling"`` (see the module docstring and `klaraptor.models.scaling`)."""
+
+    name = "scaling"
+    needs_counters = False
+    needs_measurements = True
+
+    def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
+        spec = job.spec
+        sizes = job.train.sizes()
+        tab = scaling_table(job)
+        L = sizes[-1]
+        exact = {D: _exact(job, D) for D in sizes}
+        unpadded = {
+            float(np.prod(D.values())): q.launched_threads <= q.launched_threads.min() * (1 + 1e-9)
+            for D, q in exact.items()
+        }
+        footprint = argument_footprint(spec.data_names, job.arg_bytes)
+        try:
+            fit = fit_scaling(
+                tab,
+                len(job.candidates),
+                data_names=spec.data_names,
+                footprint=footprint,
+                l2_bytes=float(job.profile.l2_bytes),
+                waves_ref=exact[L].waves,
+                unpadded=unpadded,
+            )
+        except FitError as exc:
+            raise BuildError(f"{spec.name}: the scaling model cannot be fitted: {exc}") from None
+        program = fit.to_program(self.name, clock_mhz=job.profile.sm_clock_mhz)
+        report: dict[str, Any] = {
+            "n_points": int(tab.cfg.size),
+            "cold_points": int(tab.cold.sum()),
+            "anchor": list(L.values()),
+            "tune_once": fit.tune_once,
+            "footprint": None
+            if footprint is None
+            else {
+                "source": footprint.source,
+                "bytes_at_anchor": float(footprint.bytes([L.values()])[0]),
+                "l2_bytes": float(job.profile.l2_bytes),
+            },
+            "scaling": fit.to_dict(),
+        }
+        helper = HelperProgram(
+            kernel=spec.name,
+            model_name=self.name,
+            data_names=spec.data_names,
+            candidates=tuple(job.candidates),
+            model=program,
+            admit=job.admit(),
+            hw={},
+            clock_mhz=job.profile.sm_clock_mhz,
+            band=0.0,
+            info={
+                "tune_once": fit.tune_once,
+                "attributes": job.attrs.to_dict(),
+                "device": job.profile.key,
+                "noise_band": fit.band,
+                "drift": fit.drift,
+            },
+            data_ranges=tuple((p.lo, p.hi) for p in spec.data),
+        )
+        return helper, report

@@ -1,0 +1,135 @@
+"""The budgeted build on recorded data (no GPU): the plan's sub-sample of the recorded points,
+its cost against tune-once, `model="auto"`'s rule, `plan()` and online refinement's list."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from klaraptor import suite
+from klaraptor.build import build, make_job, plan
+from klaraptor.build import model_selection as ms
+from klaraptor.build.planned import ladder_sizes
+from klaraptor.errors import BuildError
+
+KERNEL = "polybench.gemm.gemm"
+
+
+@pytest.fixture()
+def store(recorded, tmp_path: Path):  # noqa: ANN001, ANN201
+    names = [KERNEL, "polybench.conv3d.conv3d", "polybench.atax.k1"]
+    s = recorded.to_store(tmp_path / "r.sqlite", kernels=names)
+    yield s
+    s.close()
+
+
+def _build(recorded, store, name: str = KERNEL, **kw):  # noqa: ANN001, ANN003, ANN202
+    spec = suite.get(name)
+    return spec, build(
+        spec,
+        spec.meta["train_sizes"],
+        store=store,
+        device=recorded.profile(),
+        collect_data=False,
+        progress=False,
+        **kw,
+    )
+
+
+def test_default_build_is_budgeted_and_uses_only_the_plans_points(recorded, store) -> None:  # noqa: ANN001
+    spec, kern = _build(recorded, store)
+    rep = kern.report
+    plan = rep.collect["plan"]
+    assert rep.model == "scaling" and rep.collect["measured"] is False
+    assert plan["spent_s"] <= 1.5 * plan["tune_once_s"] + 1e-9 and plan["ratio"] > 1.3
+    counts = plan["counts"]
+    assert rep.fits["n_points"] == counts["time"] + counts["cold"]
+    assert rep.fits["cold_points"] == counts["cold"] > 0
+    # Every candidate timed hot at L; the smaller sizes only for some of them.
+    n = len(kern.helper.candidates)
+    assert counts["time"] < 3 * n and rep.fits["anchor"] == [1536]
+    assert rep.fits["footprint"]["source"] == "arguments"
+    # Tune-once's block is the best measured at L, and online refinement always tries it.
+    at_L = {b: v[0] for (D, b), v in recorded.kernels[KERNEL].times().items() if D["N"] == 1536}
+    best = kern.helper.candidates[kern.helper.info["tune_once"]]
+    assert best == min(at_L, key=at_L.get)
+    for N in (2048, 4096, 8192):
+        blocks = kern.selector.refine_blocks(N)
+        assert best in blocks and blocks[0] == kern.select(N).block and len(blocks) <= 9
+
+
+def test_the_budgeted_build_never_sees_counters_it_did_not_pay_for(recorded, store) -> None:  # noqa: ANN001
+    atax = "polybench.atax.k1"
+    with pytest.raises(BuildError, match="no training point has hardware counters"):
+        _build(recorded, store, atax, model="mwp_cwp")
+    _, full = _build(recorded, store, atax, model="mwp_cwp", budget=None)
+    assert full.report.collect is None and full.helper.model_name == "mwp_cwp"
+
+
+def test_full_build_uses_every_recorded_point(recorded, store) -> None:  # noqa: ANN001
+    spec, kern = _build(recorded, store, model="scaling", budget=None)
+    kd = recorded.kernels[KERNEL]
+    assert kern.report.fits["n_points"] == len(kd.time) - sum(
+        D["N"] not in spec.meta["train_sizes"] for D, _ in kd.times()
+    ) + len(kd.cold)
+
+
+@pytest.mark.parametrize("budget", [0.5, float("inf"), float("nan")])
+def test_a_budget_below_one_is_refused(recorded, store, budget: float) -> None:  # noqa: ANN001
+    with pytest.raises(BuildError, match="budget must be a number >= 1"):
+        _build(recorded, store, budget=budget)
+
+
+def test_the_3d_plan_stays_within_its_budget(recorded, store) -> None:  # noqa: ANN001
+    _, kern = _build(recorded, store, name="polybench.conv3d.conv3d", model="scaling")
+    plan = kern.report.collect["plan"]
+    assert plan["ratio"] <= 1.5 + 1e-9
+    # 3DCONV's ladder: L = 96, M = 48 (no size <= 24)
+    assert kern.report.fits["scaling"]["D_ref"] == [96.0]
+
+
+def test_ladder_sizes_by_product() -> None:
+    spec = suite.get(KERNEL)
+    L, smaller = ladder_sizes([spec.size(n) for n in (256, 512, 768, 1024, 1536)])
+    assert L["N"] == 1536 and [D["N"] for D in smaller] == [768, 256]
+
+
+def test_plan_shows_the_budgeted_plan_and_its_cost(recorded, store) -> None:  # noqa: ANN001
+    spec = suite.get(KERNEL)
+    full = plan(spec, budget=None)
+    assert len(full) == 5 * 51 and all(p.status == "measure" for p in full)
+    dry = plan(spec)
+    assert {p.D["N"] for p in dry} == {1536, 768, 256}
+    assert "budgeted plan" in dry.format() and dry.executed is None
+    known = plan(spec, store=store, device=recorded.profile())
+    assert known.executed is not None and known.executed.ratio <= 1.5
+    assert "tune-once" in known.format()
+
+
+def test_auto_keeps_scaling_unless_a_fold_beats_it_clearly(recorded, store, monkeypatch) -> None:  # noqa: ANN001
+    spec = suite.get(KERNEL)
+    job = make_job(
+        spec, store, recorded.profile(), [spec.size(n) for n in spec.meta["train_sizes"]]
+    )
+    band = job.noise_band()
+    scores = {"scaling": 1.02, "time_fit": 1.02 * (1 - band), "mwp_cwp": 1.5}
+    monkeypatch.setattr(ms, "fold_score", lambda job, name: {"r": scores[name]})
+    assert ms.select_model(job)[0] == "scaling"  # better, but within twice the band
+    scores["time_fit"] = 1.02 * (1 - 3 * band)
+    assert ms.select_model(job)[0] == "time_fit"
+    scores["time_fit"] = np.inf
+    assert ms.select_model(job)[0] == "scaling"
+
+
+def test_the_fold_ignores_blocks_padded_at_M_or_L(recorded, store) -> None:  # noqa: ANN001
+    spec = suite.get("polybench.conv3d.conv3d")
+    job = make_job(
+        spec, store, recorded.profile(), [spec.size(n) for n in spec.meta["train_sizes"]]
+    )
+    fold = ms.fold_score(job, "scaling")
+    assert fold["sizes"] == [[32], [48], [96]]
+    clean = ms._unpadded(job, spec.size(48)) & ms._unpadded(job, spec.size(96))
+    assert fold["compared"] == int(clean.sum()) < len(job.candidates)
+    assert tuple(fold["block"]) in {b for b, c in zip(job.candidates, clean) if c}

@@ -1,0 +1,312 @@
+"""Front-ends on a GPU: Numba collection (timing, counters, attributes) and, per front-end, a
+tuned launch that is bit-identical to a plain launch with the configuration it chose.
+
+The builds here are small on purpose (two sizes, blocks that are multiples of 128, timing only,
+the committed H200 profile instead of microbenchmarks): they test the front-ends, not the
+models. Every test prints what it did (shown when it fails).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import klaraptor
+from klaraptor.gpu.collect import CollectOptions, collect
+from klaraptor.gpu.ncu import find_ncu
+from klaraptor.store import Store
+
+try:  # the Numba kernels below need numba.cuda at module level (Numba compiles their globals)
+    from numba import cuda, float32
+except ImportError:  # the other front-ends are tested without it
+    cuda = float32 = None
+
+pytestmark = pytest.mark.gpu
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+SRC = r"""
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}"""
+N = 1 << 20
+# Short timing and bounded waits: one device batch runs all of this.
+FAST = dict(
+    min_time_ms=5.0, max_repeats=20, timeout_s=30.0, startup_timeout_s=90.0, ncu_stall_s=60.0
+)
+SMALL = dict(
+    sizes=[1 << 16, 1 << 17],
+    model="time_fit",
+    constraints=("bx % 128 == 0",),
+    collect_options=CollectOptions(**FAST, counters=False),
+)
+
+
+def saxpy_nb(a, x, y, n):  # noqa: ANN001 - a Numba kernel (compiled in the tests)
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = a * x[i] + y[i]
+
+
+def rotate_nb(a, out, n):  # noqa: ANN001 - a Numba kernel with shared memory and a barrier
+    s = cuda.shared.array(1024, dtype=float32)
+    i = cuda.grid(1)
+    t = cuda.threadIdx.x
+    s[t] = a[i] if i < n else 0.0
+    cuda.syncthreads()
+    if i < n:
+        out[i] = s[(t + 1) % cuda.blockDim.x]
+
+
+def need_numba() -> None:
+    if cuda is None:
+        pytest.skip("numba is not installed")
+
+
+def show(what: str, **facts: object) -> None:
+    print(f"[{what}] " + json.dumps(facts, default=str), flush=True)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Store:  # noqa: ANN001
+    return Store(tmp_path_factory.mktemp("frontends") / "s.sqlite")
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def test_numba_collect_gpu(store: Store, h200) -> None:  # noqa: ANN001
+    """Numba backend: compile, attributes, barrier count, timing and ncu counters."""
+    need_numba()
+    t = klaraptor.tune(
+        data={"n": "n"},
+        grid="ceil(n / bx)",
+        store=store,
+        device=h200,
+        on_missing="default",
+        constraints=("bx % 256 == 0",),
+    )(cuda.jit(rotate_nb))
+    host = np.arange(4096, dtype=np.float32)
+    a = cuda.to_device(host)
+    out = cuda.to_device(np.zeros(4096, np.float32))
+    t(a, out, 4096)
+    cuda.synchronize()
+    assert np.array_equal(out.copy_to_host(), np.roll(host.reshape(16, 256), -1, axis=1).ravel())
+    ncu = find_ncu(None)
+    t0 = time.perf_counter()
+    rep = collect(
+        t.spec,
+        [1 << 16],
+        store=store,
+        device=h200,
+        options=CollectOptions(**FAST, counters=ncu is not None),
+        progress=False,
+    )
+    facts = store.collect_facts(t.spec.name, h200.key)
+    show(
+        "numba collect",
+        wall_s=round(time.perf_counter() - t0, 1),
+        report=rep.format(),
+        attributes=facts.attributes.to_dict(),
+        barriers=facts.ptx_barriers,
+        ncu=ncu,
+    )
+    assert rep.count("time", "ok") == 4, rep.format()
+    assert facts.attributes.num_regs > 0 and facts.attributes.static_smem == 4096
+    assert facts.ptx_barriers == 1
+    times = {
+        m.block: m.value["median_ms"]
+        for m in store.measurements(t.spec.name, h200.key, "time", "ok")
+    }
+    assert all(0 < v < 1.0 for v in times.values()), times
+    if ncu is not None:
+        assert rep.count("ncu", "ok") == 4, rep.format()
+        row = store.measurements(t.spec.name, h200.key, "ncu", "ok")[0].value
+        show("numba ncu row", keys=sorted(row)[:12], n=len(row))
+
+
+def test_numba_tuned_gpu_bit_identical(store: Store, h200) -> None:  # noqa: ANN001
+    need_numba()
+    kernel = cuda.jit(saxpy_nb)
+    t = klaraptor.tune(data={"n": "n"}, grid="ceil(n / bx)", store=store, device=h200, **SMALL)(
+        kernel
+    )
+    rng = np.random.default_rng(1)
+    x = cuda.to_device(rng.random(N, dtype=np.float32))
+    y0 = rng.random(N, dtype=np.float32)
+    y = cuda.to_device(y0)
+    t0 = time.perf_counter()
+    t(np.float32(1.5), x, y, N)
+    build_s = time.perf_counter() - t0
+    grid, block, smem = t.plan_for(np.float32(1.5), x, y, N)
+    y_plain = cuda.to_device(y0)
+    kernel[grid, block, 0, smem](np.float32(1.5), x, y_plain, N)
+    cuda.synchronize()
+    show("numba tuned", name=t.name, first_call_s=round(build_s, 1), grid=grid, block=block)
+    assert t.kernel is not None and t.kernel.report.model == "time_fit"
+    assert block[0] % 128 == 0
+    assert same_bits(y.copy_to_host(), y_plain.copy_to_host())
+    # A CuPy stream handed to the Numba kernel is wrapped (cuda.external_stream), not refused.
+    import cupy as cp
+
+    side = cp.cuda.Stream(non_blocking=True)
+    y_side = cuda.to_device(y0)
+    t(np.float32(1.5), x, y_side, N, stream=side)
+    side.synchronize()
+    assert same_bits(y_side.copy_to_host(), y_plain.copy_to_host())
+
+
+def test_cupy_tuned_gpu_bit_identical(store: Store, h200) -> None:  # noqa: ANN001
+    import cupy as cp
+
+    raw = cp.RawKernel(SRC, "saxpy")
+    t = klaraptor.tune(
+        data={"n": "n"},
+        grid="ceil(n / bx)",
+        name="gpu_test.saxpy",
+        store=store,
+        device=h200,
+        **SMALL,
+    )(raw)
+    x = cp.random.rand(N, dtype=cp.float32)
+    y0 = cp.random.rand(N, dtype=cp.float32)
+    y, y_plain = y0.copy(), y0.copy()
+    t(np.float32(1.5), x, y, np.int32(N))
+    grid, block, smem = t.plan_for(np.float32(1.5), x, y, np.int32(N))
+    raw(grid, block, (np.float32(1.5), x, y_plain, np.int32(N)), shared_mem=smem)
+    cp.cuda.Device().synchronize()
+    show("cupy tuned", name=t.name, grid=grid, block=block)
+    assert t.kernel is not None
+    assert same_bits(cp.asnumpy(y), cp.asnumpy(y_plain))
+    # A torch stream handed to the CuPy kernel becomes a cupy.cuda.ExternalStream.
+    torch = pytest.importorskip("torch")
+    side = torch.cuda.Stream()
+    y_side = y0.copy()
+    cp.cuda.Device().synchronize()
+    t(np.float32(1.5), x, y_side, np.int32(N), stream=side)
+    side.synchronize()
+    assert same_bits(cp.asnumpy(y_side), cp.asnumpy(y_plain))
+
+
+def test_cuda_core_tuned_gpu_bit_identical(store: Store, h200) -> None:  # noqa: ANN001
+    import cupy as cp
+
+    from klaraptor.frontends.cuda_core import compile_kernel, cuda_core_module
+
+    core = cuda_core_module()
+    ck = compile_kernel(SRC, "saxpy", options=())
+    t = klaraptor.tune(
+        data={"n": "n"},
+        grid="ceil(n / bx)",
+        name="gpu_test.saxpy",
+        store=store,
+        device=h200,
+        **SMALL,
+    )(ck)
+    x = cp.random.rand(N, dtype=cp.float32)
+    y0 = cp.random.rand(N, dtype=cp.float32)
+    y, y_plain = y0.copy(), y0.copy()
+    t(np.float32(1.5), x, y, np.int32(N))
+    grid, block, smem = t.plan_for(np.float32(1.5), x, y, np.int32(N))
+    stream = core.Device().default_stream
+    core.launch(
+        stream,
+        core.LaunchConfig(grid=grid, block=block, shmem_size=smem),
+        ck.kernel,
+        np.float32(1.5),
+        x.data.ptr,
+        y_plain.data.ptr,
+        np.int32(N),
+    )
+    stream.sync()
+    cp.cuda.Device().synchronize()
+    version = getattr(core, "__version__", "?")
+    show("cuda.core tuned", name=t.name, grid=grid, block=block, version=version)
+    assert t.kernel is not None
+    assert same_bits(cp.asnumpy(y), cp.asnumpy(y_plain))
+
+
+def test_torch_tuned_gpu_forward_pass_no_copies(store: Store, h200) -> None:  # noqa: ANN001
+    """CuPy and Numba kernels on torch tensors inside a forward pass, on a side stream."""
+    import cupy as cp
+    import torch
+
+    need_numba()
+    raw = cp.RawKernel(SRC, "saxpy")
+    t_cupy = klaraptor.tune(
+        data={"n": "n"},
+        grid="ceil(n / bx)",
+        name="gpu_test.saxpy",
+        store=store,
+        device=h200,
+        **SMALL,
+    )(raw)
+    nb = cuda.jit(saxpy_nb)
+    t_numba = klaraptor.tune(
+        data={"n": "n"}, grid="ceil(n / bx)", store=store, device=h200, **SMALL
+    )(nb)
+
+    class Net(torch.nn.Module):
+        def __init__(self, tuned, size_type) -> None:  # noqa: ANN001
+            super().__init__()
+            self.tuned, self.size_type = tuned, size_type
+
+        def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            self.tuned(np.float32(1.5), x, y, self.size_type(x.numel()))
+            return y * 2
+
+    # CuPy's kernel takes `int n` (np.int32); the Numba kernel was bound to a Python int (int64).
+    for label, tuned, size_type in (("cupy", t_cupy, np.int32), ("numba", t_numba, int)):
+        x = torch.rand(N, device="cuda")
+        y0 = torch.rand(N, device="cuda")
+        y, y_plain = y0.clone(), y0.clone()
+        ptr = y.data_ptr()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            doubled = Net(tuned, size_type)(x, y)
+        side.synchronize()
+        grid, block, smem = tuned.plan_for(np.float32(1.5), x, y, size_type(N))
+        torch.cuda.synchronize()
+        if label == "cupy":
+            raw(
+                grid,
+                block,
+                (np.float32(1.5), cp.from_dlpack(x), cp.from_dlpack(y_plain), np.int32(N)),
+                shared_mem=smem,
+            )
+        else:
+            nb[grid, block, 0, smem](
+                np.float32(1.5), cuda.as_cuda_array(x), cuda.as_cuda_array(y_plain), N
+            )
+        cp.cuda.Device().synchronize()
+        show(
+            f"torch {label}",
+            name=tuned.name,
+            grid=grid,
+            block=block,
+            built=tuned.kernel is not None,
+        )
+        assert y.data_ptr() == ptr  # written in place: no copy
+        assert same_bits(y.cpu().numpy(), y_plain.cpu().numpy())
+        assert same_bits(doubled.cpu().numpy(), (y * 2).cpu().numpy())
+    with pytest.raises(klaraptor.LaunchError, match="torch tensor on the CPU"):
+        t_cupy(np.float32(1.5), torch.rand(N), torch.rand(N), np.int32(N))
+
+
+def test_torch_custom_op_example_gpu(store: Store, h200) -> None:  # noqa: ANN001
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        import torch_custom_op
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    op, kernel = torch_custom_op.register(store=store, device=h200, **SMALL)
+    err = torch_custom_op.main((op, kernel), batch=1024, width=1024)
+    show("torch custom op", err=err, name=kernel.name)
+    assert err < 1e-5 and kernel.kernel is not None
