@@ -30,13 +30,13 @@ def job_bottleneck(job: HelperJob, D: Any, block: tuple[int, int, int]) -> Sensi
 def kernel_bottleneck(kern: Any, D: Any, block: tuple[int, int, int] | None = None) -> Sensitivity:
     """The sensitivity of a built `klaraptor.build.Kernel` at D (its chosen block by default)."""
     from klaraptor.build import make_job
-    from klaraptor.device_profile import cached_profile, recorded_profile
+    from klaraptor.device_profile import recorded_profile
 
     if kern.spec is None or kern.store is None or kern.report is None:
         raise KlaraptorError(
             f"{kern.name}: the bottleneck needs the kernel's spec, store and build report"
         )
-    profile = cached_profile(kern.store, kern.device_key)
+    profile = kern.store.cached_profile(kern.device_key)
     if profile is None:
         profile = recorded_profile("h200")
         if profile.key != kern.device_key:
