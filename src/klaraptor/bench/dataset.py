@@ -245,6 +245,11 @@ def recorded_path(suite: str) -> Path:
     return Path(str(resources.files("klaraptor") / "data" / RECORDED[suite]))
 
 
+def recorded_suites() -> list[RecordedDataset]:
+    """Every shipped suite's dataset (PolyBench, then Rodinia-style: 44 kernels)."""
+    return [load_recorded(recorded_path(s)) for s in RECORDED]
+
+
 def load_recorded(path: str | Path | None = None) -> RecordedDataset:
     """The shipped PolyBench dataset (or one at `path`; `recorded_path("rodinia")` for the
     Rodinia-style one)."""

@@ -32,23 +32,20 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources as importlib_resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from klaraptor.bench.dataset import RecordedDataset, load_recorded
+from klaraptor.bench.dataset import RecordedDataset, recorded_suites
 
-RODINIA = "h200_rodinia.json.gz"
 WITHIN = 0.02  # "within 2 % of the best"
 VARIANTS = ("saake", "saake_raw", "saake_nocache", "saake_nocache_raw", "mwp_cwp", "time_fit")
 
 
 def datasets() -> list[RecordedDataset]:
     """The recorded PolyBench and Rodinia datasets (44 kernels)."""
-    rod = importlib_resources.files("klaraptor") / "data" / RODINIA
-    return [load_recorded(), load_recorded(Path(str(rod)))]
+    return recorded_suites()
 
 
 @dataclass

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from klaraptor.bench.dataset import RecordedDataset
+from klaraptor.bench.dataset import RecordedDataset, recorded_suites
 
 PARTIAL_NOTE = (
     "partial referee from recorded counters at the largest counter (training) size, NOT Nsight "
@@ -118,10 +118,9 @@ def judge_all(
 
 def write_counter_referee(out: Path, console: Any | None = None) -> dict[str, Any]:
     """bottlenecks_counters.json in `out` (all 44 recorded kernels)."""
-    from klaraptor.bench.saake_eval import datasets
     from klaraptor.provenance import stamp
 
-    result = judge_all(datasets(), console=console)
+    result = judge_all(recorded_suites(), console=console)
     result["provenance"] = stamp(f"klaraptor bench saake --counters --out {out}")
     (out / "bottlenecks_counters.json").write_text(json.dumps(result, indent=1) + "\n")
     return result
