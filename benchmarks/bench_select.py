@@ -84,16 +84,45 @@ def time_each(fn: Callable[[int], Any], n: int) -> list[int]:
     return out
 
 
-def bench_new_d(helper: Any, spec: Any, n: int) -> dict[str, float]:
+def bench_new_d(helper: Any, spec: Any, n: int, lo: int = 101, hi: int = 40000) -> dict[str, float]:
     sel = Selector(helper, spec=spec)
-    sel.select(100)  # warm-up: first-call costs (imports, caches) are not per-D costs
-    for i in range(200):
-        sel.select(20000 + i)
+    for i in range(200):  # warm-up: first-call costs (imports, caches) are not per-D costs
+        sel.select(lo + i)
     sel._hits.clear()
     # Distinct N never seen before (the cache is also cleared above), spread over the range.
-    Ds = [(int(v),) for v in np.linspace(101, 40000, n).round().astype(int)]
-    assert len(set(Ds)) == len(Ds)
-    return summary(time_each(lambda i: sel.select(Ds[i]), n))
+    hi = min(hi, lo + 40000)
+    Ds = [(int(v),) for v in np.unique(np.linspace(lo + 200, hi, n).round().astype(int))]
+    return summary(time_each(lambda i: sel.select(Ds[i]), len(Ds)))
+
+
+RECORDED_KERNELS = ("polybench.gemm.gemm", "polybench.conv3d.conv3d", "rodinia.srad.k1")
+
+
+def bench_recorded_builds(n: int) -> dict[str, Any]:
+    """`select` for a new D with the default build's helper (`auto`, budget 1.5) of real recorded
+    kernels (2D, 3D, Rodinia), built from the shipped H200 measurements as `import-recorded` does."""
+    import tempfile
+
+    from klaraptor import load
+    from klaraptor.bench.dataset import build_recorded, recorded_datasets
+    from klaraptor.store import Store
+
+    datasets = recorded_datasets()
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "recorded.sqlite"
+        for kernel in RECORDED_KERNELS:
+            file = next(f for f, d in datasets.items() if kernel in d.kernels)
+            datasets[file].to_store(path, kernels=[kernel]).close()
+            build_recorded(path, file, kernel)
+            kern = load(kernel, store=Store(path, must_exist=True))
+            lo, hi = kern.spec.data[0].lo, kern.spec.data[0].hi
+            out[kernel] = {
+                "model": kern.helper.model_name,
+                "candidates": len(kern.helper.candidates),
+                "select_new_D": bench_new_d(kern.helper, kern.spec, n, lo=max(lo, 64), hi=hi),
+            }
+    return out
 
 
 def bench_cached(helper: Any, spec: Any, n: int, D: Any) -> dict[str, float]:
@@ -230,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "data_reader": bench_data_reader(spec, n_cached),
         "tuned_call_launch_stubbed": bench_dispatch_stubbed(n_cached),
+        "recorded_default_builds": bench_recorded_builds(n_new),
     }
     gpu = gpu_name()
     if gpu is not None:
@@ -263,6 +293,14 @@ def main(argv: list[str] | None = None) -> int:
         ),
         ("data_reader", results["data_reader"], ""),
         ("TunedKernel, no launch", results["tuned_call_launch_stubbed"], ""),
+        *(
+            (
+                f"new D, {k} ({r['model']}, {r['candidates']})",
+                r["select_new_D"],
+                f"< {TARGET_NEW_US:g}",
+            )
+            for k, r in results["recorded_default_builds"].items()
+        ),
     ]
     launch = results["launch_empty_kernel"]
     if launch is not None:
