@@ -82,14 +82,28 @@ class Kernel:
             trained=report.sizes if report is not None else (),
         )
         self._tuned: dict[int, TunedKernel] = {}
+        self._others: dict[str, Kernel] = {}
 
     @property
     def name(self) -> str:
         return self.helper.kernel
 
-    def select(self, D: Any) -> Selection:
-        """The launch configuration for D (`4096`, `(4096,)`, `{"N": 4096}`, `"N=4096"`)."""
-        return self.selector.select(D)
+    def select(self, D: Any, *, model: str | None = None) -> Selection:
+        """The launch configuration for D (`4096`, `(4096,)`, `{"N": 4096}`, `"N=4096"`).
+
+        `model` chooses with another model's build of this kernel (the store's, or for a model
+        that needs no measurements such as "snowpack", one made now from the spec)."""
+        if model is None or model == self.helper.model_name:
+            return self.selector.select(D)
+        if model not in self._others:
+            from klaraptor.build.api import load
+
+            if self.store is None:
+                raise KlaraptorError(f"{self.name}: select(model=...) needs the kernel's store")
+            self._others[model] = load(
+                self.name, store=self.store, device=self.device_key, model=model, spec=self.spec
+            )
+        return self._others[model].select(D)
 
     def explain(self, D: Any) -> list[CandidateRow]:
         """Every candidate's prediction for D, its rank, or why it was excluded."""

@@ -38,6 +38,7 @@ def add_parser(sub: Any) -> None:
         "--provenance", help="JSON file: GPU, dates, commands, commits of the collection"
     )
     e.set_defaults(bench_func=_export)
+    add_snowpack_parsers(bs)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,3 +154,35 @@ def _export(args: argparse.Namespace) -> int:
     )
     console.print(f"wrote {path}")
     return 0
+
+
+def _train_snowpack(args: argparse.Namespace) -> int:
+    from klaraptor.bench.snowpack_eval import train_command
+
+    return train_command(args)
+
+
+def _snowpack(args: argparse.Namespace) -> int:
+    from klaraptor.bench.snowpack_eval import write_snowpack
+
+    _writable_dir(Path(args.out), "--out")
+    write_snowpack(Path(args.out), console=console, quick=args.quick)
+    return 0
+
+
+def add_snowpack_parsers(bs: Any) -> None:
+    t = bs.add_parser(
+        "train-snowpack",
+        help="train SNOWPACK from every kernel timed in the store (or the recorded suites)",
+    )
+    t.add_argument("--device", help="profile key of the GPU (default: the store's only one)")
+    t.add_argument(
+        "--recorded", action="store_true", help="train on the recorded H200 suites instead"
+    )
+    t.add_argument("--ship", metavar="FILE", help="also write the model to FILE (package data)")
+    t.add_argument("--quick", action="store_true", help="small search (minutes less, worse)")
+    t.set_defaults(bench_func=_train_snowpack)
+    s = bs.add_parser("snowpack", help="SNOWPACK's evaluation (unseen kernels and sizes)")
+    s.add_argument("--out", default="benchmarks/results/h200")
+    s.add_argument("--quick", action="store_true", help="small search (for a smoke run)")
+    s.set_defaults(bench_func=_snowpack)

@@ -4,7 +4,8 @@ Every model implements the contract of `klaraptor.models.base` (a `Model`, usual
 `TemplateModel`); `klaraptor.models.checks.check_model` tests a model against it. Built-in:
 
 - `mwp_cwp`: the faithful KLARAPTOR model (MWP-CWP with the synchronisation cost);
-- `time_fit`: the measured time fitted per configuration as a rational function of D.
+- `time_fit`: the measured time fitted per configuration as a rational function of D;
+- `snowpack`: SNOWPACK's statistical model over static features (no measurements needed).
 
 `model="auto"` in a build is not a model but a choice between registered ones
 (`klaraptor.build.model_selection`).
@@ -32,6 +33,7 @@ __all__ = [
 _BUILTIN: dict[str, str] = {
     "mwp_cwp": "klaraptor.models.mwp_cwp:MwpCwpModel",
     "time_fit": "klaraptor.models.time_fit:TimeFitModel",
+    "snowpack": "klaraptor.models.snowpack.model:SnowpackModel",
 }
 _FACTORIES: dict[str, Callable[[], Model]] = {}
 

@@ -11,8 +11,8 @@ from klaraptor.store.records import (
     HistoryRow,
     KernelRecord,
     Measurement,
-    StatModelRecord,
     StaticFeatures,
+    StatModelRecord,
     TruthDecision,
 )
 from klaraptor.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION

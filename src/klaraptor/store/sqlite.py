@@ -32,8 +32,8 @@ from klaraptor.store.records import (
     HistoryRow,
     KernelRecord,
     Measurement,
-    StatModelRecord,
     StaticFeatures,
+    StatModelRecord,
     TruthDecision,
     dumps,
     now,
@@ -506,11 +506,13 @@ class Store(StoreFile):
         row = (name, device, feature_version, sklearn_version, now(), dumps(dict(info)), blob)
         return int(
             self._write(
-                lambda c: c.execute(
-                    "INSERT INTO stat_models (name, device, feature_version, sklearn_version, "
-                    "created, info, blob) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    row,
-                ).lastrowid
+                lambda c: (
+                    c.execute(
+                        "INSERT INTO stat_models (name, device, feature_version, sklearn_version, "
+                        "created, info, blob) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        row,
+                    ).lastrowid
+                )
             )
         )
 
