@@ -258,6 +258,9 @@ def write_report(args: argparse.Namespace) -> int:
     for m in MODELS:
         console.print(f"\n[bold]{m}[/bold]\n" + format_summary(results[m]))
     console.print(f"wrote {out}/summary.json, pairs.json, table_6_1.md, table_6_2.md and two plots")
+    from klaraptor.bench.snowpack_eval import write_snowpack  # SNOWPACK (issue 12)
+
+    write_snowpack(out, console=console)
     return 0
 
 

@@ -224,6 +224,7 @@ def build(
         device_key=device.key,
         rejected=job.rejected,
         report=report,
+        loader=load,
     )
 
 
@@ -254,7 +255,13 @@ def _build_unmeasured(
     )
     store.put_build(spec.name, device.key, model, helper.to_dict(), report.to_dict(), job.rejected)
     return Kernel(
-        helper, spec=spec, store=store, device_key=device.key, rejected=job.rejected, report=report
+        helper,
+        spec=spec,
+        store=store,
+        device_key=device.key,
+        rejected=job.rejected,
+        report=report,
+        loader=load,
     )
 
 
@@ -359,7 +366,13 @@ def load(
     if spec is None:
         spec = _find_spec(name)
     return Kernel(
-        helper, spec=spec, store=store, device_key=rec.device, rejected=rec.rejected, report=report
+        helper,
+        spec=spec,
+        store=store,
+        device_key=rec.device,
+        rejected=rec.rejected,
+        report=report,
+        loader=load,
     )
 
 

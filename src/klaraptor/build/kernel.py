@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -67,8 +67,11 @@ class Kernel:
         device_key: str,
         rejected: Mapping[Block, str] | None = None,
         report: BuildReport | None = None,
+        loader: Callable[..., Kernel] | None = None,
     ) -> None:
         self.helper = helper
+        # klaraptor.build.load, given by build()/load(): select(model=...) loads other builds.
+        self.loader = loader
         self.spec = spec
         self.store = store
         self.device_key = device_key
@@ -96,11 +99,11 @@ class Kernel:
         if model is None or model == self.helper.model_name:
             return self.selector.select(D)
         if model not in self._others:
-            from klaraptor.build.api import load
-
-            if self.store is None:
-                raise KlaraptorError(f"{self.name}: select(model=...) needs the kernel's store")
-            self._others[model] = load(
+            if self.store is None or self.loader is None:
+                raise KlaraptorError(
+                    f"{self.name}: select(model=...) needs a kernel from build() or load()"
+                )
+            self._others[model] = self.loader(
                 self.name, store=self.store, device=self.device_key, model=model, spec=self.spec
             )
         return self._others[model].select(D)

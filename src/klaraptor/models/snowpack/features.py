@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
 
-FEATURE_SET = f"snowpack-1/isa-{ISA_FEATURE_VERSION}"
+FEATURE_SET = f"snowpack-2/isa-{ISA_FEATURE_VERSION}"
 ARCH = "sm_90"
 RECORDED_FEATURES = "snowpack_features_sm90.json.gz"
 RETRAIN = "`klaraptor bench train-snowpack` (trains it again from the store)"
@@ -108,7 +108,7 @@ STATIC: dict[str, tuple[str, ...]] = {
     "only_reads_memory": ("only_reads_memory",),
     "no_memory_access": ("no_memory_access",),
     "registers": ("registers",),
-    "shared_static_bytes": ("shared_bytes",),
+    "shared_static_bytes": ("ptx_shared_static_bytes",),  # cuobjdump adds the reserved 1 KB
     "local_bytes": ("local_bytes", "stack_bytes"),
     "dynamic_shared": ("dynamic_shared",),
 }
