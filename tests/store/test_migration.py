@@ -30,7 +30,7 @@ def v1_store(tmp_path: Path) -> Path:
 def test_a_3a4d02d_store_is_migrated_and_chooses_as_before(v1_store: Path) -> None:
     expected = json.loads((DATA / "store_v1_3a4d02d.expected.json").read_text())
     with Store(v1_store) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 2
+        assert store.schema_version() == SCHEMA_VERSION == 3
         assert store.check() == []
         rec = store.kernel(KERNEL)
         assert rec is not None and rec.data_names == ("N",)
@@ -51,9 +51,9 @@ def test_a_3a4d02d_store_is_migrated_and_chooses_as_before(v1_store: Path) -> No
                 assert [list(s.block), list(s.grid), s.source] == want[n], (model, n)
         history = store.history(KERNEL, device)
         assert any(r.source == "refined" and r.D == {"N": 4096} for r in history)
-    # Opening again finds schema 2: nothing to migrate.
+    # Opening again finds the current schema: nothing to migrate.
     with Store(v1_store) as store:
-        assert store.schema_version() == 2
+        assert store.schema_version() == SCHEMA_VERSION
 
 
 def test_a_malformed_schema_1_build_is_a_clear_error(v1_store: Path) -> None:

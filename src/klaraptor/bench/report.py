@@ -644,6 +644,11 @@ def write_report(args: argparse.Namespace, providers: Sequence[Provider] = ()) -
     console.print(
         f"wrote {out}/summary.json, pairs.json, losses.md, folds.md, three tables and two plots"
     )
+    # SNOWPACK (issue 12) beside the default build's choices just scored.
+    from klaraptor.bench.snowpack_eval import write_snowpack
+
+    auto = {(p.kernel, p.N): (p.r("klaraptor") - 1) * 100 for r in everything for p in r.pairs}
+    write_snowpack(out, console=console, auto=auto, command=command)
     return 0
 
 

@@ -234,6 +234,8 @@ def build(
             f"budget must be a number >= 1 (a multiple of tune-once's cost) or None, got {budget!r}"
         )
     store = store or Store()
+    if model != "auto" and not get_model(model).needs_measurements:
+        return _build_unmeasured(spec, model, store, device, t0)
     size_list = training_sizes(spec, sizes)
     executor = None
     if client is not None:
@@ -326,6 +328,7 @@ def build(
         device_key=device.key,
         rejected=job.rejected,
         report=report,
+        loader=load,
     )
 
 
@@ -389,6 +392,60 @@ def _run_budgeted(
     return device, executed, out
 
 
+def _build_unmeasured(
+    spec: KernelSpec, model: str, store: Store, device: DeviceProfile | None, t0: float
+) -> Kernel:
+    """A model that needs no measurements (e.g. snowpack): no collection, no training sizes."""
+    from klaraptor.store import KernelRecord
+
+    mdl = get_model(model)
+    if device is None:
+        device = current_profile(store) if gpu_available() else _profile_of(store, None)
+    if store.kernel(spec.name) is None:
+        store.put_kernel(
+            KernelRecord(spec.name, spec.fingerprint(), spec.data_names, spec.to_summary())
+        )
+    if store.cached_profile(device.key) is None:
+        store.save_profile(device)
+    job = mdl.static_job(spec, device, store)
+    helper, fits = mdl.make_helper(job)
+    report = BuildReport(
+        sizes=[],
+        model=model,
+        fit_wall_s=time.perf_counter() - t0,
+        total_wall_s=time.perf_counter() - t0,
+        fits=fits,
+        device_driver=device.driver,
+    )
+    store.put_build(spec.name, device.key, model, helper.to_dict(), report.to_dict(), job.rejected)
+    return Kernel(
+        helper,
+        spec=spec,
+        store=store,
+        device_key=device.key,
+        rejected=job.rejected,
+        report=report,
+        loader=load,
+    )
+
+
+def _profile_of(store: Store, key: str | None) -> DeviceProfile:
+    """The profile of GPU `key` (the store's, else the recorded H200's); None: the GPU the
+    shipped SNOWPACK model was trained on."""
+    from klaraptor.device_profile import recorded_profile
+    from klaraptor.models.snowpack.model import load_regressor
+
+    if key is None:
+        key = load_regressor(store).device
+    found = store.cached_profile(key)
+    if found is not None:
+        return found
+    h200 = recorded_profile("h200")
+    if h200.key == key:
+        return h200
+    raise BuildError(f"no device profile {key!r} in {store.path}; measure it (klaraptor device)")
+
+
 def load(
     name: str,
     *,
@@ -415,6 +472,11 @@ def load(
         here = query_device()
         device = here.key
     rec = store.latest_build(name, device, model)
+    if rec is None and model is not None and not get_model(model).needs_measurements:
+        spec = spec or _find_spec(name)
+        if spec is not None:  # the zero-measurement path: built now from the spec alone
+            prof = _profile_of(store, device) if device is not None or here is None else here
+            return build(spec, model=model, store=store, device=prof)
     if rec is None:
         builds = store.builds(name)
         if not builds:
@@ -468,7 +530,13 @@ def load(
     if spec is None:
         spec = _find_spec(name)
     return Kernel(
-        helper, spec=spec, store=store, device_key=rec.device, rejected=rec.rejected, report=report
+        helper,
+        spec=spec,
+        store=store,
+        device_key=rec.device,
+        rejected=rec.rejected,
+        report=report,
+        loader=load,
     )
 
 

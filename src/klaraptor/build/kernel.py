@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -67,8 +67,11 @@ class Kernel:
         device_key: str,
         rejected: Mapping[Block, str] | None = None,
         report: BuildReport | None = None,
+        loader: Callable[..., Kernel] | None = None,
     ) -> None:
         self.helper = helper
+        # klaraptor.build.load, given by build()/load(): select(model=...) loads other builds.
+        self.loader = loader
         self.spec = spec
         self.store = store
         self.device_key = device_key
@@ -82,14 +85,28 @@ class Kernel:
             trained=report.sizes if report is not None else (),
         )
         self._tuned: dict[int, TunedKernel] = {}
+        self._others: dict[str, Kernel] = {}
 
     @property
     def name(self) -> str:
         return self.helper.kernel
 
-    def select(self, D: Any) -> Selection:
-        """The launch configuration for D (`4096`, `(4096,)`, `{"N": 4096}`, `"N=4096"`)."""
-        return self.selector.select(D)
+    def select(self, D: Any, *, model: str | None = None) -> Selection:
+        """The launch configuration for D (`4096`, `(4096,)`, `{"N": 4096}`, `"N=4096"`).
+
+        `model` chooses with another model's build of this kernel (the store's, or for a model
+        that needs no measurements such as "snowpack", one made now from the spec)."""
+        if model is None or model == self.helper.model_name:
+            return self.selector.select(D)
+        if model not in self._others:
+            if self.store is None or self.loader is None:
+                raise KlaraptorError(
+                    f"{self.name}: select(model=...) needs a kernel from build() or load()"
+                )
+            self._others[model] = self.loader(
+                self.name, store=self.store, device=self.device_key, model=model, spec=self.spec
+            )
+        return self._others[model].select(D)
 
     def explain(self, D: Any) -> list[CandidateRow]:
         """Every candidate's prediction for D, its rank, or why it was excluded."""

@@ -43,7 +43,9 @@ def add_parser(sub: Any) -> None:
     sk = bs.add_parser("saake", help="SAAKE's Table 1, search and bottlenecks (recorded data)")
     sk.add_argument("--out", default="benchmarks/results/h200")
     sk.add_argument("--kernels", default=None, help="comma-separated names (default: all 44)")
-    sk.add_argument("--sol", default=None, help="sol.json of scripts/device_saake_sol.py")
+    sk.add_argument(
+        "--sol", default=None, help="sol.json of the device speed-of-light run (docs/saake.md)"
+    )
     sk.add_argument(
         "--counters", action="store_true", help="partial referee from recorded counters only"
     )
@@ -58,6 +60,7 @@ def add_parser(sub: Any) -> None:
         "--provenance", help="JSON file: GPU, dates, commands, commits of the collection"
     )
     e.set_defaults(bench_func=_export)
+    add_snowpack_parsers(bs)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -180,3 +183,57 @@ def _export(args: argparse.Namespace) -> int:
     )
     console.print(f"wrote {path}")
     return 0
+
+
+def _train_snowpack(args: argparse.Namespace) -> int:
+    from klaraptor.bench.snowpack_eval import train_snowpack
+    from klaraptor.models.snowpack.learner import save_regressor
+
+    store = open_store(args, must_exist=not args.recorded)
+    reg, report = train_snowpack(
+        None if args.recorded else store,
+        recorded=args.recorded,
+        device=args.device,
+        quick=args.quick,
+    )
+    if args.recorded:  # kept in the user's store too (from the store, training saved it)
+        save_regressor(store, reg)
+    console.print(
+        f"trained SNOWPACK on {len(report['kernels'])} kernels ({report['rows']} rows): kept "
+        f"{reg.learner} ({reg.target}), validated mean S "
+        f"{report['learners'][reg.learner]['mean_S_pct']:.2f}% "
+        f"(svr {report['learners']['svr']['mean_S_pct']:.2f}%, "
+        f"hgb {report['learners']['hgb']['mean_S_pct']:.2f}%)"
+    )
+    for name, why in report["skipped"].items():
+        console.print(f"  skipped {name}: {why}", markup=False)
+    if args.ship:
+        Path(args.ship).write_bytes(reg.to_bytes())
+        console.print(f"wrote {args.ship} ({Path(args.ship).stat().st_size} bytes)")
+    return 0
+
+
+def _snowpack(args: argparse.Namespace) -> int:
+    from klaraptor.bench.snowpack_eval import write_snowpack
+
+    _writable_dir(Path(args.out), "--out")
+    write_snowpack(Path(args.out), console=console, quick=args.quick)
+    return 0
+
+
+def add_snowpack_parsers(bs: Any) -> None:
+    t = bs.add_parser(
+        "train-snowpack",
+        help="train SNOWPACK from every kernel timed in the store (or the recorded suites)",
+    )
+    t.add_argument("--device", help="profile key of the GPU (default: the store's only one)")
+    t.add_argument(
+        "--recorded", action="store_true", help="train on the recorded H200 suites instead"
+    )
+    t.add_argument("--ship", metavar="FILE", help="also write the model to FILE (package data)")
+    t.add_argument("--quick", action="store_true", help="small search (minutes less, worse)")
+    t.set_defaults(bench_func=_train_snowpack)
+    s = bs.add_parser("snowpack", help="SNOWPACK's evaluation (unseen kernels and sizes)")
+    s.add_argument("--out", default="benchmarks/results/h200")
+    s.add_argument("--quick", action="store_true", help="small search (for a smoke run)")
+    s.set_defaults(bench_func=_snowpack)

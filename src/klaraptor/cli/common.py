@@ -101,12 +101,15 @@ def open_store(args: argparse.Namespace, *, must_exist: bool = False) -> Store:
 def load_kernel(args: argparse.Namespace) -> Kernel:
     """The build named by the command's arguments, warnings shown on stderr."""
     from klaraptor.build import load
+    from klaraptor.models import get_model
 
+    # A model that needs no measurements builds from the spec alone: the store may be new.
+    unmeasured = args.model not in (None, "auto") and not get_model(args.model).needs_measurements
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         kern = load(
             args.kernel,
-            store=open_store(args, must_exist=True),
+            store=open_store(args, must_exist=not unmeasured),
             model=args.model,
             device=args.device,
             force=args.force,

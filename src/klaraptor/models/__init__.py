@@ -8,6 +8,7 @@ Every model implements the contract of `klaraptor.models.base` (a `Model`, usual
 - `mwp_cwp`: the faithful KLARAPTOR model (MWP-CWP with the synchronisation cost);
 - `time_fit`: the measured time fitted per configuration as a rational function of D;
 - `saake`: SAAKE's abstract kernel emulation of the SASS, fitted per configuration (docs/saake.md).
+- `snowpack`: SNOWPACK's statistical model over static features (no measurements needed).
 
 `model="auto"` in a build is not a model but a choice between registered ones
 (`klaraptor.build.model_selection`).
@@ -37,6 +38,7 @@ _BUILTIN: dict[str, str] = {
     "mwp_cwp": "klaraptor.models.mwp_cwp:MwpCwpModel",
     "time_fit": "klaraptor.models.time_fit:TimeFitModel",
     "saake": "klaraptor.models.saake.model:SaakeModel",
+    "snowpack": "klaraptor.models.snowpack.model:SnowpackModel",
 }
 _FACTORIES: dict[str, Callable[[], Model]] = {}
 

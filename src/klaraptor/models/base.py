@@ -7,7 +7,8 @@ C/Python exporters work). Every model declares, as class attributes:
 - `name`: its registry name;
 - `needs_counters`: whether it reads hardware counters (Nsight Compute) at training points;
 - `needs_measurements`: whether it needs timed points at all (False for a model that predicts
-  from static information only).
+  from static information only: it then implements `static_job`, the job built with no
+  measurements).
 
 `TemplateModel` is the family KLARAPTOR defines: a rational-program template over fitted
 per-kernel metrics, exact quantities and hardware parameters. It declares `metrics`,
@@ -32,6 +33,7 @@ from klaraptor.errors import BuildError
 from klaraptor.helper import HelperProgram, admit_program
 from klaraptor.program import Program
 from klaraptor.spec import KernelSpec
+from klaraptor.store import Store
 from klaraptor.training import (
     FitOptions,
     TrainingSet,
@@ -116,6 +118,10 @@ class Model(ABC):
     @abstractmethod
     def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
         """The helper program for `job`, and a JSON-safe report of how it was fitted."""
+
+    def static_job(self, spec: KernelSpec, device: DeviceProfile, store: Store) -> HelperJob:
+        """The job of a build without measurements (models with `needs_measurements` False)."""
+        raise NotImplementedError(f"model {self.name!r} needs measurements: it has no static job")
 
 
 class TemplateModel(Model):

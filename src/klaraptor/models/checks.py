@@ -39,6 +39,8 @@ def check_declarations(name: str, model: Model) -> None:
     for attr in ("needs_counters", "needs_measurements"):
         if not isinstance(getattr(type(model), attr, None), bool):
             raise _fail(name, f"must declare `{attr}` as a bool class attribute")
+    if not model.needs_measurements and type(model).static_job is Model.static_job:
+        raise _fail(name, "needs no measurements, so it must implement `static_job`")
     if isinstance(model, TemplateModel):
         _check_template(name, model)
 

@@ -11,6 +11,8 @@ from klaraptor.store.records import (
     HistoryRow,
     KernelRecord,
     Measurement,
+    StaticFeatures,
+    StatModelRecord,
     TruthDecision,
 )
 from klaraptor.store.schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
@@ -28,6 +30,8 @@ __all__ = [
     "HistoryRow",
     "KernelRecord",
     "Measurement",
+    "StatModelRecord",
+    "StaticFeatures",
     "Store",
     "TruthDecision",
     "default_store_path",

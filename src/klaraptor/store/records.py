@@ -168,6 +168,36 @@ class HistoryRow:
     model: str = ""
 
 
+@dataclass(frozen=True)
+class StaticFeatures:
+    """A kernel's static features for a statistical model (SNOWPACK): what the compiler tells
+    without running it, under a named feature-set `version`, for one `arch` (e.g. sm_90).
+    `source` says where they came from (the recorded ISA file, NVRTC, ...)."""
+
+    kernel: str
+    arch: str
+    version: str
+    features: dict[str, float]
+    source: str = ""
+    updated: float = field(default_factory=now, compare=False)
+
+
+@dataclass(frozen=True)
+class StatModelRecord:
+    """A fitted statistical model (e.g. SNOWPACK's regressor) for one GPU: its pickled bytes,
+    the feature-set and scikit-learn versions it was made with (a model is only used with the
+    same ones) and a JSON-safe `info` (training kernels, hyper-parameters, validation)."""
+
+    id: int
+    name: str
+    device: str
+    feature_version: str
+    sklearn_version: str
+    created: float
+    info: dict[str, Any] = field(default_factory=dict, compare=False)
+    blob: bytes = field(default=b"", compare=False, repr=False)
+
+
 def _json_default(obj: Any) -> Any:
     # NumPy scalars and arrays reach the store from the collector and the fitter.
     if hasattr(obj, "tolist"):
@@ -201,5 +231,7 @@ __all__ = [
     "HistoryRow",
     "KernelRecord",
     "Measurement",
+    "StatModelRecord",
+    "StaticFeatures",
     "TruthDecision",
 ]

@@ -5,7 +5,8 @@ inside each kernel's summary, and a build's rejected blocks as `"[bx, by, bz]"` 
 its payload, and keyed everything per GPU by name, driver and SM clock. Version 2 gives each its
 own table and keys by what changes performance (`DeviceProfile.key`: model, SMs, clocks, memory
 size), with the driver recorded in each build's report; `migrate_1_to_2` moves the data over in
-the same write transaction that opens the file.
+the same write transaction that opens the file. Version 3 adds the tables of statistical models
+(`kernel_features`, `stat_models`: SNOWPACK's static features and fitted models).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from klaraptor.errors import StoreError
 from klaraptor.store.records import CollectFacts, dumps
 
 APPLICATION_ID = 0x4B4C5250  # "KLRP" in the SQLite header: marks a klaraptor store
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE meta (
@@ -108,6 +109,26 @@ CREATE TABLE history (
     created      REAL NOT NULL,
     UNIQUE (kernel, device, model, d)
 );
+CREATE TABLE kernel_features (
+    kernel   TEXT NOT NULL,
+    arch     TEXT NOT NULL,
+    version  TEXT NOT NULL,
+    features TEXT NOT NULL,
+    source   TEXT NOT NULL,
+    updated  REAL NOT NULL,
+    PRIMARY KEY (kernel, arch, version)
+);
+CREATE TABLE stat_models (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    name            TEXT NOT NULL,
+    device          TEXT NOT NULL,
+    feature_version TEXT NOT NULL,
+    sklearn_version TEXT NOT NULL,
+    created         REAL NOT NULL,
+    info            TEXT NOT NULL,
+    blob            BLOB NOT NULL
+);
+CREATE INDEX stat_models_latest ON stat_models (name, device, created);
 """
 
 TABLES = frozenset(re.findall(r"CREATE TABLE (\w+)", SCHEMA))
@@ -267,5 +288,17 @@ def migrate_1_to_2(conn: sqlite3.Connection) -> None:
     conn.execute("DROP TABLE builds_v1")
 
 
+def migrate_2_to_3(conn: sqlite3.Connection) -> None:
+    """Schema 2 → 3: the tables of statistical models (SNOWPACK): static kernel features and
+    fitted models. Nothing existing changes."""
+    for stmt in SCHEMA.split(";"):
+        name = re.search(r"CREATE (?:TABLE|INDEX) (\w+)", stmt)
+        if name and name.group(1) in ("kernel_features", "stat_models", "stat_models_latest"):
+            conn.execute(stmt)
+
+
 # MIGRATIONS[v] upgrades a store from schema v to v + 1 inside the open write transaction.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: migrate_1_to_2}
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: migrate_1_to_2,
+    2: migrate_2_to_3,
+}

@@ -33,6 +33,8 @@ from klaraptor.store.records import (
     HistoryRow,
     KernelRecord,
     Measurement,
+    StaticFeatures,
+    StatModelRecord,
     TruthDecision,
     dumps,
     now,
@@ -167,6 +169,7 @@ class Store(StoreFile):
                 ("history", "kernel"),
                 ("collect_facts", "kernel"),
                 ("truth_decisions", "kernel"),
+                ("kernel_features", "kernel"),
                 ("kernels", "name"),
             ):
                 n += c.execute(f"DELETE FROM {table} WHERE {col} = ?", (name,)).rowcount
@@ -459,6 +462,86 @@ class Store(StoreFile):
         else:
             rows = self._read(f"{cols} WHERE kernel = ? ORDER BY created DESC, id DESC", (kernel,))
         return [BuildInfo(*r) for r in rows]
+
+    # -- statistical models (SNOWPACK) ----------------------------------------------------------
+
+    def put_static_features(self, rec: StaticFeatures) -> None:
+        """Insert or replace a kernel's static features (per arch and feature-set version)."""
+        if not isinstance(rec, StaticFeatures):
+            raise StoreError(f"put_static_features takes StaticFeatures, got {type(rec).__name__}")
+        row = (rec.kernel, rec.arch, rec.version, dumps(rec.features), rec.source, rec.updated)
+        self._write(
+            lambda c: c.execute(
+                "INSERT OR REPLACE INTO kernel_features (kernel, arch, version, features, source, "
+                "updated) VALUES (?, ?, ?, ?, ?, ?)",
+                row,
+            )
+        )
+
+    def static_features(self, kernel: str, arch: str, version: str) -> StaticFeatures | None:
+        """A kernel's static features of exactly this arch and feature-set version, or None."""
+        rows = self._read(
+            "SELECT features, source, updated FROM kernel_features "
+            "WHERE kernel = ? AND arch = ? AND version = ?",
+            (kernel, arch, version),
+        )
+        if not rows:
+            return None
+        feats = self._json(rows[0][0], f"the static features of {kernel!r}")
+        if not isinstance(feats, dict):
+            raise self._err(f"the static features of {kernel!r} are not a JSON object")
+        return StaticFeatures(
+            kernel, arch, version, {str(k): float(v) for k, v in feats.items()}, rows[0][1],
+            rows[0][2],
+        )  # fmt: skip
+
+    def static_feature_versions(self, kernel: str) -> list[str]:
+        """The feature-set versions the store holds for a kernel (any arch)."""
+        rows = self._read(
+            "SELECT DISTINCT version FROM kernel_features WHERE kernel = ? ORDER BY version",
+            (kernel,),
+        )
+        return [r[0] for r in rows]
+
+    def put_stat_model(
+        self,
+        name: str,
+        device: str,
+        feature_version: str,
+        sklearn_version: str,
+        info: Mapping[str, Any],
+        blob: bytes,
+    ) -> int:
+        """Record a fitted statistical model; returns its id (the newest is the one used)."""
+        row = (name, device, feature_version, sklearn_version, now(), dumps(dict(info)), blob)
+        return int(
+            self._write(
+                lambda c: (
+                    c.execute(
+                        "INSERT INTO stat_models (name, device, feature_version, sklearn_version, "
+                        "created, info, blob) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        row,
+                    ).lastrowid
+                )
+            )
+        )
+
+    def latest_stat_model(self, name: str, device: str | None = None) -> StatModelRecord | None:
+        """The newest statistical model of that name (optionally for one device), or None."""
+        sql = (
+            "SELECT id, name, device, feature_version, sklearn_version, created, info, blob "
+            "FROM stat_models WHERE name = ?"
+        )
+        params: list[Any] = [name]
+        if device is not None:
+            sql += " AND device = ?"
+            params.append(device)
+        rows = self._read(sql + " ORDER BY created DESC, id DESC LIMIT 1", params)
+        if not rows:
+            return None
+        r = rows[0]
+        info = self._json(r[6], f"statistical model {r[0]} ({name!r})")
+        return StatModelRecord(r[0], r[1], r[2], r[3], r[4], r[5], dict(info or {}), bytes(r[7]))
 
     # -- invocation history ---------------------------------------------------------------------
 

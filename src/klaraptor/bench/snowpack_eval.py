@@ -1,0 +1,327 @@
+"""SNOWPACK's evaluation (paper §5) on the recorded H200 suites, and its training command.
+
+Both recorded suites (PolyBench and Rodinia-style, 44 kernels, 25 benchmarks) are pooled:
+- unseen kernels: for each benchmark (application), train on every other benchmark's rows (all
+  their sizes) and choose the held-out kernels' blocks at their evaluation sizes;
+- unseen sizes: train on every kernel at its training sizes, choose at its evaluation sizes.
+Every fold runs the whole training procedure (learner, target and hyper-parameters chosen by
+cross-validation on that fold's training rows only). Beside SNOWPACK: OCC (median time over the
+max-occupancy blocks, the paper's protocol), tune-once (the best block measured at the largest
+training size), `auto` (klaraptor's build from the training sizes) and exhaustive search (S = 0).
+`predict_ms` is the mean wall time of one prediction for a new D over all candidates (features
+and regressor). Writes snowpack.json and snowpack_cdf.png (like the paper's Figure 2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from klaraptor.bench.dataset import RecordedDataset, recorded_datasets
+from klaraptor.models.snowpack.features import SnowpackError, feature_names, load_recorded_features
+from klaraptor.models.snowpack.learner import (
+    Corpus,
+    Regressor,
+    SearchSettings,
+    fit_fixed,
+    kernel_corpus,
+    suboptimality,
+    train,
+)
+from klaraptor.models.snowpack.train import benchmark_of
+
+if TYPE_CHECKING:
+    from klaraptor.store import Store
+
+QUICK = SearchSettings(
+    max_rows=800,
+    search_rows=400,
+    folds=2,
+    svr_grid={"C": [10.0], "gamma_scale": [0.5], "epsilon": [0.05]},
+    hgb_grid={"max_iter": [60], "learning_rate": [0.15], "max_leaf_nodes": [15]},
+)
+
+
+def recorded_corpus() -> tuple[Corpus, np.ndarray, dict[str, RecordedDataset]]:
+    """Rows of both recorded suites and, per row, whether its D is a training size."""
+    from klaraptor import suite
+
+    feats = load_recorded_features()
+    datasets = recorded_datasets()
+    parts, train_mask = [], []
+    for data in datasets.values():
+        device = data.profile()
+        for name, kd in sorted(data.kernels.items()):
+            spec = suite.get(name)
+            points = {k: v[0] for k, v in kd.times().items()}
+            c = kernel_corpus(spec, feats[name], device, points, benchmark_of(spec))
+            train_sizes = {spec.size(s) for s in spec.meta["train_sizes"]}
+            train_mask.append(np.array([c.sizes[g][1] in train_sizes for g in c.group]))
+            parts.append(c)
+    return Corpus.concat(parts), np.concatenate(train_mask), datasets
+
+
+def _baselines(c: Corpus, is_train: np.ndarray, evals: Corpus) -> dict[str, np.ndarray]:
+    """OCC and tune-once S% per evaluated group (groups in np.unique order)."""
+    occ_col = feature_names().index("occupancy")
+    tune: dict[str, tuple[int, ...]] = {}
+    for k in np.unique(c.kernel):
+        m = (c.kernel == k) & is_train
+        top = m & (c.size_rank == c.size_rank[m].max())
+        tune[k] = tuple(c.blocks[top][int(np.argmin(c.ms[top]))])
+    occ, once = [], []
+    for g in np.unique(evals.group):
+        i = np.flatnonzero(evals.group == g)
+        t, o = evals.ms[i], evals.X[i, occ_col]
+        best = t.min()
+        occ.append((float(np.median(t[o == o.max()])) / best - 1) * 100)
+        blocks = [tuple(b) for b in evals.blocks[i]]
+        k = evals.kernel[i[0]]
+        once.append((t[blocks.index(tune[k])] / best - 1) * 100 if tune[k] in blocks else math.nan)
+    return {"occ": np.array(occ), "tune_once": np.array(once)}
+
+
+def auto_from_pairs(path: Path) -> dict[tuple[str, int], float] | None:
+    """The default build's S% per (kernel, N) from a report's pairs.json (None without one)."""
+    if not path.is_file():
+        return None
+    pairs = json.loads(path.read_text())
+    return {
+        (p["kernel"], int(p["N"])): float(p["methods"]["klaraptor"]["S_pct"])
+        for rows in pairs.values()
+        for p in rows
+        if "klaraptor" in p.get("methods", {})
+    }
+
+
+def _predict_ms(reg: Regressor, datasets: dict[str, RecordedDataset], reps: int = 5) -> float:
+    """Mean wall ms of predicting every candidate for a new D (features + regressor)."""
+    from klaraptor import suite
+    from klaraptor.models.snowpack.model import Predictor
+
+    times = []
+    for data in datasets.values():
+        device = data.profile()
+        for name, kd in sorted(data.kernels.items()):
+            spec = suite.get(name)
+            pred = Predictor(spec, device, regressor=reg)
+            blocks = sorted({b for _, b in kd.times()})
+            for n in spec.meta["eval_sizes"]:
+                D = spec.size(n)
+                pred.predict_ms(D, blocks)  # warm
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    pred.predict_ms(D, blocks)
+                times.append((time.perf_counter() - t0) / reps * 1e3)
+    return float(np.mean(times))
+
+
+def _block(s: np.ndarray, base: dict[str, np.ndarray], auto: np.ndarray | None) -> dict[str, Any]:
+    def stats(x: np.ndarray) -> tuple[float, float]:
+        x = x[np.isfinite(x)]
+        return float(np.mean(x)), float(np.median(x))
+
+    done = np.isfinite(s)  # the pairs evaluated (all unless folds were limited)
+    out: dict[str, Any] = {"pairs": int(done.sum())}
+    out["mean_S_pct"], out["median_S_pct"] = stats(s)
+    out["occ_mean_S_pct"], out["occ_median_S_pct"] = stats(base["occ"][done])
+    out["tune_once_mean_S_pct"], out["tune_once_median_S_pct"] = stats(base["tune_once"][done])
+    if auto is not None:
+        out["auto_mean_S_pct"], out["auto_median_S_pct"] = stats(auto[done])
+    out["exhaustive_mean_S_pct"] = 0.0
+    out["beats_occ"] = bool(out["mean_S_pct"] < out["occ_mean_S_pct"])
+    return out
+
+
+def evaluate(
+    settings: SearchSettings | None = None,
+    console: Any | None = None,
+    auto: Mapping[tuple[str, int], float] | None = None,
+    benchmarks: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Both scenarios; returns the snowpack.json document (without provenance).
+    `benchmarks` limits the unseen-kernel folds to those held out (all by default)."""
+    settings = settings or SearchSettings()
+    c, is_train, datasets = recorded_corpus()
+    device = next(iter(datasets.values())).device_key
+    evals = c.subset(~is_train)
+    base = _baselines(c, is_train, evals)
+    groups = np.unique(evals.group)
+    pair_keys = [(c.sizes[g][0], c.sizes[g][1].values()[0]) for g in groups]
+    # `auto`: the default build's choices, as `klaraptor bench report` scored them.
+    auto_s = None if auto is None else np.array([auto.get(k, math.nan) for k in pair_keys])
+    result: dict[str, Any] = {}
+    for scenario in ("unseen_kernels", "unseen_sizes"):
+        t0 = time.perf_counter()
+        per = {m: np.full(len(groups), math.nan) for m in ("snowpack", "svr", "hgb")}
+        kept: list[str] = []
+        every = sorted(set(c.bench.tolist()))
+        folds: list[str | None] = (
+            [b for b in every if benchmarks is None or b in benchmarks]
+            if scenario == "unseen_kernels"
+            else [None]
+        )
+        reg = None
+        for bench in folds:
+            if bench is None:
+                train_rows, test_rows = is_train, ~is_train
+                kind = "sizes"
+            else:
+                train_rows, test_rows = c.bench != bench, (c.bench == bench) & ~is_train
+                kind = "kernels"
+            tr, te = c.subset(train_rows), c.subset(test_rows)
+            reg, rep = train(tr, device, kind, settings)
+            kept.append(reg.learner)
+            at = np.searchsorted(groups, np.unique(te.group))
+            per["snowpack"][at] = suboptimality(te, reg.predict_log(te.X))
+            for learner in ("svr", "hgb"):
+                cv = rep["learners"][learner]
+                other = (
+                    reg
+                    if learner == reg.learner
+                    else fit_fixed(tr, device, learner, cv["best_params"], cv["target"], settings)
+                )
+                per[learner][at] = suboptimality(te, other.predict_log(te.X))
+            if console is not None:
+                console.print(
+                    f"  {scenario} {bench or 'all'}: kept {reg.learner} ({reg.target}), "
+                    f"S {np.nanmean(per['snowpack'][at]):.1f}%"
+                )
+        block = _block(per["snowpack"], base, auto_s)
+        block["svr_mean_S_pct"] = float(np.nanmean(per["svr"]))
+        block["svr_median_S_pct"] = float(np.nanmedian(per["svr"]))
+        block["hgb_mean_S_pct"] = float(np.nanmean(per["hgb"]))
+        block["hgb_median_S_pct"] = float(np.nanmedian(per["hgb"]))
+        block["kept"] = {k: kept.count(k) for k in sorted(set(kept))}
+        block["folds"] = len(folds)
+        assert reg is not None
+        block["predict_ms"] = _predict_ms(reg, datasets)
+        block["wall_s"] = time.perf_counter() - t0
+        block["per_pair"] = [
+            {
+                "kernel": k,
+                "N": n,
+                "snowpack": per["snowpack"][i],
+                "svr": per["svr"][i],
+                "hgb": per["hgb"][i],
+                "occ": base["occ"][i],
+                "tune_once": base["tune_once"][i],
+                **({"auto": auto_s[i]} if auto_s is not None else {}),
+            }
+            for i, (k, n) in enumerate(pair_keys)
+        ]
+        result[scenario] = block
+    result["settings"] = {
+        "max_rows": settings.max_rows,
+        "search_rows": settings.search_rows,
+        "folds": settings.folds,
+        "svr_grid": settings.svr_grid,
+        "hgb_grid": settings.hgb_grid,
+        "targets": list(settings.targets),
+    }
+    result["device"] = device
+    return result
+
+
+def plot_cdf(result: dict[str, Any], path: Path) -> None:
+    """CDF of S% per method, one panel per scenario (like SNOWPACK's Figure 2)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, scenario in zip(axes, ("unseen_kernels", "unseen_sizes")):
+        rows = result[scenario]["per_pair"]
+        for method, style in (
+            ("snowpack", "-"),
+            ("svr", ":"),
+            ("hgb", ":"),
+            ("occ", "--"),
+            ("tune_once", "-."),
+            ("auto", "-."),
+        ):
+            s = np.array([r[method] for r in rows if method in r], dtype=np.float64)
+            s = np.sort(s[np.isfinite(s)])
+            if s.size:
+                ax.step(s, np.arange(1, s.size + 1) / s.size, style, where="post", label=method)
+        ax.set_xscale("symlog", linthresh=1.0)
+        ax.set_xlabel("suboptimality S (%)")
+        ax.set_ylabel("fraction of (kernel, N)")
+        ax.set_title(scenario.replace("_", " "))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle("H200: SNOWPACK vs OCC, tune-once, auto (exhaustive search is S = 0)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_snowpack(
+    out: Path,
+    console: Any | None = None,
+    quick: bool = False,
+    auto: Mapping[tuple[str, int], float] | None = None,
+    command: str = "klaraptor bench snowpack",
+) -> dict[str, Any]:
+    """Run the evaluation and write snowpack.json and snowpack_cdf.png under `out`; `auto` (the
+    default build's S% per (kernel, N)) defaults to the report's pairs.json in `out`."""
+    from klaraptor.provenance import stamp
+
+    if auto is None:
+        auto = auto_from_pairs(out / "pairs.json")
+    result = evaluate(QUICK if quick else None, console, auto=auto)
+    result["report"] = stamp(command + (" --quick" if quick else ""))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "snowpack.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
+    plot_cdf(result, out / "snowpack_cdf.png")
+    if console is not None:
+        for sc in ("unseen_kernels", "unseen_sizes"):
+            b = result[sc]
+            console.print(
+                f"{sc}: SNOWPACK mean S {b['mean_S_pct']:.2f}% (median {b['median_S_pct']:.2f}%),"
+                f" OCC {b['occ_mean_S_pct']:.2f}%, tune-once {b['tune_once_mean_S_pct']:.2f}%, "
+                f"predict {b['predict_ms']:.3f} ms"
+            )
+    return result
+
+
+def train_snowpack(
+    store: Store | None, *, recorded: bool = False, device: str | None = None, quick: bool = False
+) -> tuple[Regressor, dict[str, Any]]:
+    """Train SNOWPACK from every kernel timed in `store`, or (`recorded`) in the shipped H200
+    suites; `device` names the GPU's profile key (default: the store's only one)."""
+    from klaraptor.models.snowpack.train import train_from_store
+    from klaraptor.store import Store
+
+    settings = QUICK if quick else SearchSettings()
+    with tempfile.TemporaryDirectory() as tmp:
+        if recorded:
+            for data in recorded_datasets().values():
+                data.to_store(Path(tmp) / "recorded.sqlite").close()
+            store = Store(Path(tmp) / "recorded.sqlite", must_exist=True)
+        assert store is not None
+        profiles = store.device_profiles()
+        key = device or (next(iter(profiles)) if len(profiles) == 1 else None)
+        if key is None or key not in profiles:
+            raise SnowpackError(
+                f"name the GPU with --device (the store {store.path} has profiles "
+                f"{sorted(profiles)})"
+            )
+        profile = store.cached_profile(key)
+        assert profile is not None
+        try:
+            return train_from_store(store, profile, settings=settings)
+        finally:
+            if recorded:
+                store.close()
+
+
+__all__ = ["evaluate", "plot_cdf", "recorded_corpus", "train_snowpack", "write_snowpack"]

@@ -1,0 +1,191 @@
+"""SNOWPACK on the recorded H200 data: features, learner, persistence, the zero-measurement path,
+the prior, and the errors for bad input (no mocks: real recorded data, real scikit-learn)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sklearn
+
+from klaraptor import build, load, suite
+from klaraptor.bench.snowpack_eval import QUICK, recorded_corpus
+from klaraptor.cli import main
+from klaraptor.models.snowpack import (
+    FEATURE_SET,
+    Predictor,
+    SnowpackError,
+    load_regressor,
+    rank_prior,
+)
+from klaraptor.models.snowpack.features import (
+    STATIC,
+    attributes_from,
+    feature_matrix,
+    feature_names,
+    load_recorded_features,
+    static_features,
+)
+from klaraptor.models.snowpack.learner import Regressor, suboptimality, train
+from klaraptor.models.snowpack.model import _nodes, save_regressor, shipped_path
+from klaraptor.store import StaticFeatures, Store
+
+
+@pytest.fixture(scope="module")
+def corpus():  # noqa: ANN201
+    return recorded_corpus()
+
+
+@pytest.fixture(scope="module")
+def small(corpus):  # noqa: ANN001, ANN201
+    """A quick model trained on three benchmarks (PolyBench ATAX, GEMM, Rodinia srad)."""
+    c, _, datasets = corpus
+    keep = np.isin(c.bench, ["polybench.ATAX", "polybench.GEMM", "rodinia.srad"])
+    sub = c.subset(keep)
+    reg, report = train(sub, next(iter(datasets.values())).device_key, "kernels", QUICK)
+    return sub, reg, report
+
+
+def test_static_features_of_every_recorded_kernel(recorded, h200) -> None:  # noqa: ANN001
+    feats = load_recorded_features()
+    assert len(feats) == 44
+    for rec in feats.values():
+        assert rec.version == FEATURE_SET and set(rec.features) == set(STATIC)
+    # The compiler's registers and static shared memory are what collection found on the H200.
+    for name, kd in recorded.kernels.items():
+        attrs = attributes_from(feats[name].features, h200)
+        found = kd.facts(recorded.device_key).attributes
+        assert (attrs.num_regs, attrs.static_smem) == (found.num_regs, found.static_smem), name
+    gemm = feats["polybench.gemm.gemm"].features
+    assert gemm["loops"] >= 1 and gemm["ld_global_depth1"] > 0 and gemm["barrier"] == 0
+
+
+def test_dynamic_features_are_exact(h200) -> None:  # noqa: ANN001
+    from klaraptor.occupancy import active_blocks_per_sm
+
+    spec = suite.get("polybench.atax.k1")
+    static = load_recorded_features()[spec.name].features
+    blocks = [(32, 1, 1), (96, 1, 1), (256, 1, 1), (1024, 1, 1)]
+    X = feature_matrix(spec, spec.size(2048), blocks, static, h200)
+    names = feature_names()
+    col = {n: X[:, names.index(n)] for n in ("occupancy", "padding", "log_total_threads")}
+    active = active_blocks_per_sm(np.array([32, 96, 256, 1024]), 30, 0, h200.cc)
+    assert np.allclose(col["occupancy"], active * np.array([1, 3, 8, 32]) / 64)
+    # 2048 threads: 96 launches ceil(2048/96)*96 = 2112, the others exactly 2048.
+    assert np.allclose(col["log_total_threads"], np.log2([2048, 2112, 2048, 2048]))
+    assert col["padding"][1] == pytest.approx(np.log2(2112 / 2048)) and col["padding"][0] == 0
+
+
+def test_training_reports_both_learners_and_keeps_the_better(small) -> None:  # noqa: ANN001
+    sub, reg, report = small
+    svr, hgb = report["learners"]["svr"], report["learners"]["hgb"]
+    assert reg.learner == min(("svr", "hgb"), key=lambda k: report["learners"][k]["mean_S_pct"])
+    assert all(np.isfinite(x["mean_S_pct"]) and x["tried"] for x in (svr, hgb))
+    s = suboptimality(sub, reg.predict_log(sub.X))
+    assert s.shape == (len(np.unique(sub.group)),) and (s >= 0).all()
+    # Trained rows: most argmins land within 25% of the best block.
+    assert np.median(s) < 25.0
+
+
+def test_model_bytes_round_trip_and_refuse_other_versions(small) -> None:  # noqa: ANN001
+    sub, reg, _ = small
+    again = Regressor.from_bytes(reg.to_bytes(), "test")
+    assert np.array_equal(again.predict_log(sub.X[:50]), reg.predict_log(sub.X[:50]))
+    head, _, body = gzip.decompress(reg.to_bytes()).partition(b"\n")
+    for field, value, message in (
+        ("sklearn_version", "0.0.1", "scikit-learn 0.0.1"),
+        ("feature_set", "snowpack-0/isa-0", "never mixed"),
+    ):
+        bad = json.loads(head)
+        bad[field] = value
+        blob = gzip.compress(json.dumps(bad).encode() + b"\n" + body)
+        with pytest.raises(SnowpackError, match=message) as err:
+            Regressor.from_bytes(blob, "test")
+        assert "klaraptor bench train-snowpack" in str(err.value)
+
+
+def test_store_keeps_features_and_models_by_version(small, tmp_path: Path) -> None:  # noqa: ANN001
+    _, reg, _ = small
+    with Store(tmp_path / "s.sqlite") as store:
+        store.put_static_features(StaticFeatures("k", "sm_90", "old-set", {"a": 1.0}))
+        assert store.static_features("k", "sm_90", FEATURE_SET) is None
+        assert store.static_feature_versions("k") == ["old-set"]
+        with pytest.raises(SnowpackError, match="other versions"):
+            static_features(None, "k", store=store)
+        save_regressor(store, reg)
+        rec = store.latest_stat_model("snowpack", reg.device)
+        assert rec is not None and rec.sklearn_version == sklearn.__version__
+        assert load_regressor(store, reg.device).info["kernels"] == reg.info["kernels"]
+
+
+def test_shipped_model_is_small_and_current(h200) -> None:  # noqa: ANN001
+    assert shipped_path().stat().st_size < 1_000_000
+    reg = load_regressor(None, h200.key)
+    assert reg.feature_set == FEATURE_SET and len(reg.info["kernels"]) == 44
+    with pytest.raises(SnowpackError, match="train-snowpack"):
+        load_regressor(None, "Another GPU|1 SMs")
+
+
+def test_zero_measurement_build_and_select(tmp_path: Path, h200) -> None:  # noqa: ANN001
+    spec = suite.get("rodinia.srad.k1")
+    with Store(tmp_path / "s.sqlite") as store:
+        kern = build(spec, model="snowpack", store=store, device=h200)
+        assert store.count_measurements() == 0
+        blocks = kern.helper.candidates
+        pred = Predictor(spec, h200, store=store)
+        for n in (512, 4096, 16384):
+            sel = kern.select(n)
+            assert sel.block in blocks
+            # At the interpolation nodes the helper is the regressor itself.
+        for n in _nodes(spec.data[0].lo, spec.data[0].hi)[10:14]:
+            ms = pred.predict_ms(spec.size(int(n)), blocks)
+            helper_ms = kern.helper.predict(spec.size(int(n))).ms
+            ok = np.isfinite(ms) & np.isfinite(helper_ms)
+            assert np.allclose(helper_ms[ok], ms[ok], rtol=1e-9)
+        again = load(spec.name, store=store, model="snowpack", device=h200.key)
+        assert again.select(4096).block == kern.select(4096).block
+
+
+def test_select_with_snowpack_beside_a_measured_build(recorded_store, h200) -> None:  # noqa: ANN001
+    name = "polybench.atax.k1"
+    store = recorded_store(name)
+    spec = suite.get(name)
+    kern = build(spec, model="time_fit", store=store, device=h200, collect_data=False)
+    sp = kern.select(4096, model="snowpack")
+    assert sp.block in kern.helper.candidates
+    assert kern.select(4096).block in kern.helper.candidates
+
+
+def test_cli_select_model_snowpack_without_measurements(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    store = str(tmp_path / "new.sqlite")
+    args = ["--store", store, "select", "polybench.gemm.gemm", "N=4096", "--model", "snowpack"]
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model"] == "snowpack" and len(out["block"]) == 3
+
+
+def test_rank_prior_is_a_permutation(h200) -> None:  # noqa: ANN001
+    spec = suite.get("polybench.gemm.gemm")
+    blocks = [(32, 1, 1), (16, 16, 1), (256, 1, 1), (32, 32, 1), (8, 8, 1)]
+    ranked = rank_prior(spec, 2048, blocks, device=h200)
+    assert sorted(ranked) == sorted(blocks)
+
+
+def test_a_kernel_that_does_not_compile_is_a_clear_error(make_spec, tmp_path: Path, h200) -> None:  # noqa: ANN001
+    spec = make_spec(name="test.broken", source='extern "C" __global__ void scale( {')
+    with Store(tmp_path / "s.sqlite") as store, pytest.raises(SnowpackError) as err:
+        build(spec, model="snowpack", store=store, device=h200)
+    assert "test.broken" in str(err.value) and "static features" in str(err.value)
+
+
+def test_a_new_kernel_gets_features_from_nvrtc(make_spec, tmp_path: Path, h200) -> None:  # noqa: ANN001
+    pytest.importorskip("cuda.bindings")
+    spec = make_spec()
+    with Store(tmp_path / "s.sqlite") as store:
+        kern = build(spec, model="snowpack", store=store, device=h200)
+        rec = store.static_features(spec.name, "sm_90", FEATURE_SET)
+        assert rec is not None and rec.source == "nvrtc" and rec.features["ld_global"] >= 1
+        assert kern.select(1 << 20).block in kern.helper.candidates
