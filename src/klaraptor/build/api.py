@@ -429,6 +429,15 @@ def _build_unmeasured(
     )
 
 
+def _unmeasured(model: str) -> bool:
+    """Whether `model` is a registered model built without measurements (an unknown name is
+    not: `load` then says which builds exist)."""
+    try:
+        return not get_model(model).needs_measurements
+    except KlaraptorError:
+        return False
+
+
 def _profile_of(store: Store, key: str | None) -> DeviceProfile:
     """The profile of GPU `key` (the store's, else the recorded H200's); None: the GPU the
     shipped SNOWPACK model was trained on."""
@@ -472,7 +481,7 @@ def load(
         here = query_device()
         device = here.key
     rec = store.latest_build(name, device, model)
-    if rec is None and model is not None and not get_model(model).needs_measurements:
+    if rec is None and model is not None and _unmeasured(model):
         spec = spec or _find_spec(name)
         if spec is not None:  # the zero-measurement path: built now from the spec alone
             prof = _profile_of(store, device) if device is not None or here is None else here
