@@ -317,16 +317,30 @@ def build(
         fits=fits,
         device_driver=device.driver,
     )
+    # also findable as the "auto" build when auto chose it
+    names = (model, "auto") if selection is not None else (model,)
+    return _stored(spec, store, device, names, helper, report, job.rejected)
+
+
+def _stored(
+    spec: KernelSpec,
+    store: Store,
+    device: DeviceProfile,
+    names: Sequence[str],
+    helper: HelperProgram,
+    report: BuildReport,
+    rejected: dict[Block, str],
+) -> Kernel:
+    """Store the build under each model name in `names` and return its Kernel."""
     helper_dict, report_dict = helper.to_dict(), report.to_dict()
-    store.put_build(spec.name, device.key, model, helper_dict, report_dict, job.rejected)
-    if selection is not None:  # also findable as the "auto" build
-        store.put_build(spec.name, device.key, "auto", helper_dict, report_dict, job.rejected)
+    for name in names:
+        store.put_build(spec.name, device.key, name, helper_dict, report_dict, rejected)
     return Kernel(
         helper,
         spec=spec,
         store=store,
         device_key=device.key,
-        rejected=job.rejected,
+        rejected=rejected,
         report=report,
         loader=load,
     )
@@ -417,16 +431,7 @@ def _build_unmeasured(
         fits=fits,
         device_driver=device.driver,
     )
-    store.put_build(spec.name, device.key, model, helper.to_dict(), report.to_dict(), job.rejected)
-    return Kernel(
-        helper,
-        spec=spec,
-        store=store,
-        device_key=device.key,
-        rejected=job.rejected,
-        report=report,
-        loader=load,
-    )
+    return _stored(spec, store, device, (model,), helper, report, job.rejected)
 
 
 def _unmeasured(model: str) -> bool:
