@@ -2,8 +2,8 @@
 # The GPU confirmations of issues 9-15 in one device call; each step time-limited, none fatal.
 # Usage (device, repo root): KLARAPTOR_COMMIT=<sha> bash scripts/device_confirm.sh OUT PART
 #   PART 1: every gpu-marked test (-v log), the budgeted build against tune-once, bench_select
-#   PART 2: SAAKE's speed-of-light referee, the device-key check, the front-ends' benchmark and
-#           README examples
+#   PART 2: the front-end and collection GPU tests again, SAAKE's speed-of-light referee, the
+#           front-ends' launch-cost benchmark
 set -u
 OUT=${1:?}; PART=${2:?}
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 KLARAPTOR_HOME=$OUT/home
@@ -24,10 +24,11 @@ case "$PART" in
     run bench_select 45 python3 benchmarks/bench_select.py "$OUT" --quick
     ;;
   2)
-    run saake_sol 170 python3 scripts/device_saake_sol.py "$OUT/saake" --limit 140
-    run device_key 150 python3 scripts/device_key_check.py "$OUT/key"
-    run frontends 260 python3 scripts/frontends_gpu.py "$OUT/frontends" --budget-s 250 \
-      --only bench readme
+    run gpu_tests_2 130 python3 -m pytest -m gpu -v -p no:cacheprovider -rs \
+      tests/frontends/test_frontends_gpu.py tests/gpu/test_gpu_collect.py
+    run saake_sol 150 python3 scripts/device_saake_sol.py "$OUT/saake" --limit 110
+    run frontends 135 python3 scripts/frontends_gpu.py "$OUT/frontends" --budget-s 125 \
+      --only bench
     ;;
 esac
 pkill -f klaraptor.gpu.worker 2>/dev/null; pkill -x ncu 2>/dev/null

@@ -149,7 +149,7 @@ def test_compile_error_shows_the_nvrtc_log(tmp_path: Path) -> None:
     from klaraptor.gpu.backend import CupyBackend
 
     be = CupyBackend()
-    bad = 'extern "C" __global__ void bad(int* a) { a[0] = undefined_name; }'
+    bad = 'extern "C" __global__ void bad(int* a, int N) { a[0] = undefined_name; }'
     with pytest.raises(CompileError) as info:
         be.compile(bad, "bad", ("--std=c++17",))
     print(f"\n{info.value}")

@@ -15,6 +15,7 @@ from typing import Any
 from klaraptor.build.kernel import BuildReport, Kernel
 from klaraptor.build.model_selection import select_model
 from klaraptor.build.planned import (
+    BUDGETED_MODELS,
     DEFAULT_BUDGET,
     BuildPlan,
     ladder_sizes,
@@ -218,6 +219,8 @@ def build(
     `budget` (default 1.5): measure under a plan costing at most that multiple of one sweep of
     every candidate at the largest training size (`klaraptor.build.planned`; `cost` prices it,
     default the H200-fitted `klaraptor.build_plan.H200_COST`); None: every candidate at every
+    training size. The plan serves `auto` and `scaling`; the other measured models (`time_fit`,
+    `mwp_cwp`, `saake`) fit each configuration, so they always measure every candidate at every
     training size. Builds are incremental: points already in the store are not measured again.
     Without a GPU (`collect_data=False`, or none found), the points must already be in the
     store (e.g. imported from a recorded dataset) and `device` given; a budgeted build then uses
@@ -236,6 +239,8 @@ def build(
     store = store or Store()
     if model != "auto" and not get_model(model).needs_measurements:
         return _build_unmeasured(spec, model, store, device, t0)
+    if model not in BUDGETED_MODELS:
+        budget = None  # a per-configuration model needs every candidate at every size
     size_list = training_sizes(spec, sizes)
     executor = None
     if client is not None:

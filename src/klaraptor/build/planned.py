@@ -29,8 +29,11 @@ from klaraptor.training import TrainingSet
 from klaraptor.types import Block, DataSize
 
 DEFAULT_BUDGET = 1.5
+# The models a budgeted plan serves; the others fit every configuration at every training size.
+BUDGETED_MODELS = ("auto", "scaling")
 
 __all__ = [
+    "BUDGETED_MODELS",
     "DEFAULT_BUDGET",
     "BuildPlan",
     "ladder_sizes",
