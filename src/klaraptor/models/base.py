@@ -102,6 +102,31 @@ class HelperJob:
                 best, t_best = index[b], t
         return best
 
+    def helper_program(
+        self,
+        model_name: str,
+        program: Program,
+        *,
+        hw: Mapping[str, float],
+        band: float,
+        info: dict[str, Any],
+    ) -> HelperProgram:
+        """The helper program of this job's kernel and candidates for a model's `program`."""
+        spec = self.spec
+        return HelperProgram(
+            kernel=spec.name,
+            model_name=model_name,
+            data_names=spec.data_names,
+            candidates=tuple(self.candidates),
+            model=program,
+            admit=self.admit(),
+            hw=dict(hw),
+            clock_mhz=self.profile.sm_clock_mhz,
+            band=band,
+            info=info,
+            data_ranges=tuple((p.lo, p.hi) for p in spec.data),
+        )
+
     def noise_band(self) -> float:
         """The median relative IQR of the training timings: the tie band of choices."""
         spreads = self.train.spread[np.isfinite(self.train.spread)]
@@ -203,15 +228,10 @@ class TemplateModel(Model):
             raise BuildError(
                 f"device profile {job.profile.key!r} lacks {missing} needed by {self.name}"
             )
-        helper = HelperProgram(
-            kernel=spec.name,
-            model_name=self.name,
-            data_names=spec.data_names,
-            candidates=tuple(job.candidates),
-            model=bound,
-            admit=job.admit(),
+        helper = job.helper_program(
+            self.name,
+            bound,
             hw=hw,
-            clock_mhz=job.profile.sm_clock_mhz,
             band=job.noise_band(),
             info={
                 "fits": report,
@@ -219,7 +239,6 @@ class TemplateModel(Model):
                 "device": job.profile.key,
                 "tune_once": job.tune_once(),
             },
-            data_ranges=tuple((p.lo, p.hi) for p in spec.data),
         )
         return helper, report
 

@@ -136,15 +136,10 @@ class ScalingModel(Model):
             },
             "scaling": fit.to_dict(),
         }
-        helper = HelperProgram(
-            kernel=spec.name,
-            model_name=self.name,
-            data_names=spec.data_names,
-            candidates=tuple(job.candidates),
-            model=program,
-            admit=job.admit(),
+        helper = job.helper_program(
+            self.name,
+            program,
             hw={},
-            clock_mhz=job.profile.sm_clock_mhz,
             band=0.0,
             info={
                 "tune_once": fit.tune_once,
@@ -153,6 +148,5 @@ class ScalingModel(Model):
                 "noise_band": fit.band,
                 "drift": fit.drift,
             },
-            data_ranges=tuple((p.lo, p.hi) for p in spec.data),
         )
         return helper, report

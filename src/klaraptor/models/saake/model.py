@@ -209,15 +209,10 @@ class SaakeModel(Model):
         bound = template.bind({k: v for k, v in subs.items() if k in template.unbound_calls()})
         hw_all = hardware_inputs(job.profile, allow_missing=True)
         hw = {k: hw_all[k] for k in HARDWARE if k in bound.inputs}
-        return HelperProgram(
-            kernel=spec.name,
-            model_name=self.name,
-            data_names=spec.data_names,
-            candidates=tuple(job.candidates),
-            model=bound,
-            admit=job.admit(),
+        return job.helper_program(
+            self.name,
+            bound,
             hw=hw,
-            clock_mhz=job.profile.sm_clock_mhz,
             band=job.noise_band(),
             info={
                 "fits": report,
@@ -230,7 +225,6 @@ class SaakeModel(Model):
                     "l2_regimes": bool(split),
                 },
             },
-            data_ranges=tuple((p.lo, p.hi) for p in spec.data),
         )
 
 

@@ -213,18 +213,12 @@ class SnowpackModel(Model):
             "static_source": pred.static.source,
             "nodes": [int(v) for v in nodes],
         }
-        helper = HelperProgram(
-            kernel=spec.name,
-            model_name=self.name,
-            data_names=spec.data_names,
-            candidates=tuple(job.candidates),
-            model=program,
-            admit=job.admit(),
+        helper = job.helper_program(
+            self.name,
+            program,
             hw={"hw_clock_ghz": job.profile.sm_clock_mhz / 1e3},
-            clock_mhz=job.profile.sm_clock_mhz,
             band=0.0,
             info={"snowpack": report, "attributes": job.attrs.to_dict(), "device": job.profile.key},
-            data_ranges=tuple((q.lo, q.hi) for q in spec.data),
         )
         return helper, report
 
