@@ -11,8 +11,14 @@ Every step is time-limited and its failure recorded, not fatal; a watchdog write
 and exits before HARD_S. Results: OUT/multi_gpu.json (committed as
 benchmarks/results/h200x2/multi_gpu.json) and OUT/multi_gpu.log.
 
+With ``--gpus 1`` (a one-GPU machine: no speedup to measure) it confirms the Dask path on a real
+GPU instead: the Dask collection on one worker, the same collection without Dask (the local
+executor) for the per-point agreement and Dask's overhead, and the run with that worker killed
+halfway (its nanny restarts it; the points in flight are re-queued). Results then go to
+OUT/dask_1gpu.json (committed as benchmarks/results/h200/dask_1gpu.json).
+
 Usage, from the repository root on the 2-GPU machine (dask wheels installed to /tmp/site):
-    PYTHONPATH=/tmp/site:$PWD/src python3 benchmarks/bench_multi_gpu.py OUT
+    PYTHONPATH=/tmp/site:$PWD/src python3 benchmarks/bench_multi_gpu.py OUT [--gpus 1]
 """
 
 from __future__ import annotations
@@ -37,6 +43,10 @@ KERNEL = "polybench.conv2d.conv2d"
 
 RESULT: dict[str, Any] = {"benchmark": "bench_multi_gpu", "complete": False, "steps": {}}
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("OUT", "."))
+N_GPUS = int(sys.argv[sys.argv.index("--gpus") + 1]) if "--gpus" in sys.argv else 2
+RESULT_NAME = "multi_gpu" if N_GPUS > 1 else "dask_1gpu"
+if N_GPUS == 1:
+    TARGET_1GPU_S = 30.0  # three collections of this size must fit in HARD_S
 LOG: list[str] = []
 _write_lock = threading.Lock()
 
@@ -55,10 +65,10 @@ def write() -> None:
     with _write_lock:
         OUT.mkdir(parents=True, exist_ok=True)
         RESULT["elapsed_s"] = round(time.monotonic() - T0, 2)
-        tmp = OUT / "multi_gpu.json.tmp"
+        tmp = OUT / f"{RESULT_NAME}.json.tmp"
         tmp.write_text(json.dumps(RESULT, indent=1, default=str))
-        tmp.replace(OUT / "multi_gpu.json")
-        (OUT / "multi_gpu.log").write_text("\n".join(LOG) + "\n")
+        tmp.replace(OUT / f"{RESULT_NAME}.json")
+        (OUT / f"{RESULT_NAME}.log").write_text("\n".join(LOG) + "\n")
 
 
 def watchdog() -> None:
@@ -365,6 +375,18 @@ def alive(pid: int) -> bool:
         return False
 
 
+def direct_run(spec: Any, device: Any, sizes: list[int], tmp: Path) -> tuple[Any, Any, float]:
+    """The same collection without Dask (this process's local executor)."""
+    from klaraptor.gpu.collect import collect
+    from klaraptor.store import Store
+
+    store = Store(tmp / "direct.sqlite")
+    t = time.perf_counter()
+    report = collect(spec, sizes, store=store, device=device, options=options(), progress=False)
+    wall = time.perf_counter() - t
+    return report, store, wall
+
+
 def counters_step(client: Any, spec: Any, device: Any, tmp: Path) -> dict[str, Any]:
     from klaraptor.configspace import ConfigSpace
     from klaraptor.gpu.collect import CollectOptions
@@ -393,7 +415,7 @@ def main() -> int:
 
     RESULT["provenance"] = stamp(
         host=os.uname().nodename,
-        note="one run on the nvidia-h200-x2 machine; timing-only collection (CollectOptions("
+        note=f"one run on {N_GPUS} H200 GPU(s) (--gpus {N_GPUS}); timing-only collection (CollectOptions("
         "counters=False), default timing settings, outputs checked); wall times are of the "
         "whole collect() call on a running cluster (worker probes, kernel info, plan, timing)",
     )
@@ -401,7 +423,8 @@ def main() -> int:
     RESULT["kernel"] = KERNEL
     write()
     tmp = Path(tempfile.mkdtemp(prefix="bench-multi-gpu-"))
-    started = step("cluster", start_cluster, 2, need_s=60)
+    RESULT["gpus_asked"] = N_GPUS
+    started = step("cluster", start_cluster, N_GPUS, need_s=60)
     if started is None:
         return 1
     cluster, client, how = started
@@ -438,8 +461,36 @@ def main() -> int:
         RESULT["wall_s_1gpu"] = round(wall, 3)
         store.close()
     est = RESULT.get("wall_s_1gpu", est)  # what one GPU really took
-    two = step(
-        "run_2gpu", collect_on, client, spec, device, sizes, tmp / "two.sqlite", need_s=0.6 * est
+    if N_GPUS == 1:
+        direct = step("run_direct", direct_run, spec, device, sizes, tmp, need_s=1.2 * est)
+        if direct is not None:
+            report, store, wall = direct
+            runs["direct"] = rows_by_point(store, spec, device)
+            RESULT["run_direct"] = {
+                "wall_s": round(wall, 3),
+                "report_wall_s": {k: round(v, 3) for k, v in report.wall_s.items()},
+                "counts": report.counts,
+            }
+            RESULT["wall_s_direct"] = round(wall, 3)
+            if "wall_s_1gpu" in RESULT:
+                RESULT["dask_over_direct"] = round(RESULT["wall_s_1gpu"] / wall, 3)
+            store.close()
+        if "1gpu" in runs and "direct" in runs:
+            RESULT["median_agreement_dask_vs_direct"] = agreement(runs["direct"], runs["1gpu"])
+        write()
+    two = (
+        None
+        if N_GPUS == 1
+        else step(
+            "run_2gpu",
+            collect_on,
+            client,
+            spec,
+            device,
+            sizes,
+            tmp / "two.sqlite",
+            need_s=0.6 * est,
+        )
     )
     if two is not None:
         report, ex, store, wall = two
@@ -469,10 +520,11 @@ def main() -> int:
             RESULT["median_agreement_1gpu_vs_killed"] = agreement(runs["1gpu"], rows)
     write()
 
+    name = f"counters_{N_GPUS}gpu"
     if left() > 70:
-        RESULT["counters"] = step("counters_2gpu", counters_step, client, spec, device, tmp)
+        RESULT["counters"] = step(name, counters_step, client, spec, device, tmp)
     else:
-        RESULT["steps"]["counters_2gpu"] = {"status": f"skipped: {left():.0f} s left"}
+        RESULT["steps"][name] = {"status": f"skipped: {left():.0f} s left"}
     RESULT["complete"] = True
     write()
     try:

@@ -426,11 +426,19 @@ class _Timers:
 
 
 def _time_one(
-    k: _Kernel, cache: _ArgsCache, timers: _Timers, p: Point, opts: Any, events: Events
+    k: _Kernel,
+    cache: _ArgsCache,
+    timers: _Timers,
+    p: Point,
+    opts: Any,
+    events: Events,
+    since: float | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """Measure one point and emit its events: ("ok" | "failed" | "lost", value)."""
+    """Measure one point and emit its events: ("ok" | "failed" | "lost", value). The value's
+    `wall_s` runs from `since` (default: this call), so a plan loop charges the point with the
+    session time spent on it since the previous point, replanning included."""
     events.emit("start", id=p.id)
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if since is None else since
     try:
         value = _measure_point(k, cache, timers.get(p.cold), p, opts)
         value["wall_s"] = time.perf_counter() - t0  # what the point cost: a plan's budget
@@ -460,19 +468,26 @@ def plan_result(value: Mapping[str, Any]) -> tuple[float, ...]:
     return (*out, float(value["wall_s"])) if "wall_s" in value else out
 
 
-def plan_loop(job: Job, events: Events, measure: Callable[[Point], tuple[str, Any]]) -> int:
+def plan_loop(job: Job, events: Events, measure: Callable[[Point, float], tuple[str, Any]]) -> int:
     """Mode plan's loop: replay the job's plan over the results so far, measure the points it
-    asks for next (`measure` emits their events: ("ok", value) | ("failed", value) | ("lost",
-    value) when the CUDA context is gone), until the plan is done; the job's other points get
-    a 'skipped' result. Separate from the CUDA side so it runs the same with any measurement."""
+    asks for next (`measure(point, since)` emits their events: ("ok", value) | ("failed",
+    value) | ("lost", value) when the CUDA context is gone), until the plan is done; the job's
+    other points get a 'skipped' result. Separate from the CUDA side so it runs the same with
+    any measurement.
+
+    `since` is when the previous point ended: a measured wall from there charges the point with
+    everything the session spent on it (replanning, argument set-up, events), so the plan's
+    budget counts the whole session after start-up, not only the timed launches."""
     plan = job.extra["plan"]
     key_of: dict[int, Any] = {int(i): tuple(v) for i, v in job.extra["keys"].items()}
     by_key = {key_of[p.id]: p for p in job.points}
     results: dict[Any, Any] = dict(job.extra.get("known") or {})
     exists = set(by_key) | set(results)
+    since = time.perf_counter()
     while need := plan.next_points(results, exists):
         for key in need:
-            status, value = measure(by_key[key])
+            status, value = measure(by_key[key], since)
+            since = time.perf_counter()
             if status == "lost":
                 return EXIT_CONTEXT_LOST
             results[key] = plan_result(value) if status == "ok" else None
@@ -487,7 +502,9 @@ def _run_plan(job: Job, events: Events) -> int:
     timers = _Timers(k, flush_all=False)
     cache = _ArgsCache(job.spec, job.options.seed, k.backend)
     events.emit("ready", pid=os.getpid(), **k.timings())
-    return plan_loop(job, events, lambda p: _time_one(k, cache, timers, p, job.options, events))
+    return plan_loop(
+        job, events, lambda p, since: _time_one(k, cache, timers, p, job.options, events, since)
+    )
 
 
 def _run_ncu(job: Job, events: Events) -> int:
