@@ -32,7 +32,11 @@ output check, sample bookkeeping) plus the launches of the timing protocol times
 (at least the launch floor); a cold point launches once per sample (no batching) and adds the L2
 flush; a profiled point costs ``ncu_point_s`` plus ``ncu_replay`` times the replay passes times the
 kernel time, and each Nsight Compute process ``ncu_session_s``. Constants are fitted from the
-recorded per-kernel phase costs (`fit_cost_model`).
+recorded per-kernel phase costs (`fit_cost_model`). On the device a timed point's cost is its
+measured wall in the session, from the end of the previous point (replanning, argument set-up and
+reference outputs included), so the ratio the plan keeps under the budget is measured in one run;
+the model then only prices points not yet measured, and the first point at the smaller sizes is
+charged their set-up as well (at most the largest overhead a point at L measured).
 """
 
 from __future__ import annotations
@@ -480,10 +484,23 @@ class MeasurementPlan:
         promising = sorted(
             order, key=lambda c: (min(rank_hot[c], rank_cold.get(c, n_cfg)), rank_hot[c])
         )
+        # The first candidate at the smaller sizes also pays their set-up (arguments, reference
+        # outputs), at most the largest overhead a point of the sweep at L measured.
+        setup = max(
+            (
+                p["cost_s"] - cost.time_point_s(p["ms"])
+                for p in res.points
+                if p["measured_cost"] and p["kind"] == "time"
+            ),
+            default=0.0,
+        )
+        setup = max(setup, 0.0)
         n_small = 0
         if smaller:
             for c in promising:
-                est = len(smaller) * cost.time_point_bound_s(t_hot[c])
+                est = len(smaller) * (
+                    cost.time_point_bound_s(t_hot[c]) + (setup if not n_small else 0.0)
+                )
                 if not fits(est):
                     break
                 for D in smaller:

@@ -155,3 +155,43 @@ def test_a_smaller_size_is_budgeted_at_its_worst_protocol_cost() -> None:
     assert cost.time_point_s(1.0) < cost.time_point_bound_s(1.0)
     assert cost.time_point_bound_s(1.0) == pytest.approx(cost.time_point_s(1e-4))
     assert cost.time_point_bound_s(50.0) == cost.time_point_s(50.0)
+
+
+class _WalledMeasurer:
+    """Recorded-style times with the wall each point cost in the session (as the worker reports):
+    every point 0.1 s, except the sweep's first point at L, which pays `setup_s` more."""
+
+    def __init__(self, times: dict[tuple[tuple[int, ...], int], float], setup_s: float) -> None:
+        self.times, self.setup_s, self.first = times, setup_s, True
+
+    def time(self, D, cfgs, *, cold):  # noqa: ANN001, ANN201 - the Measurer protocol
+        out = {}
+        for c in cfgs:
+            wall = 0.1 + (self.setup_s if self.first else 0.0)
+            self.first = False
+            out[c] = (self.times[(tuple(D), c)] * (1.5 if cold else 1.0), 0.01, wall)
+        return out
+
+    def counters(self, points):  # noqa: ANN001, ANN201
+        return []
+
+
+def test_measured_walls_are_the_cost_and_the_smaller_sizes_pay_their_set_up() -> None:
+    n, L, smaller = 10, (1024,), [(512,), (256,)]
+    times = {(D, c): 1.0 + 0.1 * c for D in [L, *smaller] for c in range(n)}
+    cost = CostModel(per_point_s=0.1, session_s=0.5)
+
+    def plan(setup_s: float):  # noqa: ANN202
+        return run_plan(_WalledMeasurer(times, setup_s), cost, n, L, smaller, needs_cold=False)
+
+    cheap = plan(0.0)
+    assert all(p["measured_cost"] for p in cheap.points)
+    assert cheap.tune_once_s == pytest.approx(0.5 + n * 0.1)
+    assert cheap.spent_s == pytest.approx(0.5 + 0.1 * len(cheap.points))
+    assert cheap.ratio <= 1.5 + 1e-9
+    assert cheap.counts()["time"] > n
+    # A first point at L that took 0.45 s longer (arguments, reference outputs) says the smaller
+    # sizes may cost as much to set up: the budget left then fits fewer candidates there.
+    costly = plan(0.45)
+    assert costly.ratio <= 1.5 + 1e-9
+    assert costly.counts()["time"] < cheap.counts()["time"]

@@ -35,6 +35,7 @@ import sys
 import time
 import traceback
 import types
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -226,15 +227,20 @@ def read_body(fh: Any, header: Mapping[str, Any]) -> Job:
 
 
 class _ArgsCache:
-    """Launch arguments for the current D (one size at a time bounds GPU memory)."""
+    """Launch arguments, and their reference outputs, for the last `keep` sizes.
 
-    def __init__(self, spec: Any, seed: int, backend: Any) -> None:
+    A measurement plan alternates between its smaller sizes candidate by candidate; rebuilding
+    the arguments and the host reference at every switch would cost more than the timing. A few
+    training-size argument sets bound GPU memory; a size that cannot be allocated beside the
+    others is retried once with them freed."""
+
+    def __init__(self, spec: Any, seed: int, backend: Any, keep: int = 3) -> None:
         self.spec = spec
         self.seed = seed
         self.backend = backend
-        self._key: DataSize | None = None
-        self._args: tuple[Any, ...] = ()
-        self._expected: dict[int, Any] | None = None
+        self.keep = max(1, int(keep))
+        # D -> [arguments, reference outputs or None], least recently used first
+        self._entries: OrderedDict[DataSize, list[Any]] = OrderedDict()
 
     def fresh(self, D: DataSize, stream: int = 0) -> tuple[Any, ...]:
         """New arguments, reproducible per (seed, D, stream)."""
@@ -243,13 +249,27 @@ class _ArgsCache:
         rng = np.random.default_rng([self.seed, stream, *D.values()])
         return tuple(self.spec.make_args(D, rng))
 
+    def _drop(self, n: int) -> None:
+        for _ in range(min(n, len(self._entries))):
+            self._entries.popitem(last=False)
+        self.backend.free_memory()
+
     def get(self, D: DataSize) -> tuple[Any, ...]:
-        if D != self._key:
-            self._args, self._key, self._expected = (), None, None
-            self.backend.free_memory()
-            self._args = self.fresh(D)
-            self._key = D
-        return self._args
+        entry = self._entries.get(D)
+        if entry is not None:
+            self._entries.move_to_end(D)
+            return entry[0]
+        if len(self._entries) >= self.keep:
+            self._drop(len(self._entries) - self.keep + 1)
+        try:
+            args = self.fresh(D)
+        except Exception:
+            if not self._entries:
+                raise
+            self._drop(len(self._entries))  # perhaps out of memory beside the other sizes
+            args = self.fresh(D)
+        self._entries[D] = [args, None]
+        return args
 
     def expected(self, D: DataSize) -> dict[int, Any]:
         """The reference outputs for the cached arguments of D (computed once per D).
@@ -257,9 +277,10 @@ class _ArgsCache:
         Valid for idempotent kernels only: their inputs never change between launches.
         """
         args = self.get(D)
-        if self._expected is None:
-            self._expected = self.spec.reference(D, self.backend.to_host(args))
-        return self._expected
+        entry = self._entries[D]
+        if entry[1] is None:
+            entry[1] = self.spec.reference(D, self.backend.to_host(args))
+        return entry[1]
 
 
 class _Kernel:
