@@ -35,8 +35,8 @@ kernel time, and each Nsight Compute process ``ncu_session_s``. Constants are fi
 recorded per-kernel phase costs (`fit_cost_model`). On the device a timed point's cost is its
 measured wall in the session, from the end of the previous point (replanning, argument set-up and
 reference outputs included), so the ratio the plan keeps under the budget is measured in one run;
-the model then only prices points not yet measured, and the first point at the smaller sizes is
-charged their set-up as well (at most the largest overhead a point at L measured).
+the model then only prices points not yet measured, and the first candidate at the smaller sizes
+is charged their set-up as well (arguments and reference outputs: at most what they took at L).
 """
 
 from __future__ import annotations
@@ -221,8 +221,9 @@ class Measurer(Protocol):
     def time(
         self, D: tuple[int, ...], cfgs: Sequence[int], *, cold: bool
     ) -> dict[int, tuple[float, ...]]:
-        """{cfg: (median ms, relative IQR[, measured wall seconds])} for the candidates that
-        ran; with the wall, the plan counts it as the point's cost instead of the cost model."""
+        """{cfg: (median ms, relative IQR[, measured wall seconds[, of which set-up]])} for
+        the candidates that ran; with the wall, the plan counts it as the point's cost instead
+        of the cost model; set-up is building a new size's arguments and reference outputs."""
         ...
 
     def counters(self, points: Sequence[tuple[tuple[int, ...], int]]) -> list[dict[str, Any]]:
@@ -416,7 +417,8 @@ class MeasurementPlan:
             got: Mapping[int, tuple[float, ...]],
             price: Callable[[float], float],
         ) -> None:
-            # A result with a third value carries its measured wall seconds: the point's cost.
+            # A result with a third value carries its measured wall seconds: the point's cost;
+            # a fourth, the part of it spent building a new size's arguments.
             for c, (ms, spread, *wall) in got.items():
                 s = float(wall[0]) if wall and math.isfinite(wall[0]) else price(ms)
                 res.spent_s += s
@@ -429,6 +431,7 @@ class MeasurementPlan:
                         "spread": spread,
                         "cost_s": s,
                         "measured_cost": bool(wall and math.isfinite(wall[0])),
+                        "setup_s": float(wall[1]) if len(wall) > 1 else 0.0,
                     }
                 )
 
@@ -485,16 +488,8 @@ class MeasurementPlan:
             order, key=lambda c: (min(rank_hot[c], rank_cold.get(c, n_cfg)), rank_hot[c])
         )
         # The first candidate at the smaller sizes also pays their set-up (arguments, reference
-        # outputs), at most the largest overhead a point of the sweep at L measured.
-        setup = max(
-            (
-                p["cost_s"] - cost.time_point_s(p["ms"])
-                for p in res.points
-                if p["measured_cost"] and p["kind"] == "time"
-            ),
-            default=0.0,
-        )
-        setup = max(setup, 0.0)
+        # outputs), at most what the set-up at L measured (their arguments are smaller).
+        setup = max((p["setup_s"] for p in res.points if p["kind"] == "time"), default=0.0)
         n_small = 0
         if smaller:
             for c in promising:

@@ -140,3 +140,30 @@ def test_the_fold_ignores_blocks_padded_at_M_or_L(recorded, store) -> None:  # n
     clean = ms._unpadded(job, spec.size(48)) & ms._unpadded(job, spec.size(96))
     assert fold["compared"] == int(clean.sum()) < len(job.candidates)
     assert tuple(fold["block"]) in {b for b, c in zip(job.candidates, clean) if c}
+
+
+def test_the_fold_compares_padded_blocks_when_the_lower_sizes_timed_only_those(
+    recorded, store
+) -> None:  # noqa: ANN001
+    # On the H200 a plan timed at the smaller size only candidates that are padded there or at
+    # L; the fold then had no candidate to compare and the build failed.
+    import sqlite3
+
+    spec = suite.get("polybench.conv3d.conv3d")
+    sizes = [spec.size(n) for n in (48, 96)]
+    job = make_job(spec, store, recorded.profile(), sizes)
+    clean = ms._unpadded(job, sizes[0]) & ms._unpadded(job, sizes[1])
+    assert 0 < clean.sum() < len(job.candidates)
+    con = sqlite3.connect(store.path)
+    with con:
+        for b, c in zip(job.candidates, clean):
+            if c:
+                con.execute(
+                    "DELETE FROM measurements WHERE kernel = ? AND d = ? AND bx = ? AND by = ? "
+                    "AND bz = ?",
+                    (spec.name, "[48]", *b),
+                )
+    con.close()
+    job = make_job(spec, store, recorded.profile(), sizes)
+    fold = ms.fold_score(job, "scaling")
+    assert fold["compared"] > 0 and tuple(fold["block"]) in set(job.candidates)

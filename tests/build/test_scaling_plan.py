@@ -159,7 +159,8 @@ def test_a_smaller_size_is_budgeted_at_its_worst_protocol_cost() -> None:
 
 class _WalledMeasurer:
     """Recorded-style times with the wall each point cost in the session (as the worker reports):
-    every point 0.1 s, except the sweep's first point at L, which pays `setup_s` more."""
+    every point 0.1 s, except the sweep's first point at L, which pays `setup_s` more to build
+    the arguments (reported as its set-up)."""
 
     def __init__(self, times: dict[tuple[tuple[int, ...], int], float], setup_s: float) -> None:
         self.times, self.setup_s, self.first = times, setup_s, True
@@ -167,9 +168,9 @@ class _WalledMeasurer:
     def time(self, D, cfgs, *, cold):  # noqa: ANN001, ANN201 - the Measurer protocol
         out = {}
         for c in cfgs:
-            wall = 0.1 + (self.setup_s if self.first else 0.0)
+            setup = self.setup_s if self.first else 0.0
             self.first = False
-            out[c] = (self.times[(tuple(D), c)] * (1.5 if cold else 1.0), 0.01, wall)
+            out[c] = (self.times[(tuple(D), c)] * (1.5 if cold else 1.0), 0.01, 0.1 + setup, setup)
         return out
 
     def counters(self, points):  # noqa: ANN001, ANN201
@@ -190,8 +191,8 @@ def test_measured_walls_are_the_cost_and_the_smaller_sizes_pay_their_set_up() ->
     assert cheap.spent_s == pytest.approx(0.5 + 0.1 * len(cheap.points))
     assert cheap.ratio <= 1.5 + 1e-9
     assert cheap.counts()["time"] > n
-    # A first point at L that took 0.45 s longer (arguments, reference outputs) says the smaller
-    # sizes may cost as much to set up: the budget left then fits fewer candidates there.
+    # Building the arguments at L took 0.45 s: each smaller size may cost as much to set up, so
+    # the budget left fits fewer candidates there.
     costly = plan(0.45)
     assert costly.ratio <= 1.5 + 1e-9
     assert costly.counts()["time"] < cheap.counts()["time"]

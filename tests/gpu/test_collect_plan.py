@@ -123,6 +123,9 @@ class _Recorder:
         self.calls.append("checked")
         return {}
 
+    def take_setup(self) -> float:
+        return 0.0
+
 
 def test_cold_points_skip_the_output_check() -> None:
     from types import SimpleNamespace

@@ -70,6 +70,10 @@ def fold_score(job: HelperJob, model: str) -> dict[str, Any]:
     clean = _unpadded(job, lower[-1]) & _unpadded(job, L)
     at_L = np.array([measured.get(b, math.nan) for b in job.candidates])
     pool = np.isfinite(at_L) & (clean if (clean & np.isfinite(at_L)).sum() >= 2 else True)
+    if not (pool & pred.valid).any():
+        # The candidates the lower sizes measured may all be padded at one of the two sizes (a
+        # 3-D kernel's plan times a few at its one smaller size): compare them anyway.
+        pool = np.isfinite(at_L)
     score = np.where(pool & pred.valid, pred.ms, np.inf)
     if not np.isfinite(score).any():
         raise BuildError(f"{model} predicts no compared candidate at {L}")

@@ -241,6 +241,12 @@ class _ArgsCache:
         self.keep = max(1, int(keep))
         # D -> [arguments, reference outputs or None], least recently used first
         self._entries: OrderedDict[DataSize, list[Any]] = OrderedDict()
+        self._setup_s = 0.0  # building arguments and references since the last take_setup()
+
+    def take_setup(self) -> float:
+        """Seconds spent building arguments and reference outputs since the last call."""
+        out, self._setup_s = self._setup_s, 0.0
+        return out
 
     def fresh(self, D: DataSize, stream: int = 0) -> tuple[Any, ...]:
         """New arguments, reproducible per (seed, D, stream)."""
@@ -261,6 +267,7 @@ class _ArgsCache:
             return entry[0]
         if len(self._entries) >= self.keep:
             self._drop(len(self._entries) - self.keep + 1)
+        t = time.perf_counter()
         try:
             args = self.fresh(D)
         except Exception:
@@ -269,6 +276,7 @@ class _ArgsCache:
             self._drop(len(self._entries))  # perhaps out of memory beside the other sizes
             args = self.fresh(D)
         self._entries[D] = [args, None]
+        self._setup_s += time.perf_counter() - t
         return args
 
     def expected(self, D: DataSize) -> dict[int, Any]:
@@ -279,7 +287,9 @@ class _ArgsCache:
         args = self.get(D)
         entry = self._entries[D]
         if entry[1] is None:
+            t = time.perf_counter()
             entry[1] = self.spec.reference(D, self.backend.to_host(args))
+            self._setup_s += time.perf_counter() - t
         return entry[1]
 
 
@@ -402,6 +412,7 @@ def _measure_point(k: _Kernel, cache: _ArgsCache, timer: Timer, p: Point, opts: 
             max_wall_s=opts.max_point_s,
         )
     )
+    value["setup_s"] = cache.take_setup()  # a new size's arguments and reference outputs
     return value
 
 
@@ -484,9 +495,13 @@ def _time_one(
 
 
 def plan_result(value: Mapping[str, Any]) -> tuple[float, ...]:
-    """A timed point as a plan sees it: (median ms, relative IQR[, measured wall seconds])."""
+    """A timed point as a plan sees it: (median ms, relative IQR[, measured wall seconds[, of
+    which building a new size's arguments and reference outputs]])."""
     out = (float(value["median_ms"]), float(value.get("spread", float("nan"))))
-    return (*out, float(value["wall_s"])) if "wall_s" in value else out
+    if "wall_s" not in value:
+        return out
+    out = (*out, float(value["wall_s"]))
+    return (*out, float(value["setup_s"])) if "setup_s" in value else out
 
 
 def plan_loop(job: Job, events: Events, measure: Callable[[Point, float], tuple[str, Any]]) -> int:
