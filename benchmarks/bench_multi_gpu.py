@@ -322,9 +322,27 @@ def killed_run(
         time.sleep(2.0)
         kill["children_alive_2s_after_kill"] = [c for c in children if alive(c)]
 
+    armed: dict[str, Any] = {}
+
     def kill_halfway(ex: Any) -> None:
-        if kill or not total["n"] or ex.points_done < total["n"] / 2 or not ex.in_flight:
+        if kill or armed or not total["n"] or ex.points_done < total["n"] / 2:
             return
+        if ex.in_flight:
+            kill_now(ex)
+            return
+        # Between chunks (one worker, one chunk at a time): kill as soon as the next is out.
+        armed["ex"] = ex
+        threading.Thread(target=kill_when_busy, args=(ex,), daemon=True).start()
+
+    def kill_when_busy(ex: Any) -> None:
+        deadline = time.monotonic() + 30.0
+        while not kill and time.monotonic() < deadline:
+            if ex.in_flight:
+                kill_now(ex)
+                return
+            time.sleep(0.01)
+
+    def kill_now(ex: Any) -> None:
         addr = max(ex.in_flight, key=lambda a: ex.in_flight[a])
         pid = client.run(os.getpid, workers=[addr])[addr]
         try:
