@@ -343,7 +343,10 @@ def killed_run(
             time.sleep(0.01)
 
     def kill_now(ex: Any) -> None:
-        addr = max(ex.in_flight, key=lambda a: ex.in_flight[a])
+        flying = dict(ex.in_flight)  # the client thread changes it while this one kills
+        if not flying:
+            return
+        addr = max(flying, key=lambda a: flying[a])
         pid = client.run(os.getpid, workers=[addr])[addr]
         try:
             children = [c.pid for c in psutil.Process(pid).children(recursive=True)]
@@ -354,12 +357,12 @@ def killed_run(
         kill.update(
             address=addr,
             pid=pid,
-            in_flight_points=ex.in_flight[addr],
+            in_flight_points=flying[addr],
             points_done_before=ex.points_done,
             at_s=round(time.monotonic() - T0, 2),
             measuring_children=children,
         )
-        log(f"killed worker {addr} (pid {pid}) with {ex.in_flight[addr]} points in flight")
+        log(f"killed worker {addr} (pid {pid}) with {flying[addr]} points in flight")
 
     from klaraptor.configspace import ConfigSpace
 
