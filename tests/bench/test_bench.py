@@ -174,3 +174,16 @@ def test_recorded_demo_runs_the_pipeline(capsys) -> None:  # noqa: ANN001
     # SAAKE's "Why" section: one bottleneck line per kernel (docs/saake.md).
     why = [line for line in out.splitlines() if "bottleneck:" in line]
     assert len(why) == 2 and all("unavailable" not in line for line in why)
+
+
+def test_saake_joins_the_comparison_under_issue_11s_names(data, store) -> None:  # noqa: ANN001
+    from klaraptor.bench.evaluate import comparison_providers
+
+    res = evaluate_kernel(
+        store, data, "polybench.atax.k1", providers=[comparison_providers()["saake"]]
+    )
+    for p in res.pairs:
+        assert set(p.times) >= {"saake_model_only", "saake_top4"}
+        tried = p.tried["saake_top4"]
+        assert len(tried) == 4 and p.choices["saake_model_only"] == tried[0]
+        assert 1.0 <= p.r("saake_top4") <= p.r("saake_model_only")

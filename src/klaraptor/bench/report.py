@@ -15,7 +15,8 @@ default benchmarks/results/h200/):
   folds.md (the ×2 fold score beside the true score per kernel, and their rank correlation);
 - best_worst_chosen.png (like thesis Figure 1.1) and predicted_vs_measured.png.
 
-SAAKE joins the comparison with `--saake` (slow: its emulator is fitted per kernel); its Table 1,
+SAAKE joins the comparison with `--saake` as `saake_model_only` and `saake_top4` (slow: its
+emulator is fitted per kernel); its Table 1,
 search and bottlenecks come from `klaraptor bench saake` (`bench.saake_eval`).
 
 Kernels are evaluated in parallel worker processes (`--jobs`); results do not depend on it.
@@ -65,6 +66,8 @@ ORDER = (
     "time_fit_topk",
     "mwp_cwp",
     "mwp_cwp_topk",
+    "saake_model_only",
+    "saake_top4",
     "default",
     "occ",
     "exhaustive",

@@ -36,7 +36,7 @@ def add_parser(sub: Any) -> None:
     r.add_argument(
         "--saake",
         action="store_true",
-        help="add SAAKE (saake, saake_topk) to the comparison; slow: the emulator is fitted per "
+        help="add SAAKE (saake_model_only, saake_top4) to the comparison; slow: the emulator is fitted per "
         "kernel (its Table 1 and search: `klaraptor bench saake`)",
     )
     r.set_defaults(bench_func=_report)
