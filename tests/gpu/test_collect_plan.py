@@ -16,6 +16,7 @@ from klaraptor.build.api import launchable
 from klaraptor.build.planned import make_plan, plan_keys
 from klaraptor.build_plan import TableMeasurer
 from klaraptor.gpu import collect as kc
+from klaraptor.gpu import executor as gpu_executor
 from klaraptor.gpu.collect import CollectOptions, collect_plan
 from klaraptor.gpu.worker import Point
 from klaraptor.store import Store
@@ -46,7 +47,9 @@ def _emulate(monkeypatch, tmp_path: Path, rows, crash: str = "") -> None:  # noq
     monkeypatch.setenv("KLARAPTOR_TEST_TIMES", str(table))
     monkeypatch.setenv("KLARAPTOR_TEST_CRASH", crash)
     monkeypatch.setattr(
-        kc, "worker_command", lambda job, python=None: [sys.executable, str(EMULATOR), str(job)]
+        gpu_executor,
+        "worker_command",
+        lambda job, python=None: [sys.executable, str(EMULATOR), str(job)],
     )
 
 

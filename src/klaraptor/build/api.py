@@ -228,8 +228,8 @@ def build(
     `client`: a `distributed.Client` (or a `klaraptor.distributed.DaskExecutor`) to collect on
     the GPUs of a Dask cluster; this process writes the store, and the device profile is that of
     the workers' GPU model (measured once, on one worker, when the store has none). The budgeted
-    plan runs in one worker session, which a cluster does not offer: there the full training
-    collection runs and a budgeted build picks its points from the store (no L2-flushed timings).
+    plan is sequential, so it runs in one session on one worker's GPU (the other GPUs serve a
+    build without a budget, whose points are spread over every worker).
     """
     t0 = time.perf_counter()
     if budget is not None and not (budget >= 1.0 and budget < float("inf")):
@@ -253,7 +253,7 @@ def build(
     if collect_data is None:
         collect_data = gpu_available()
     collect_info: dict[str, Any] | None = None
-    if collect_data and executor is not None:
+    if collect_data and executor is not None and budget is None:
         from klaraptor.gpu.collect import CollectOptions, collect
 
         device = device or executor.device_profile(store)
@@ -292,8 +292,19 @@ def build(
         t_fit = time.perf_counter()
         job = make_job(spec, store, device, size_list, fit=fit)
     else:
+        if collect_data and executor is not None:
+            device = device or executor.device_profile(store)
         device, executed, planned_info = _run_budgeted(
-            spec, size_list, store, device, collect_data, collect_options, budget, cost, progress
+            spec,
+            size_list,
+            store,
+            device,
+            collect_data,
+            collect_options,
+            budget,
+            cost,
+            progress,
+            executor,
         )
         collect_info = planned_info if collect_info is None else {**collect_info, **planned_info}
         t_fit = time.perf_counter()
@@ -361,15 +372,19 @@ def _run_budgeted(
     budget: float,
     cost: CostModel | None,
     progress: bool,
+    executor: Any = None,
 ) -> tuple[DeviceProfile, PlanResult, dict[str, Any]]:
-    """Make the plan and run it: on the GPU in one session, else over the store's points."""
+    """Make the plan and run it: on the GPU in one session (this machine's, or one Dask
+    worker's with `executor`), else over the store's points."""
     t0 = time.perf_counter()
     if collect_data:
         from klaraptor.gpu.collect import CollectOptions, collect_info, collect_plan
 
         options = collect_options or CollectOptions()
         device = device or current_profile(store)
-        device, attrs, info = collect_info(spec, sizes, store=store, device=device, options=options)
+        device, attrs, info = collect_info(
+            spec, sizes, store=store, device=device, options=options, executor=executor
+        )
     else:
         assert device is not None
         facts = store.collect_facts(spec.name, device.key)
@@ -395,6 +410,7 @@ def _run_budgeted(
             attrs=attrs,
             options=options,
             progress=progress,
+            executor=executor,
         )
         rep.wall_s["info"] = info.wall_s.get("info", 0.0)
         out.update(wall_s=rep.wall_s, counts=rep.counts, ncu=rep.ncu_status, measured=True)

@@ -18,7 +18,7 @@ import time
 import uuid
 import warnings
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,7 @@ from klaraptor.gpu.process import ItemResult
 from klaraptor.gpu.worker import Point
 
 if TYPE_CHECKING:
+    from klaraptor.build_plan import MeasurementPlan, PointKey
     from klaraptor.device_profile import DeviceProfile
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
@@ -501,6 +502,70 @@ class DaskExecutor:
             tasks.time_chunk, spec, points, (opts,), handle, need_gpu=True, label="time"
         )
         return {**runner, **self.stats.summary()}
+
+    def plan_session(
+        self,
+        spec: KernelSpec,
+        points: Sequence[Point],
+        options: Any,
+        *,
+        plan: MeasurementPlan,
+        key_of: Mapping[int, PointKey],
+        known: Mapping[PointKey, tuple[float, ...] | None],
+        workdir: Path,
+        on_results: Callable[[list[ItemResult]], None],
+    ) -> dict[str, Any]:
+        """The plan in one session on one worker's GPU (it is sequential); its results are
+        written when the session returns. A worker that leaves loses the session: the next
+        admitted worker runs the plan again from the results known before."""
+        check_transportable(spec)
+        opts = self.worker_options(options)
+        # Each point is bounded by the timeout; the session by all of them and a start-up.
+        limit = opts.startup_timeout_s + opts.timeout_s * max(1, len(points))
+        tried: list[str] = []
+        while True:
+            self.ensure_workers(True)
+            left = [a for a in sorted(self.admitted) if a not in tried]
+            if not left:
+                raise CollectError(
+                    f"every admitted Dask worker left during the plan session of {spec.name} "
+                    f"(tried {tried})"
+                )
+            addr = left[0]
+            tried.append(addr)
+            self.in_flight[addr] = len(points)
+            try:
+                answer = self.call(
+                    tasks.plan_task,
+                    addr,
+                    spec,
+                    list(points),
+                    opts,
+                    plan,
+                    dict(key_of),
+                    dict(known),
+                    label="plan",
+                    timeout_s=limit,
+                )
+            except _WorkerLost:
+                self.stats.lost_workers.append(addr)
+                self.stats.requeued_points += len(points)
+                continue
+            finally:
+                self.in_flight.pop(addr, None)
+            where = self.collected_by(addr)
+            results = answer["results"]
+            for r in results:
+                r.value = {**r.value, "collected_by": where}
+            on_results(results)
+            measured = sum(r.status != "skipped" for r in results)
+            self.points_done += measured
+            per = self.stats.per_worker.setdefault(addr, {"points": 0, "chunks": 0})
+            per.update(host=where["host"], gpu=where["gpu"])
+            per["points"] += measured
+            per["chunks"] += 1
+            self.stats.chunks += 1
+            return {**answer["stats"], "dask_worker": addr, **self.stats.summary()}
 
     def profile_points(
         self,

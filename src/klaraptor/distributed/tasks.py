@@ -177,6 +177,40 @@ def time_chunk(spec: Any, points: Sequence[Point], options: Any) -> dict[str, An
     return {"results": results, "stats": stats, "worker": identity()}
 
 
+def plan_task(
+    spec: Any,
+    points: Sequence[Point],
+    options: Any,
+    plan: Any,
+    key_of: dict[int, Any],
+    known: dict[Any, Any],
+) -> dict[str, Any]:
+    """A budgeted measurement plan in one session on this worker's GPU; every result of it."""
+    from klaraptor.gpu.executor import plan_session
+
+    results: list[ItemResult] = []
+    with _slot():
+        t = time.perf_counter()
+        workdir = _workdir("plan")
+        try:
+            stats = plan_session(
+                spec,
+                points,
+                options,
+                plan=plan,
+                key_of=key_of,
+                known=known,
+                workdir=workdir,
+                env=worker_env(),
+                on_result=results.append,
+                wrap=guarded,
+            )
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        stats["wall_s"] = time.perf_counter() - t
+    return {"results": results, "stats": stats, "worker": identity()}
+
+
 def _guarded_exe(exe: str, workdir: Path) -> str:
     """A script that runs `exe` under the parent-death guard (ncu is started by its path)."""
     import shlex

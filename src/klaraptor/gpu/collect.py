@@ -35,8 +35,8 @@ from klaraptor.build_plan import MeasurementPlan, PlanResult
 from klaraptor.configspace import ConfigSpace
 from klaraptor.errors import CollectError
 from klaraptor.gpu.executor import NCU_MISSING, CounterBatch, Executor, LocalExecutor
-from klaraptor.gpu.process import ItemResult, run_isolated, worker_command, worker_env
-from klaraptor.gpu.worker import Point, backend_name, plan_result, write_job
+from klaraptor.gpu.process import ItemResult
+from klaraptor.gpu.worker import Point, backend_name, plan_result
 from klaraptor.metrics import PIPE_METRICS, RAW_METRICS
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
 from klaraptor.types import Block, DataSize, KernelAttributes
@@ -528,6 +528,7 @@ def collect_info(
     store: Store,
     device: DeviceProfile | None = None,
     options: CollectOptions = CollectOptions(),  # noqa: B008 - frozen, never mutated
+    executor: Executor | None = None,
 ) -> tuple[DeviceProfile, KernelAttributes, CollectReport]:
     """Step 1 of `collect` alone: compile, attributes, barrier count, device, argument bytes at
     `sizes`, stored as the kernel's collection facts. What a plan needs before it is made."""
@@ -537,7 +538,7 @@ def collect_info(
     workdir = Path(tempfile.mkdtemp(prefix="klaraptor-info-"))
     try:
         dev, attrs = _info_step(
-            spec, sizes_d, store, device, options, workdir, LocalExecutor(), report
+            spec, sizes_d, store, device, options, workdir, executor or LocalExecutor(), report
         )
     finally:
         if not options.keep_workdir:
@@ -574,13 +575,17 @@ def collect_plan(
     space: ConfigSpace | None = None,
     options: CollectOptions = CollectOptions(),  # noqa: B008 - frozen, never mutated
     progress: bool = True,
+    executor: Executor | None = None,
 ) -> tuple[CollectReport, PlanResult]:
     """Run `plan` (candidate i of the plan is `candidates[i]`) in one timing session.
 
     The session's worker replays the plan over the results so far and measures the points it
     asks for, hot (kind 'time') or L2-flushed (kind 'time_cold'), each stored as it arrives;
     points already in the store are not measured again. Counters the plan asks for are taken in
-    one Nsight Compute pass afterwards. Returns the report and the plan as executed."""
+    one Nsight Compute pass afterwards. Returns the report and the plan as executed.
+    `executor`: where the session runs (default this machine's GPU; on a Dask cluster, one
+    worker's GPU, its results stored when the session returns)."""
+    executor = executor or LocalExecutor()
     t_total = time.perf_counter()
     space = space or ConfigSpace.for_spec(spec)
     names = spec.data_names
@@ -602,29 +607,10 @@ def collect_plan(
     known = known_plan_results(store, spec, device.key, by_store_key)
     todo = [p for p in points if key_of[p.id] not in known]
     by_id = {p.id: p for p in points}
-    env = worker_env()
     workdir = Path(tempfile.mkdtemp(prefix="klaraptor-plan-"))
     try:
         with _Progress(progress) as bars:
             advance = bars.task(f"plan {spec.name}", len(todo))
-
-            def command(remaining: list[int], events: Path) -> list[str]:
-                job = events.with_suffix(".job")
-                extra = {
-                    "plan": plan,
-                    "keys": {i: key_of[i] for i in remaining},
-                    "known": dict(known),
-                }
-                write_job(
-                    job,
-                    mode="plan",
-                    spec=spec,
-                    points=[by_id[i] for i in remaining],
-                    options=options,
-                    events=events,
-                    extra=extra,
-                )
-                return worker_command(job, options.python)
 
             def on_result(r: ItemResult) -> None:
                 p = by_id[r.id]
@@ -648,29 +634,32 @@ def collect_plan(
             t = time.perf_counter()
             exists = set(key_of.values())
             if todo and plan.next_points(known, exists):
-                stats = run_isolated(
-                    command,
-                    [p.id for p in todo],
-                    on_result=on_result,
-                    timeout_s=options.timeout_s,
+                stats = executor.plan_session(
+                    spec,
+                    todo,
+                    options,
+                    plan=plan,
+                    key_of={p.id: key_of[p.id] for p in todo},
+                    known=dict(known),
                     workdir=workdir / "plan",
-                    startup_timeout_s=options.startup_timeout_s,
-                    env=env,
+                    on_results=lambda rs: [on_result(r) for r in rs],
                 )
-                report.worker.update(
-                    {
-                        "plan_workers": stats.workers,
-                        "crashes": stats.crashes,
-                        "timeouts": stats.timeouts,
-                    }
-                )
+                report.worker.update(stats)
             report.wall_s["timing"] = time.perf_counter() - t
             result = plan.replay(known, exists)
             if result.counter_requests and options.counters:
                 wanted = {(D, candidates[c]) for D, c in result.counter_requests}
                 pts = [p for p in points if not p.cold and (p.D.values(), p.block) in wanted]
                 _ncu_pass(
-                    spec, Plan(pts, [], pts), store, device, options, workdir, env, bars, report
+                    spec,
+                    Plan(pts, [], pts),
+                    store,
+                    device,
+                    options,
+                    workdir,
+                    executor,
+                    bars,
+                    report,
                 )
                 result = plan.replay(known, exists, _counter_results(store, spec, device, index))
     finally:

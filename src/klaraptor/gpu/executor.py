@@ -6,7 +6,10 @@
 - `time_points(spec, points, options, workdir=, on_results=)`: the timing pass. `on_results`
   gets the results as they arrive, in groups; `collect` writes each group in one transaction;
 - `profile_points(spec, points, device, options, workdir=, on_batch=, on_progress=)`: the
-  counter pass, one `CounterBatch` per ncu process.
+  counter pass, one `CounterBatch` per ncu process;
+- `plan_session(spec, points, options, plan=, key_of=, known=, workdir=, on_results=)`: a
+  budgeted measurement plan (`klaraptor.build_plan`) in one worker session on one GPU: it is
+  sequential, each point chosen from the results before it.
 
 `LocalExecutor` runs them in worker subprocesses on this machine's GPU; the Dask executor
 (`klaraptor.distributed.DaskExecutor`) on the GPUs of a cluster. Either way each point batch runs
@@ -23,9 +26,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from klaraptor.errors import CollectError
 from klaraptor.gpu.process import ItemResult, run_isolated, run_once, worker_command, worker_env
-from klaraptor.gpu.worker import Point, write_job
+from klaraptor.gpu.worker import Point, plan_result, write_job
 
 if TYPE_CHECKING:
+    from klaraptor.build_plan import MeasurementPlan, PointKey
     from klaraptor.device_profile import DeviceProfile
     from klaraptor.spec import KernelSpec
     from klaraptor.types import DataSize
@@ -82,6 +86,19 @@ class Executor(Protocol):
         on_batch: Callable[[CounterBatch], None],
         on_progress: Callable[[int], None],
     ) -> CounterRun: ...
+
+    def plan_session(
+        self,
+        spec: KernelSpec,
+        points: Sequence[Point],
+        options: Any,
+        *,
+        plan: MeasurementPlan,
+        key_of: Mapping[int, PointKey],
+        known: Mapping[PointKey, tuple[float, ...] | None],
+        workdir: Path,
+        on_results: Callable[[list[ItemResult]], None],
+    ) -> dict[str, Any]: ...
 
 
 NCU_MISSING = (
@@ -156,6 +173,63 @@ def time_points(
     }
 
 
+def plan_session(
+    spec: KernelSpec,
+    points: Sequence[Point],
+    options: Any,
+    *,
+    plan: MeasurementPlan,
+    key_of: Mapping[int, PointKey],
+    known: Mapping[PointKey, tuple[float, ...] | None],
+    workdir: Path,
+    env: Mapping[str, str],
+    on_result: Callable[[ItemResult], None],
+    wrap: Callable[[list[str]], list[str]] = list,
+) -> dict[str, Any]:
+    """Run `plan` over `points` (plan key `key_of[id]`; `known`: results measured before) in one
+    isolated worker session; a worker replaced after a crash or hang resumes the same plan from
+    every result so far. The runner's statistics."""
+    by_id = {p.id: p for p in points}
+    results = dict(known)
+
+    def command(remaining: list[int], events: Path) -> list[str]:
+        job = events.with_suffix(".job")
+        extra = {"plan": plan, "keys": {i: key_of[i] for i in remaining}, "known": dict(results)}
+        write_job(
+            job,
+            mode="plan",
+            spec=spec,
+            points=[by_id[i] for i in remaining],
+            options=options,
+            events=events,
+            extra=extra,
+        )
+        return wrap(worker_command(job, options.python))
+
+    def handle(r: ItemResult) -> None:
+        if r.status == "ok":
+            results[key_of[r.id]] = plan_result(r.value)
+        elif r.status != "skipped":
+            results[key_of[r.id]] = None
+        on_result(r)
+
+    stats = run_isolated(
+        command,
+        [p.id for p in points],
+        on_result=handle,
+        timeout_s=options.timeout_s,
+        workdir=workdir,
+        startup_timeout_s=options.startup_timeout_s,
+        env=env,
+    )
+    return {
+        "plan_workers": stats.workers,
+        "crashes": stats.crashes,
+        "timeouts": stats.timeouts,
+        "worker_startup_s": sum(float(ev.get("startup_s", 0.0)) for ev in stats.ready),
+    }
+
+
 def profile_batch(
     exe: str,
     metrics: Sequence[str],
@@ -216,6 +290,31 @@ class LocalExecutor:
             spec,
             points,
             options,
+            workdir=workdir,
+            env=worker_env(),
+            on_result=lambda r: on_results([r]),
+        )
+
+    def plan_session(
+        self,
+        spec: KernelSpec,
+        points: Sequence[Point],
+        options: Any,
+        *,
+        plan: MeasurementPlan,
+        key_of: Mapping[int, PointKey],
+        known: Mapping[PointKey, tuple[float, ...] | None],
+        workdir: Path,
+        on_results: Callable[[list[ItemResult]], None],
+    ) -> dict[str, Any]:
+        # One result per call: each point is committed as soon as it is measured.
+        return plan_session(
+            spec,
+            points,
+            options,
+            plan=plan,
+            key_of=key_of,
+            known=known,
             workdir=workdir,
             env=worker_env(),
             on_result=lambda r: on_results([r]),
