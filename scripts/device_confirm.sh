@@ -2,11 +2,15 @@
 # The GPU confirmations of issues 9-15 in one device call; each step time-limited, none fatal.
 # Usage (device, repo root): KLARAPTOR_COMMIT=<sha> bash scripts/device_confirm.sh OUT PART
 #   PART 1: every gpu-marked test (-v log), the budgeted build against tune-once, bench_select
-#   PART 2: the front-end and collection GPU tests again, SAAKE's speed-of-light referee, the
-#           front-ends' launch-cost benchmark
+#   PART 2: the front-end, Numba and collection GPU tests again, SAAKE's speed-of-light referee,
+#           the front-ends' launch-cost benchmark
+#   PART 3: the front-ends only (scripts/frontends_gpu.py: versions, the front-end and Numba
+#           tests, the launch-cost benchmark of every front-end), about 4 minutes
+# scripts/device_env (first on PYTHONPATH) gives a NumPy without numpy.row_stack the alias
+# numba-cuda 0.30.4 needs to compile anything; it changes nothing elsewhere (docs/frontends.md).
 set -u
 OUT=${1:?}; PART=${2:?}
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 KLARAPTOR_HOME=$OUT/home
+export PYTHONPATH=$PWD/scripts/device_env:$PWD/src PYTHONUNBUFFERED=1 KLARAPTOR_HOME=$OUT/home
 mkdir -p "$OUT" "$KLARAPTOR_HOME"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv > "$OUT/smi.csv" 2>&1
 run() {  # name, seconds, command...
@@ -24,11 +28,17 @@ case "$PART" in
     run bench_select 45 python3 benchmarks/bench_select.py "$OUT" --quick
     ;;
   2)
-    run gpu_tests_2 130 python3 -m pytest -m gpu -v -p no:cacheprovider -rs \
-      tests/frontends/test_frontends_gpu.py tests/gpu/test_gpu_collect.py
+    # No -m gpu: the Numba tests are not gpu-marked (on a GPU machine they run the real Numba).
+    run gpu_tests_2 200 python3 -m pytest -v -p no:cacheprovider -rs \
+      tests/frontends/test_frontends_gpu.py tests/gpu/test_gpu_collect.py \
+      tests/frontends/test_numba.py tests/frontends/test_numba_device_env.py
     run saake_sol 150 python3 scripts/device_saake_sol.py "$OUT/saake" --limit 110
     run frontends 135 python3 scripts/frontends_gpu.py "$OUT/frontends" --budget-s 125 \
       --only bench
+    ;;
+  3)
+    run frontends 400 python3 scripts/frontends_gpu.py "$OUT/frontends" --budget-s 380 \
+      --only tests bench
     ;;
 esac
 pkill -f klaraptor.gpu.worker 2>/dev/null; pkill -x ncu 2>/dev/null

@@ -2,18 +2,27 @@
 front-end examples, as written.
 
     python scripts/frontends_gpu.py OUT [--budget-s 570] [--only tests bench readme]
+        [--bench-steps cupy numba cuda_core torch_cupy torch_numba]
 
 Steps, in this order, each in its own process with a time limit (a failed or timed-out step is
 recorded in OUT/results.json and the next one runs; a step that no longer fits the budget is
 recorded as skipped):
-- `versions`: GPU, driver, CuPy, numba-cuda, torch, cuda.core;
-- `tests`: `pytest -m gpu -v tests/frontends/test_frontends_gpu.py`, the log in
-  OUT/gpu_tests_<commit>.log (to commit as benchmarks/results/h200/collect_logs/);
-- `bench`: `benchmarks/bench_frontends.py OUT/bench` (tuned vs plain launch per front-end);
+- `versions`: GPU, driver, NumPy, CuPy, numba-cuda, torch, cuda.core, and whether the NumPy shim
+  below is in effect (`numpy_row_stack_alias`);
+- `tests`: `pytest -v` over the front-ends' GPU tests and the Numba tests (tests/frontends/
+  test_frontends_gpu.py, test_numba.py, test_numba_device_env.py: on a GPU machine the Numba
+  tests run the real Numba, not its simulator), the log in OUT/gpu_tests_<commit>.log (to commit
+  as benchmarks/results/h200/collect_logs/);
+- `bench`: `benchmarks/bench_frontends.py OUT/bench` (tuned vs plain launch per front-end;
+  `--bench-steps` picks the front-ends);
 - `readme_<front-end>`: each Python example of the README's front-ends section, run as written
   with `python -c` in a fresh KLARAPTOR_HOME (OUT/home_readme). When this GPU's device key is the
   recorded H200 profile's, that profile is put in the store first, so the examples skip the
   device microbenchmarks (results.json says whether it was).
+
+Every step runs with scripts/device_env first on PYTHONPATH: a shim for a NumPy without
+`numpy.row_stack`, which numba-cuda 0.30.4 cannot compile with (the H200 machine's); it changes
+nothing where NumPy has `row_stack` (docs/frontends.md).
 
 About 8-10 minutes in all on an H200; nothing here needs more than one GPU.
 """
@@ -30,6 +39,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+NUMPY_SHIM = ROOT / "scripts" / "device_env"  # sitecustomize.py: numpy.row_stack for numba-cuda
+TEST_FILES = (
+    "tests/frontends/test_frontends_gpu.py",
+    "tests/frontends/test_numba.py",
+    "tests/frontends/test_numba_device_env.py",
+)
+BENCH_STEPS = ("cupy", "numba", "cuda_core", "torch_cupy", "torch_numba")
 SECTION = "Front-ends: Numba, CuPy, cuda.core, PyTorch, Kernel Tuner"
 # Step limits (s); each is also cut to what is left of the budget.
 LIMITS = {"versions": 60, "tests": 330, "bench": 300, "readme": 200}
@@ -43,9 +59,15 @@ def v(name):
     except PackageNotFoundError:
         return None
 out = {"python": platform.python_version(), "host": platform.node()}
-for name in ("cupy-cuda13x", "numba-cuda", "numba", "torch", "cuda-core", "cuda-bindings",
-             "kernel_tuner"):
+for name in ("numpy", "cupy-cuda13x", "numba-cuda", "numba", "torch", "cuda-core",
+             "cuda-bindings", "kernel_tuner"):
     out[name] = v(name)
+try:
+    import numpy, sitecustomize
+    out["numpy_row_stack_alias"] = getattr(numpy, "row_stack", None) is numpy.vstack
+    out["sitecustomize"] = getattr(sitecustomize, "__file__", None)
+except Exception as exc:
+    out["numpy_shim_error"] = repr(exc)
 try:
     from klaraptor.device_profile import query_device, recorded_profile
     here, rec = query_device(), recorded_profile("h200")
@@ -127,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--budget-s", type=float, default=570.0)
     p.add_argument("--only", nargs="+", choices=("tests", "bench", "readme"))
+    p.add_argument("--bench-steps", nargs="+", choices=BENCH_STEPS, default=list(BENCH_STEPS))
     a = p.parse_args(argv)
     out = a.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -135,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     py = sys.executable
     base_env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "PYTHONPATH": os.pathsep.join(
+            [str(NUMPY_SHIM), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]
+        ),
         "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS": "0",
     }
     sha = commit()
@@ -164,13 +189,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if "tests" in wanted:
         env = {**base_env, "KLARAPTOR_HOME": str(out / "home_tests")}
-        argv = [py, "-m", "pytest", "-m", "gpu", "-v", "-p", "no:cacheprovider", "-s"]
-        argv += ["tests/frontends/test_frontends_gpu.py"]
+        argv = [py, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-s", "-rs", *TEST_FILES]
         step("tests", "tests", argv, env, out / f"gpu_tests_{sha}.log")
 
     if "bench" in wanted:
         argv = [py, str(ROOT / "benchmarks" / "bench_frontends.py"), str(out / "bench")]
-        step("bench", "bench", [*argv, "--step-timeout", "90"], base_env, out / "bench.log")
+        argv += ["--step-timeout", "90", "--steps", *a.bench_steps]
+        step("bench", "bench", argv, base_env, out / "bench.log")
 
     if "readme" in wanted:
         env = {**base_env, "KLARAPTOR_HOME": str(out / "home_readme")}

@@ -47,6 +47,10 @@ class BuildError(KlaraptorError):
     """A kernel could not be built, or no build exists for it."""
 
 
+class UnmeasuredError(BuildError):
+    """None of a kernel's candidate blocks has a successful measurement to build from."""
+
+
 class MissingDependencyError(KlaraptorError):
     """An optional dependency is not installed; the message names the extra that brings it."""
 

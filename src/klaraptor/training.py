@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor.device_profile import DeviceProfile
-from klaraptor.errors import BuildError, FitError
+from klaraptor.errors import BuildError, FitError, UnmeasuredError
 from klaraptor.fitting import FitSettings, fit_rational, fit_rational_table
 from klaraptor.metrics import collected
 from klaraptor.occupancy import arch_params
@@ -273,7 +273,7 @@ def training_set(
     }
     keys = sorted((k for k in pts if k[0] in wanted), key=lambda k: (k[0].values(), k[1]))
     if not keys:
-        raise BuildError(
+        raise UnmeasuredError(
             f"no successful measurement of {spec.name!r} on {device_key!r} at the training sizes "
             f"{[str(D) for D in sizes]}; collect first (klaraptor build with a GPU)"
         )

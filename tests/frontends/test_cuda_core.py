@@ -130,3 +130,84 @@ def test_cuda_core_missing_dependency_names_the_extra(monkeypatch) -> None:  # n
     monkeypatch.setitem(sys.modules, "cuda.core.experimental", None)
     with pytest.raises(MissingDependencyError, match=r"klaraptor\[cuda-core\]"):
         cuda_core_module()
+
+
+class _Buffer:
+    """Has `.data.ptr`, as CuPy arrays do (the generated launch reads it inline for them)."""
+
+    def __init__(self, ptr: int) -> None:
+        self.data = type("MemoryPointer", (), {"ptr": ptr})()
+
+
+class _CAI:
+    def __init__(self, ptr: int) -> None:
+        self.__cuda_array_interface__ = {"data": (ptr, False), "shape": (4,), "typestr": "<f4"}
+
+
+class _TorchStream:
+    cuda_stream = 777
+
+
+@pytest.mark.parametrize(
+    ("args", "getters", "expected"),
+    [
+        ((_Buffer(11), _Buffer(22), np.int32(5)), {0: None, 1: None}, (11, 22, np.int32(5))),
+        ((_CAI(33), np.float32(1.5)), {0: array_pointer}, (33, np.float32(1.5))),
+        ((np.int32(7),), {}, (np.int32(7),)),
+        ((), {}, ()),
+        ((_Buffer(1), _CAI(2), 3, _Buffer(4)), {0: None, 1: array_pointer, 3: None}, (1, 2, 3, 4)),
+    ],
+)
+def test_cuda_core_generated_launch_passes_the_arguments_cuda_core_takes(
+    args: tuple, getters: dict, expected: tuple
+) -> None:
+    from klaraptor.frontends.cuda_core import launch_functions
+
+    calls: list[tuple] = []
+
+    def launch(*got: object) -> None:  # where cuda.core.launch is called
+        calls.append(got)
+
+    streams = {0: "legacy default", 777: "torch's stream"}
+    go, go_on = launch_functions(
+        launch, "config", "kernel", len(args), getters, default="default",
+        stream_for=streams.__getitem__, name="k",
+    )  # fmt: skip
+    core_stream = type("Stream", (), {"__module__": "cuda.core._stream"})()
+    go(args)
+    go_on(args, core_stream)
+    go_on(args, _TorchStream())
+    go_on(args, 0)
+    prefix = [("default",), (core_stream,), ("torch's stream",), ("legacy default",)]
+    assert calls == [(*p, "config", "kernel", *expected) for p in prefix]
+    assert all(type(a) is type(e) for a, e in zip(calls[0][3:], expected))
+    with pytest.raises(ValueError, match="unpack"):
+        go((*args, 1))
+
+
+def test_cuda_core_generated_launch_on_torchs_current_stream() -> None:
+    from klaraptor.frontends.cuda_core import launch_functions
+
+    calls: list[tuple] = []
+    current = iter([5, 6])
+    go, _ = launch_functions(
+        lambda *a: calls.append(a), "config", "kernel", 2, {0: lambda t: t + 1000},
+        default="unused", stream_for=lambda ptr: f"stream {ptr}", current=lambda: next(current),
+    )  # fmt: skip
+    go((1, 2))
+    go((3, 4))
+    assert calls == [
+        ("stream 5", "config", "kernel", 1001, 2),
+        ("stream 6", "config", "kernel", 1003, 4),
+    ]
+
+
+def test_cuda_core_a_call_with_the_wrong_number_of_arguments_is_refused() -> None:
+    from klaraptor.errors import LaunchError
+
+    adapter = CoreAdapter(CoreKernel(kernel=None, source=SRC, name="scale", options=()))
+    adapter.check_call((1, 2, np.int32(3)))
+    with pytest.raises(LaunchError, match=r"scale\(x, y, n\) takes 3 arguments, got 2"):
+        adapter.check_call((1, 2))
+    unnamed = CoreAdapter(CoreKernel(kernel=None, source=SRC, name="tile", options=()))
+    unnamed.check_call((1,))  # the source does not name its parameters: cuda.core checks

@@ -397,7 +397,9 @@ def test_numba_spec_travels_to_a_collection_worker(tmp_path: Path) -> None:
     reaches a fresh process through a real job file, without re-running the script, and its
     bound signature compiles there (PTX through NVVM, no GPU needed) with one barrier."""
     pytest.importorskip("numba.cuda")
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "PYTHONPATH": str(ROOT / "src")}
+    # PYTHONPATH kept after src: the GPU harness's NumPy shim (scripts/device_env) lives there.
+    pythonpath = os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "0", "PYTHONPATH": pythonpath}
     script = tmp_path / "user_script.py"
     script.write_text(WORKER_SCRIPT)
     reader = tmp_path / "reader.py"

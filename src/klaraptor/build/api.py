@@ -132,13 +132,34 @@ def launchable(
     attrs: KernelAttributes,
     D: DataSize,
     space: ConfigSpace | None = None,
+    *,
+    admit_at: Sequence[DataSize] | None = None,
 ) -> tuple[list[Block], dict[Block, str]]:
-    """The candidates that can launch at D (canonical order), and the others with why."""
+    """The candidates that satisfy the constraints at one of the sizes `admit_at` at least
+    (default: at D) and can launch at D, in canonical order; and the others with why.
+
+    Collection measures only admissible blocks, so a block the constraints exclude at every
+    training size has no point to fit (a per-configuration model cannot fit it at all)."""
     space = space or ConfigSpace.for_spec(spec, max_threads=device.max_threads_per_block)
-    candidates, rejected = space.filter_launchable(list(space.candidates), D, attrs, device)
+    sizes = list(admit_at) if admit_at else [D]
+    admitted: set[Block] = set()
+    excluded: dict[Block, str] = {}
+    for size in sizes:
+        ok, refused = space.admissible(size, spec=spec)
+        admitted.update(ok)
+        for b, why in refused:
+            excluded.setdefault(b, why)
+    where = " at every training size" if len(sizes) > 1 else f" at {sizes[0]}"
+    blocks = [b for b in space.candidates if b in admitted]
+    candidates, unlaunchable = space.filter_launchable(blocks, D, attrs, device)
+    reasons = {b: excluded[b] + where for b in space.candidates if b not in admitted}
+    reasons.update(unlaunchable)
+    rejected = {b: reasons[b] for b in space.candidates if b in reasons}
     if not candidates:
-        raise BuildError(f"{spec.name}: no candidate block can launch ({dict(rejected)})")
-    return candidates, dict(rejected)
+        raise BuildError(
+            f"{spec.name}: no candidate block satisfies the constraints and can launch ({rejected})"
+        )
+    return candidates, rejected
 
 
 def job_from_training(
@@ -152,11 +173,14 @@ def job_from_training(
     space: ConfigSpace | None = None,
     arg_bytes: tuple[tuple[DataSize, int], ...] = (),
     launch_size: DataSize | None = None,
+    admit_at: Sequence[DataSize] | None = None,
 ) -> HelperJob:
-    """A model's job from training points: the candidates that can launch (at `launch_size`,
-    default the smallest training point), the others with why."""
+    """A model's job from training points: the candidates that satisfy the constraints at one
+    of the sizes `admit_at` (default: the training sizes) and can launch at `launch_size`
+    (default: the smallest training point), the others with why."""
     at = launch_size if launch_size is not None else train.size_of(0)
-    candidates, rejected = launchable(spec, device, attrs, at, space)
+    sizes = admit_at if admit_at is not None else train.sizes()
+    candidates, rejected = launchable(spec, device, attrs, at, space, admit_at=sizes)
     return HelperJob(
         spec=spec,
         profile=device,
@@ -179,8 +203,10 @@ def make_job(
     fit: FitOptions | None = None,
     space: ConfigSpace | None = None,
     launch_size: DataSize | None = None,
+    admit_at: Sequence[DataSize] | None = None,
 ) -> HelperJob:
-    """The training data and launchable candidates of `spec` on `device`, from the store."""
+    """The training data and candidates of `spec` on `device` (admissible at one of the sizes
+    `admit_at`, default `sizes`, and launchable), from the store."""
     facts = store.collect_facts(spec.name, device.key)
     if facts is None or facts.attributes is None:
         raise BuildError(
@@ -196,6 +222,7 @@ def make_job(
         space=space,
         arg_bytes=_arg_bytes(spec, facts.arg_bytes),
         launch_size=launch_size,
+        admit_at=admit_at if admit_at is not None else sizes,
     )
 
 
@@ -221,7 +248,10 @@ def build(
     default the H200-fitted `klaraptor.build_plan.H200_COST`); None: every candidate at every
     training size. The plan serves `auto` and `scaling`; the other measured models (`time_fit`,
     `mwp_cwp`, `saake`) fit each configuration, so they always measure every candidate at every
-    training size. Builds are incremental: points already in the store are not measured again.
+    training size; a candidate without a successful measurement there is left out of their
+    build (recorded in `rejected`, as are the blocks the constraints exclude at every training
+    size), and UnmeasuredError says when no candidate is left. Builds are incremental: points
+    already in the store are not measured again.
     Without a GPU (`collect_data=False`, or none found), the points must already be in the
     store (e.g. imported from a recorded dataset) and `device` given; a budgeted build then uses
     the points its plan picks from them.
@@ -291,6 +321,8 @@ def build(
         assert device is not None
         t_fit = time.perf_counter()
         job = make_job(spec, store, device, size_list, fit=fit)
+        if model not in BUDGETED_MODELS:
+            job = job.measured_only()  # it fits each candidate from that candidate's points
     else:
         if collect_data and executor is not None:
             device = device or executor.device_profile(store)
@@ -316,6 +348,7 @@ def build(
             sorted(used, key=DataSize.values),
             fit=fit,
             launch_size=min(size_list, key=DataSize.values),
+            admit_at=size_list,  # the plan's candidates: its cfg indices point into them
         )
         job.train = planned_training(job.train, executed, job.candidates)
     selection = None
@@ -395,7 +428,7 @@ def _run_budgeted(
         attrs = facts.attributes
     facts = store.collect_facts(spec.name, device.key)
     arg_bytes = () if facts is None else _arg_bytes(spec, facts.arg_bytes)
-    candidates, _ = launchable(spec, device, attrs, min(sizes, key=DataSize.values))
+    candidates, _ = launchable(spec, device, attrs, min(sizes, key=DataSize.values), admit_at=sizes)
     plan, why = make_plan(
         spec, device, candidates, sizes, arg_bytes=arg_bytes, budget=budget, cost=cost
     )

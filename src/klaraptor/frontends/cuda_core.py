@@ -8,7 +8,8 @@
 current GPU and keeps the source and NVRTC options beside the kernel: klaraptor measures the
 kernel from them (the CuPy backend compiles the same source with the same options). A tuned call
 launches with `launch(stream, LaunchConfig(grid=..., block=..., shmem_size=...), kernel, *args)`,
-the LaunchConfig cached per data size. cuda.core passes a Python int as a pointer, so array
+the LaunchConfig made once per (grid, block, shared memory) and the launch function generated
+once per data size (`launch_functions`). cuda.core passes a Python int as a pointer, so array
 arguments (CuPy arrays, torch tensors, anything with `__cuda_array_interface__`) are turned into
 their device addresses; the first call's arrays also give the shapes klaraptor measures with.
 Scalars must have the C type of the parameter (np.int32(n) for an `int`), as with cuda.core.
@@ -16,13 +17,12 @@ Scalars must have the C type of the parameter (np.int32(n) for an `int`), as wit
 
 from __future__ import annotations
 
-import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from klaraptor.errors import MissingDependencyError, SpecError
+from klaraptor.errors import LaunchError, MissingDependencyError, SpecError
 from klaraptor.frontends.cupy_wrap import c_param_names
 from klaraptor.frontends.torch import TorchBridge, is_tensor, stream_handle
 from klaraptor.spec import KernelSpec
@@ -159,9 +159,6 @@ def array_pointer(a: Any) -> int:
     return a
 
 
-_CUPY_PTR = operator.attrgetter("data.ptr")
-
-
 def _is_cupy(a: Any) -> bool:
     return type(a).__name__ == "ndarray" and (type(a).__module__ or "").startswith("cupy")
 
@@ -185,12 +182,20 @@ class CoreAdapter:
         self.base_name = f"cuda_core.{ck.name}"
         self._default_stream: Any = None
         self._streams: dict[int, Any] = {}
+        self._launch_configs: dict[tuple[Any, ...], Any] = {}
 
     def bind(self, args: Sequence[Any]) -> None:
         """Nothing to bind: cuda.core checks argument types at launch."""
 
     def check_call(self, args: Sequence[Any]) -> None:
-        """No per-size check for cuda.core kernels."""
+        """The number of arguments, where the source names the parameters (cuda.core checks
+        the rest at launch). Run per new size and when a launch fails."""
+        names = self.param_names
+        if names is not None and len(args) != len(names):
+            raise LaunchError(
+                f"{self.function_name}({', '.join(names)}) takes {len(names)} arguments, "
+                f"got {len(args)}"
+            )
 
     def make_spec(self, **fields: Any) -> KernelSpec:
         return KernelSpec(
@@ -215,45 +220,92 @@ class CoreAdapter:
         args: Sequence[Any],
     ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
         """(launch on the current stream, launch on a given stream) for one configuration."""
-        core, kernel = self.core, self.ck.kernel
-        launch = core.launch
-        config = core.LaunchConfig(grid=grid, block=block, shmem_size=smem)
+        core = self.core
+        config = self._launch_configs.get((grid, block, smem))
+        if config is None:
+            config = core.LaunchConfig(grid=grid, block=block, shmem_size=smem)
+            self._launch_configs[(grid, block, smem)] = config
         if self._default_stream is None:
             self._default_stream = core.Device(self.ck.device_id).default_stream
-        default = self._default_stream
+        getters: dict[int, Callable[[Any], Any] | None] = {}
         if torch is not None:
             tconvs = torch.pointer_converters(args, as_numpy=False)
             getters = {i: tconvs[i] for i, a in enumerate(args) if is_tensor(a)}
-        else:
-            getters = {}
-        # Only array positions are converted (CuPy arrays by a C attribute getter).
+        # Only array positions are converted (CuPy arrays read inline: `.data.ptr`).
         for i, a in enumerate(args):
             if i not in getters and _is_array(a):
-                getters[i] = _CUPY_PTR if _is_cupy(a) else array_pointer
-        items = tuple(getters.items())
+                getters[i] = None if _is_cupy(a) else array_pointer
+        return launch_functions(
+            core.launch,
+            config,
+            self.ck.kernel,
+            len(args),
+            getters,
+            default=self._default_stream,
+            stream_for=self.stream_for,
+            current=None if torch is None else torch.current_stream,
+            name=self.function_name,
+        )
 
-        def pointers(args: tuple[Any, ...]) -> list[Any]:
-            out = list(args)
-            for i, get in items:
-                out[i] = get(out[i])
-            return out
 
-        stream_for = self.stream_for
+_UNCHANGED = object()
+_LAUNCH_TEMPLATE = """
+def go(args):
+    {unpack} = args
+    launch({stream}, config, kernel{call})
 
-        def go_on(args: tuple[Any, ...], stream: Any) -> None:
-            if not (type(stream).__module__ or "").startswith("cuda.core"):
-                stream = stream_for(stream_handle(stream))  # torch, CuPy, Numba or a handle
-            launch(stream, config, kernel, *pointers(args))
+def go_on(args, stream):
+    if not (type(stream).__module__ or "").startswith("cuda.core"):
+        stream = stream_for(stream_handle(stream))  # torch, CuPy, Numba or a handle
+    {unpack} = args
+    launch(stream, config, kernel{call})
+"""
 
-        if torch is not None:
-            current = torch.current_stream
 
-            def go_torch(args: tuple[Any, ...]) -> None:
-                launch(stream_for(current()), config, kernel, *pointers(args))
+def launch_functions(
+    launch: Callable[..., Any],
+    config: Any,
+    kernel: Any,
+    n_args: int,
+    getters: Mapping[int, Callable[[Any], Any] | None],
+    *,
+    default: Any,
+    stream_for: Callable[[int], Any],
+    current: Callable[[], int] | None = None,
+    name: str = "kernel",
+) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
+    """(go(args), go_on(args, stream)): `launch(stream, config, kernel, *converted args)` for
+    calls of `n_args` arguments, on `default` (or `stream_for(current())` when `current` is
+    given) and on a given stream. `getters[i]` turns argument i into its device address (None:
+    a CuPy array, `.data.ptr`); the others pass unchanged.
 
-            return go_torch, go_on
-
-        def go(args: tuple[Any, ...]) -> None:
-            launch(default, config, kernel, *pointers(args))
-
-        return go, go_on
+    The two functions are generated for this argument list, so a call unpacks its arguments and
+    converts the array ones inline: no per-call list, loop or extra Python frame (the generic
+    loop did, at about 0.5 µs per call: benchmarks/bench_call_overhead.py)."""
+    names = [f"a{i}" for i in range(n_args)]
+    call = []
+    scope: dict[str, Any] = {
+        "launch": launch,
+        "config": config,
+        "kernel": kernel,
+        "default": default,
+        "stream_for": stream_for,
+        "stream_handle": stream_handle,
+        "current": current,
+    }
+    for i, a in enumerate(names):
+        get = getters.get(i, _UNCHANGED)
+        if get is _UNCHANGED:
+            call.append(a)
+        elif get is None:
+            call.append(f"{a}.data.ptr")
+        else:
+            scope[f"get{i}"] = get
+            call.append(f"get{i}({a})")
+    code = _LAUNCH_TEMPLATE.format(
+        unpack="(" + "".join(f"{a}, " for a in names) + ")",
+        stream="default" if current is None else "stream_for(current())",
+        call="".join(f", {c}" for c in call),
+    )
+    exec(compile(code, f"<klaraptor cuda.core launch of {name}>", "exec"), scope)  # noqa: S102
+    return scope["go"], scope["go_on"]

@@ -554,6 +554,11 @@ class Tuned(functools.partial):
     def _launch_failed(self, exc: Exception, args: tuple[Any, ...], stream: Any) -> None:
         if isinstance(exc, KlaraptorError):
             raise exc
+        from klaraptor.gpu.backend_numba import incompatible_numpy
+
+        unusable = incompatible_numpy(exc)
+        if unusable is not None:
+            raise unusable from exc
         tensors_now = any(is_tensor(a) for a in args)
         if tensors_now != (self._torch is not None):  # the kinds of arguments changed
             with self._lock:

@@ -25,6 +25,7 @@ import math
 import os
 import re
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +39,7 @@ from klaraptor.types import KernelAttributes
 DEFAULT_DYNAMIC_SMEM = 48 * 1024  # usable by every kernel without cudaFuncSetAttribute
 _FFMA_LATENCY_CYCLES = 4
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(")
+_NUMPY_NAME = re.compile(r"module 'numpy' has no attribute '(\w+)'")
 
 
 def numba_cuda() -> Any:
@@ -49,6 +51,31 @@ def numba_cuda() -> Any:
             "Numba kernels need numba-cuda: pip install 'klaraptor[numba]'"
         ) from exc
     return cuda
+
+
+def incompatible_numpy(exc: BaseException) -> MissingDependencyError | None:
+    """The error to raise instead of `exc` when `exc` is numba-cuda failing on a name this NumPy
+    no longer has (an AttributeError raised inside Numba's code: numba-cuda 0.30.4 registers
+    `overload(np.row_stack)` on its first compilation, and NumPy removed `row_stack`); else None.
+    """
+    m = _NUMPY_NAME.search(str(exc)) if isinstance(exc, AttributeError) else None
+    frames = traceback.extract_tb(exc.__traceback__)
+    in_numba = any({"numba", "numba_cuda"} & set(f.filename.split(os.sep)) for f in frames)
+    if m is None or not in_numba:
+        return None
+    try:
+        from importlib.metadata import version
+
+        numba_cuda_version = version("numba-cuda")
+    except Exception:  # noqa: BLE001 - the version is only for the message
+        numba_cuda_version = "(version unknown)"
+    return MissingDependencyError(
+        f"this numba-cuda {numba_cuda_version} does not work with NumPy {np.__version__}: it uses "
+        f"numpy.{m.group(1)}, which this NumPy no longer has, so Numba cannot compile any kernel. "
+        "Install releases that work together: a numba-cuda that supports this NumPy "
+        "(pip install -U 'klaraptor[numba]') or a NumPy this numba-cuda supports. Where neither "
+        "can change, docs/frontends.md describes a compatibility shim for numpy.row_stack"
+    )
 
 
 def is_simulator() -> bool:
@@ -222,6 +249,9 @@ class NumbaBackend:
         try:
             dispatcher.compile(argtypes)
         except Exception as exc:  # noqa: BLE001 - Numba's typing and lowering errors
+            unusable = incompatible_numpy(exc)
+            if unusable is not None:
+                raise unusable from None
             raise CollectError(
                 f"Numba could not compile {spec.kernel} for ({', '.join(map(str, argtypes))}): "
                 f"{type(exc).__name__}: {exc}"

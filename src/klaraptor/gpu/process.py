@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import klaraptor
-from klaraptor.errors import CollectError, CompileError
+from klaraptor.errors import CollectError, CompileError, MissingDependencyError
 
 NVTX_PREFIX = "kp:"
 EXIT_OK = 0
@@ -154,6 +154,8 @@ class RunnerStats:
 def _raise_fatal(ev: Mapping[str, Any], log_tail: str) -> None:
     if ev.get("error") == "CompileError":
         raise CompileError(str(ev.get("message") or "compilation failed"), str(ev.get("log", "")))
+    if ev.get("error") == "MissingDependencyError":  # e.g. an unusable numba-cuda: says which
+        raise MissingDependencyError(str(ev.get("message")))
     detail = f"\n{ev['traceback']}" if ev.get("traceback") and not ev.get("message") else ""
     tail = f"\nworker output:\n{log_tail}" if log_tail else ""
     raise CollectError(

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from klaraptor.device_profile import DeviceProfile
-from klaraptor.errors import BuildError
+from klaraptor.errors import BuildError, UnmeasuredError
 from klaraptor.helper import HelperProgram, admit_program
 from klaraptor.program import Program
 from klaraptor.spec import KernelSpec
@@ -70,6 +70,27 @@ class HelperJob:
     def subset(self, sizes: Sequence[Any]) -> HelperJob:
         """The same job trained on some of its sizes only (model-selection folds)."""
         return replace(self, train=self.train.subset(sizes))
+
+    def measured_only(self) -> HelperJob:
+        """The job over the candidates with at least one training point, the others moved to
+        `rejected`: what a model that fits each candidate from its own points can build.
+        Raises UnmeasuredError when no candidate has one."""
+        timed = {tuple(int(v) for v in b) for b in self.train.blocks}
+        kept = tuple(b for b in self.candidates if b in timed)
+        if not kept:
+            sizes = [str(D) for D in self.train.sizes()]
+            out = [b for b in sorted(timed) if b in self.rejected]
+            why = f" (the store's timed blocks are all out: {out[0]}: {self.rejected[out[0]]})"
+            raise UnmeasuredError(
+                f"{self.spec.name}: none of the {len(self.candidates)} candidate blocks has a "
+                f"successful measurement at the training sizes {sizes}{why if out else ''}; "
+                "collect again (klaraptor build on a GPU) and see the store's failed points"
+            )
+        if len(kept) == len(self.candidates):
+            return self
+        missing = "no successful measurement at the training sizes (failed or not collected)"
+        rejected = {**self.rejected, **{b: missing for b in self.candidates if b not in timed}}
+        return replace(self, candidates=kept, rejected=rejected)
 
     def admit(self) -> Program:
         """The admission program: grid and launchability of every (D, block)."""
