@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from klaraptor.builder import build
 
 from klaraptor import suite
 from klaraptor.bench.dataset import load_recorded
+from klaraptor.build import build
 from klaraptor.fitting import fit_rational, fit_rational_table
 
 KERNELS = (

@@ -124,7 +124,9 @@ def main() -> int:
     }
     (out / "sol.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
     ok = sum(1 for v in result["kernels"].values() if v.get("status") == "ok")
-    log(f"sol.json: {ok} of {len(choices)} kernels profiled; total {time.monotonic() - t_start:.1f} s")
+    log(
+        f"sol.json: {ok} of {len(choices)} kernels profiled; total {time.monotonic() - t_start:.1f} s"
+    )
     return 0
 
 
@@ -179,7 +181,9 @@ def _jobs(folder: Path, choices: list[dict[str, Any]]) -> list[dict[str, Any]]:
         grid = spec.grid_for(D, block)
         point = Point(k, D, block, grid, spec.dynamic_smem_for(D, block))  # type: ignore[arg-type]
         path = folder / f"job{k:02d}.pkl"
-        write_job(path, mode="ncu", spec=spec, points=[point], options=CollectOptions(), events=events)
+        write_job(
+            path, mode="ncu", spec=spec, points=[point], options=CollectOptions(), events=events
+        )
         jobs.append({"id": k, "kernel": spec.name, "function": spec.kernel, "D": list(D.values()),
                      "block": list(block), "grid": list(grid), "path": str(path),
                      "events": str(events)})  # fmt: skip
