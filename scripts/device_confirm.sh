@@ -6,6 +6,9 @@
 #           the front-ends' launch-cost benchmark
 #   PART 3: the front-ends only (scripts/frontends_gpu.py: versions, the front-end and Numba
 #           tests, the launch-cost benchmark of every front-end), about 4 minutes
+#   PART 4: every gpu-marked test and the Numba tests (Dask installed from .whl/ when carried),
+#           the front-ends' launch-cost benchmark, Dask on one GPU (bench_multi_gpu --gpus 1),
+#           about 8 minutes
 # scripts/device_env (first on PYTHONPATH) gives a NumPy without numpy.row_stack the alias
 # numba-cuda 0.30.4 needs to compile anything; it changes nothing elsewhere (docs/frontends.md).
 set -u
@@ -39,6 +42,19 @@ case "$PART" in
   3)
     run frontends 400 python3 scripts/frontends_gpu.py "$OUT/frontends" --budget-s 380 \
       --only tests bench
+    ;;
+  4)
+    if ls .whl/*.whl >/dev/null 2>&1; then
+      python3 -m pip install --no-deps --target /tmp/site .whl/*.whl > "$OUT/pip.log" 2>&1
+      export PYTHONPATH=/tmp/site:$PYTHONPATH
+    fi
+    run gpu_tests 200 python3 -m pytest -m gpu -v -p no:cacheprovider -rs \
+      --continue-on-collection-errors tests/
+    run numba_tests 90 python3 -m pytest -v -p no:cacheprovider -rs \
+      tests/frontends/test_numba.py tests/frontends/test_numba_device_env.py
+    run frontends 130 python3 scripts/frontends_gpu.py "$OUT/frontends" --budget-s 120 \
+      --only bench
+    run dask 230 python3 benchmarks/bench_multi_gpu.py "$OUT" --gpus 1
     ;;
 esac
 pkill -f klaraptor.gpu.worker 2>/dev/null; pkill -x ncu 2>/dev/null
