@@ -32,21 +32,32 @@ def add_row_stack(numpy: ModuleType) -> bool:
 
 
 class _NumpyWatch(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: on the first import of numpy it asks the other finders for it and
-    patches the module once it has run."""
+    """Finds nothing itself: asked for numpy, it asks the other finders and returns their spec
+    with a loader that patches the module once it has run. It stays until numpy has really been
+    executed: `importlib.util.find_spec("numpy")` (an availability check) asks without loading,
+    and a watch gone after the first question would miss the real import (the H200 run)."""
+
+    def __init__(self) -> None:
+        self._asking = False
 
     def find_spec(self, name, path=None, target=None):  # noqa: ANN001, ANN201 - finder protocol
-        if name != "numpy":
+        if name != "numpy" or self._asking:
             return None
-        sys.meta_path.remove(self)  # once, and not for the look-up below
-        spec = importlib.util.find_spec(name)
+        self._asking = True  # the look-up below must not find this finder again
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._asking = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         run = spec.loader.exec_module
+        watch = self
 
         def exec_module(module: ModuleType) -> None:
             run(module)
             add_row_stack(module)
+            if watch in sys.meta_path:
+                sys.meta_path.remove(watch)
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec

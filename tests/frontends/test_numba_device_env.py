@@ -67,6 +67,15 @@ def test_the_shim_gives_a_numpy_without_row_stack_the_alias(tmp_path: Path) -> N
     # Without the shim the same NumPy has no row_stack.
     code = "import json, numpy\nprint(json.dumps({'has': hasattr(numpy, 'row_stack')}))"
     assert python(code, tmp_path) == {"has": False}
+    # An availability check (find_spec without loading) before the import must not use the
+    # shim up: on the H200 pytest's process asked first, and numba-cuda then failed.
+    code = (
+        "import importlib.util, json\n"
+        "assert importlib.util.find_spec('numpy') is not None\n"
+        "import numpy\n"
+        "print(json.dumps({'alias': numpy.row_stack is numpy.vstack}))"
+    )
+    assert python(code, SHIM, tmp_path) == {"alias": True}
 
 
 def test_the_shim_still_runs_the_sitecustomize_it_shadows(tmp_path: Path) -> None:
