@@ -12,6 +12,7 @@ Usage: .venv/bin/python benchmarks/bench_saake.py OUT.json [kernel ...]   (defau
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import time
@@ -28,6 +29,7 @@ def main() -> int:
     from klaraptor.models.saake.sensitivity import analyse
 
     out = Path(sys.argv[1])
+    load_at_start = round(os.getloadavg()[0], 2)
     wanted = set(sys.argv[2:])
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,9 +74,17 @@ def main() -> int:
         "rank_s_max": float(np.max([r["rank_s"] for r in rows])),
         "within_50ms_per_config": sum(p <= 50 for p in per),
         "within_2s_rank": sum(r["rank_s"] <= 2 for r in rows),
-        "note": "2 shared CPU cores under load from other jobs: wall times are upper bounds",
     }
-    out.write_text(json.dumps({"summary": summary, "kernels": rows}, indent=1) + "\n")
+    from klaraptor.provenance import stamp
+
+    prov = stamp(
+        cpus=os.cpu_count(),
+        load_average_1min_at_start=load_at_start,
+        note="CPU wall times on this machine; other jobs running raise them (see the load)",
+    )
+    out.write_text(
+        json.dumps({"summary": summary, "kernels": rows, "provenance": prov}, indent=1) + "\n"
+    )
     print(json.dumps(summary, indent=1))
     return 0
 
