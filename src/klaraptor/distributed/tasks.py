@@ -153,28 +153,37 @@ def info_task(spec: Any, options: Any, sizes: Sequence[Any] = ()) -> dict[str, A
     return {"info": info, "worker": identity()}
 
 
-def time_chunk(spec: Any, points: Sequence[Point], options: Any) -> dict[str, Any]:
-    """Time one chunk of points in isolated worker subprocesses; one result per point."""
-    from klaraptor.gpu.executor import time_points
-
+def _measured(kind: str, run: Any) -> dict[str, Any]:
+    """`run(workdir, on_result)` holding this worker's GPU, in a scratch folder; its results,
+    the runner's statistics with the wall time, and where it ran."""
     results: list[ItemResult] = []
     with _slot():
         t = time.perf_counter()
-        workdir = _workdir("time")
+        workdir = _workdir(kind)
         try:
-            stats = time_points(
-                spec,
-                points,
-                options,
-                workdir=workdir,
-                env=worker_env(),
-                on_result=results.append,
-                wrap=guarded,
-            )
+            stats = run(workdir, results.append)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         stats["wall_s"] = time.perf_counter() - t
     return {"results": results, "stats": stats, "worker": identity()}
+
+
+def time_chunk(spec: Any, points: Sequence[Point], options: Any) -> dict[str, Any]:
+    """Time one chunk of points in isolated worker subprocesses; one result per point."""
+    from klaraptor.gpu.executor import time_points
+
+    return _measured(
+        "time",
+        lambda workdir, on_result: time_points(
+            spec,
+            points,
+            options,
+            workdir=workdir,
+            env=worker_env(),
+            on_result=on_result,
+            wrap=guarded,
+        ),
+    )
 
 
 def plan_task(
@@ -188,27 +197,21 @@ def plan_task(
     """A budgeted measurement plan in one session on this worker's GPU; every result of it."""
     from klaraptor.gpu.executor import plan_session
 
-    results: list[ItemResult] = []
-    with _slot():
-        t = time.perf_counter()
-        workdir = _workdir("plan")
-        try:
-            stats = plan_session(
-                spec,
-                points,
-                options,
-                plan=plan,
-                key_of=key_of,
-                known=known,
-                workdir=workdir,
-                env=worker_env(),
-                on_result=results.append,
-                wrap=guarded,
-            )
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-        stats["wall_s"] = time.perf_counter() - t
-    return {"results": results, "stats": stats, "worker": identity()}
+    return _measured(
+        "plan",
+        lambda workdir, on_result: plan_session(
+            spec,
+            points,
+            options,
+            plan=plan,
+            key_of=key_of,
+            known=known,
+            workdir=workdir,
+            env=worker_env(),
+            on_result=on_result,
+            wrap=guarded,
+        ),
+    )
 
 
 def _guarded_exe(exe: str, workdir: Path) -> str:

@@ -148,12 +148,39 @@ def time_points(
 ) -> dict[str, Any]:
     """Time `points` in isolated worker subprocesses (`process.run_isolated`); the runner's
     statistics. `wrap` may prefix each worker's command line (e.g. with a parent-death guard)."""
+    return _isolated_session(
+        spec, points, options, "time", workdir=workdir, env=env, on_result=on_result, wrap=wrap
+    )
+
+
+def _isolated_session(
+    spec: KernelSpec,
+    points: Sequence[Point],
+    options: Any,
+    mode: str,
+    *,
+    workdir: Path,
+    env: Mapping[str, str],
+    on_result: Callable[[ItemResult], None],
+    wrap: Callable[[list[str]], list[str]],
+    extra: Callable[[list[int]], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """`points` measured by worker subprocesses of `mode` under `process.run_isolated` (a
+    replaced worker gets the points not done yet, and `extra(remaining)` in its job); the
+    runner's statistics, its workers counted under `<mode>_workers`."""
     by_id = {p.id: p for p in points}
 
     def command(remaining: list[int], events: Path) -> list[str]:
         job = events.with_suffix(".job")
-        todo = [by_id[i] for i in remaining]
-        write_job(job, mode="time", spec=spec, points=todo, options=options, events=events)
+        write_job(
+            job,
+            mode=mode,
+            spec=spec,
+            points=[by_id[i] for i in remaining],
+            options=options,
+            events=events,
+            extra=extra(remaining) if extra is not None else None,
+        )
         return wrap(worker_command(job, options.python))
 
     stats = run_isolated(
@@ -166,7 +193,7 @@ def time_points(
         env=env,
     )
     return {
-        "timing_workers": stats.workers,
+        f"{'timing' if mode == 'time' else mode}_workers": stats.workers,
         "crashes": stats.crashes,
         "timeouts": stats.timeouts,
         "worker_startup_s": sum(float(ev.get("startup_s", 0.0)) for ev in stats.ready),
@@ -189,22 +216,7 @@ def plan_session(
     """Run `plan` over `points` (plan key `key_of[id]`; `known`: results measured before) in one
     isolated worker session; a worker replaced after a crash or hang resumes the same plan from
     every result so far. The runner's statistics."""
-    by_id = {p.id: p for p in points}
     results = dict(known)
-
-    def command(remaining: list[int], events: Path) -> list[str]:
-        job = events.with_suffix(".job")
-        extra = {"plan": plan, "keys": {i: key_of[i] for i in remaining}, "known": dict(results)}
-        write_job(
-            job,
-            mode="plan",
-            spec=spec,
-            points=[by_id[i] for i in remaining],
-            options=options,
-            events=events,
-            extra=extra,
-        )
-        return wrap(worker_command(job, options.python))
 
     def handle(r: ItemResult) -> None:
         if r.status == "ok":
@@ -213,21 +225,21 @@ def plan_session(
             results[key_of[r.id]] = None
         on_result(r)
 
-    stats = run_isolated(
-        command,
-        [p.id for p in points],
-        on_result=handle,
-        timeout_s=options.timeout_s,
+    return _isolated_session(
+        spec,
+        points,
+        options,
+        "plan",
         workdir=workdir,
-        startup_timeout_s=options.startup_timeout_s,
         env=env,
+        on_result=handle,
+        wrap=wrap,
+        extra=lambda remaining: {
+            "plan": plan,
+            "keys": {i: key_of[i] for i in remaining},
+            "known": dict(results),
+        },
     )
-    return {
-        "plan_workers": stats.workers,
-        "crashes": stats.crashes,
-        "timeouts": stats.timeouts,
-        "worker_startup_s": sum(float(ev.get("startup_s", 0.0)) for ev in stats.ready),
-    }
 
 
 def profile_batch(
