@@ -29,8 +29,9 @@ from klaraptor.models.snowpack.features import (
     load_recorded_features,
     static_features,
 )
-from klaraptor.models.snowpack.learner import Regressor, suboptimality, train
+from klaraptor.models.snowpack.learner import Regressor, suboptimality
 from klaraptor.models.snowpack.model import _nodes, save_regressor, shipped_path
+from klaraptor.models.snowpack.search import Candidate, choose, train
 from klaraptor.store import StaticFeatures, Store
 
 
@@ -79,15 +80,37 @@ def test_dynamic_features_are_exact(h200) -> None:  # noqa: ANN001
     assert col["padding"][1] == pytest.approx(np.log2(2112 / 2048)) and col["padding"][0] == 0
 
 
-def test_training_reports_both_learners_and_keeps_the_better(small) -> None:  # noqa: ANN001
+def test_training_reports_every_learner_and_keeps_one_by_the_rule(small) -> None:  # noqa: ANN001
     sub, reg, report = small
-    svr, hgb = report["learners"]["svr"], report["learners"]["hgb"]
-    assert reg.learner == min(("svr", "hgb"), key=lambda k: report["learners"][k]["mean_S_pct"])
-    assert all(np.isfinite(x["mean_S_pct"]) and x["tried"] for x in (svr, hgb))
+    assert set(report["learners"]) == {"svr", "hgb", "mlp"}
+    kept = report["kept_candidate"]
+    assert (reg.learner, reg.target, reg.view) == (kept["learner"], kept["target"], kept["view"])
+    # The kept one is within one standard error of the best and no slower than 1.5x the cheapest
+    # such candidate.
+    cands = report["candidates"]
+    assert all(np.isfinite(x["mean_S_pct"]) and x["cost_ms"] > 0 for x in cands)
+    assert kept["gap_pct"] <= kept["gap_se_pct"]
+    within = [x for x in cands if x["gap_pct"] <= x["gap_se_pct"]]
+    assert kept["cost_ms"] <= 1.5 * min(x["cost_ms"] for x in within)
     s = suboptimality(sub, reg.predict_log(sub.X))
     assert s.shape == (len(np.unique(sub.group)),) and (s >= 0).all()
     # Trained rows: most argmins land within 25% of the best block.
     assert np.median(s) < 25.0
+
+
+def _cand(s: list[float], cost: float) -> Candidate:
+    return Candidate("mlp", {}, "relative", "all", np.array(s), mse_log=0.0, cost_ms=cost)
+
+
+def test_choose_takes_the_cheapest_within_the_noise_of_the_best() -> None:
+    best = _cand([1.0, 2.0, 3.0, 4.0], cost=10.0)
+    close = _cand([1.5, 1.5, 3.5, 4.0], cost=1.0)  # mean +0.125, paired SE 0.24: a tie
+    worse = _cand([9.0, 9.0, 9.0, 9.0], cost=0.1)  # cheapest, but clearly worse
+    assert choose([best, close, worse], cost_tolerance=1.5) is close
+    # Costs within the tolerance count as equal: the better score wins.
+    assert choose([best, _cand([1.5, 1.5, 3.5, 4.0], 9.0)], cost_tolerance=1.5) is best
+    # Without a tie the best is kept, whatever it costs.
+    assert choose([best, worse], cost_tolerance=1.5) is best
 
 
 def test_model_bytes_round_trip_and_refuse_other_versions(small) -> None:  # noqa: ANN001

@@ -27,14 +27,13 @@ import numpy as np
 from klaraptor.bench.dataset import RecordedDataset, recorded_datasets
 from klaraptor.models.snowpack.features import SnowpackError, feature_names, load_recorded_features
 from klaraptor.models.snowpack.learner import (
+    LEARNERS,
     Corpus,
     Regressor,
-    SearchSettings,
-    fit_fixed,
     kernel_corpus,
     suboptimality,
-    train,
 )
+from klaraptor.models.snowpack.search import SearchSettings, fit_fixed, train
 from klaraptor.models.snowpack.train import benchmark_of
 
 if TYPE_CHECKING:
@@ -42,10 +41,16 @@ if TYPE_CHECKING:
 
 QUICK = SearchSettings(
     max_rows=800,
+    svr_max_rows=800,
     search_rows=400,
     folds=2,
-    svr_grid={"C": [10.0], "gamma_scale": [0.5], "epsilon": [0.05]},
-    hgb_grid={"max_iter": [60], "learning_rate": [0.15], "max_leaf_nodes": [15]},
+    targets=("log_time", "per_wave"),
+    views=("all",),
+    grids={
+        "svr": [{"C": 10.0, "gamma_scale": 0.5, "epsilon": 0.05}],
+        "hgb": [{"max_iter": 60, "learning_rate": 0.15, "max_leaf_nodes": 15}],
+        "mlp": [{"hidden": [16], "alpha": 0.01, "max_iter": 100}],
+    },
 )
 
 
@@ -160,8 +165,9 @@ def evaluate(
     result: dict[str, Any] = {}
     for scenario in ("unseen_kernels", "unseen_sizes"):
         t0 = time.perf_counter()
-        per = {m: np.full(len(groups), math.nan) for m in ("snowpack", "svr", "hgb")}
+        per = {m: np.full(len(groups), math.nan) for m in ("snowpack", *LEARNERS)}
         kept: list[str] = []
+        kept_as: list[str] = []
         every = sorted(set(c.bench.tolist()))
         folds: list[str | None] = (
             [b for b in every if benchmarks is None or b in benchmarks]
@@ -179,14 +185,22 @@ def evaluate(
             tr, te = c.subset(train_rows), c.subset(test_rows)
             reg, rep = train(tr, device, kind, settings)
             kept.append(reg.learner)
+            kept_as.append(f"{reg.learner}/{reg.target}/{reg.view}")
             at = np.searchsorted(groups, np.unique(te.group))
             per["snowpack"][at] = suboptimality(te, reg.predict_log(te.X))
-            for learner in ("svr", "hgb"):
-                cv = rep["learners"][learner]
+            # Each learner's best candidate (by mean S% alone), refitted: the comparison.
+            for learner, cv in rep["learners"].items():
+                same = (cv["params"], cv["target"], cv["view"]) == (
+                    reg.params,
+                    reg.target,
+                    reg.view,
+                )
                 other = (
                     reg
-                    if learner == reg.learner
-                    else fit_fixed(tr, device, learner, cv["best_params"], cv["target"], settings)
+                    if learner == reg.learner and same
+                    else fit_fixed(
+                        tr, device, learner, cv["params"], cv["target"], cv["view"], settings
+                    )
                 )
                 per[learner][at] = suboptimality(te, other.predict_log(te.X))
             if console is not None:
@@ -195,11 +209,12 @@ def evaluate(
                     f"S {np.nanmean(per['snowpack'][at]):.1f}%"
                 )
         block = _block(per["snowpack"], base, auto_s)
-        block["svr_mean_S_pct"] = float(np.nanmean(per["svr"]))
-        block["svr_median_S_pct"] = float(np.nanmedian(per["svr"]))
-        block["hgb_mean_S_pct"] = float(np.nanmean(per["hgb"]))
-        block["hgb_median_S_pct"] = float(np.nanmedian(per["hgb"]))
+        for learner in LEARNERS:
+            if np.isfinite(per[learner]).any():
+                block[f"{learner}_mean_S_pct"] = float(np.nanmean(per[learner]))
+                block[f"{learner}_median_S_pct"] = float(np.nanmedian(per[learner]))
         block["kept"] = {k: kept.count(k) for k in sorted(set(kept))}
+        block["kept_as"] = {k: kept_as.count(k) for k in sorted(set(kept_as))}
         block["folds"] = len(folds)
         assert reg is not None
         block["predict_ms"] = _predict_ms(reg, datasets)
@@ -209,8 +224,7 @@ def evaluate(
                 "kernel": k,
                 "N": n,
                 "snowpack": per["snowpack"][i],
-                "svr": per["svr"][i],
-                "hgb": per["hgb"][i],
+                **{m: per[m][i] for m in LEARNERS},
                 "occ": base["occ"][i],
                 "tune_once": base["tune_once"][i],
                 **({"auto": auto_s[i]} if auto_s is not None else {}),
@@ -218,14 +232,7 @@ def evaluate(
             for i, (k, n) in enumerate(pair_keys)
         ]
         result[scenario] = block
-    result["settings"] = {
-        "max_rows": settings.max_rows,
-        "search_rows": settings.search_rows,
-        "folds": settings.folds,
-        "svr_grid": settings.svr_grid,
-        "hgb_grid": settings.hgb_grid,
-        "targets": list(settings.targets),
-    }
+    result["settings"] = settings.describe()
     result["device"] = device
     return result
 
@@ -244,6 +251,7 @@ def plot_cdf(result: dict[str, Any], path: Path) -> None:
             ("snowpack", "-"),
             ("svr", ":"),
             ("hgb", ":"),
+            ("mlp", ":"),
             ("occ", "--"),
             ("tune_once", "-."),
             ("auto", "-."),
