@@ -29,6 +29,7 @@ import numpy as np
 
 from klaraptor.errors import KlaraptorError
 from klaraptor.isa.analysis import FEATURE_VERSION as ISA_FEATURE_VERSION
+from klaraptor.models.snowpack.access import ACCESS, access_features
 from klaraptor.occupancy import active_blocks_per_sm, arch_params
 from klaraptor.spec_expressions import evaluate_exprs
 from klaraptor.store.records import StaticFeatures
@@ -36,6 +37,7 @@ from klaraptor.types import WARP_SIZE, Block, DataSize, KernelAttributes
 
 if TYPE_CHECKING:
     from klaraptor.device_profile import DeviceProfile
+    from klaraptor.isa.analysis import KernelISA
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
 
@@ -141,12 +143,13 @@ DYNAMIC: tuple[str, ...] = (
 
 
 def static_names() -> tuple[str, ...]:
-    return tuple(STATIC)
+    """The static features: the instruction mix (`STATIC`), then the access patterns."""
+    return (*STATIC, *ACCESS)
 
 
 def feature_names() -> tuple[str, ...]:
     """The columns of a feature matrix, in order (static, then dynamic)."""
-    return (*(f"s_{n}" for n in STATIC), *DYNAMIC)
+    return (*(f"s_{n}" for n in static_names()), *DYNAMIC)
 
 
 def from_isa_features(isa_features: Mapping[str, float], kernel: str) -> dict[str, float]:
@@ -162,6 +165,11 @@ def from_isa_features(isa_features: Mapping[str, float], kernel: str) -> dict[st
     for name in _FLAGS:
         out[name] = float(out[name] > 0)
     return out
+
+
+def from_isa(isa: KernelISA) -> dict[str, float]:
+    """Every static feature of a kernel's static analysis: the mix and the access patterns."""
+    return {**from_isa_features(isa.features, isa.name), **access_features(isa)}
 
 
 def attributes_from(static: Mapping[str, float], device: DeviceProfile) -> KernelAttributes:
@@ -187,7 +195,7 @@ def attributes_from(static: Mapping[str, float], device: DeviceProfile) -> Kerne
 
 def static_vector(static: Mapping[str, float]) -> np.ndarray:
     return np.array(
-        [static[n] if n in _LINEAR else math.log1p(max(static[n], 0.0)) for n in STATIC],
+        [static[n] if n in _LINEAR else math.log1p(max(static[n], 0.0)) for n in static_names()],
         dtype=np.float64,
     )
 
@@ -343,9 +351,7 @@ def extract_static(spec: KernelSpec, arch: str = ARCH) -> StaticFeatures:
             "from the compiled kernel (pip install 'klaraptor[isa]' gives NVRTC and cuobjdump "
             "on any CPU); fix the kernel source so it compiles for " + arch
         ) from None
-    return StaticFeatures(
-        spec.name, arch, FEATURE_SET, from_isa_features(isa.features, spec.name), "nvrtc"
-    )
+    return StaticFeatures(spec.name, arch, FEATURE_SET, from_isa(isa), "nvrtc")
 
 
 def static_features(
@@ -412,7 +418,9 @@ __all__ = [
     "extract_static",
     "feature_matrix",
     "feature_names",
+    "from_isa",
     "from_isa_features",
+    "static_names",
     "load_recorded_features",
     "static_features",
 ]

@@ -53,10 +53,10 @@ from threadpoolctl import threadpool_limits
 from klaraptor.models.snowpack.features import (
     FEATURE_SET,
     RETRAIN,
-    STATIC,
     SnowpackError,
     feature_matrix,
     feature_names,
+    static_names,
 )
 from klaraptor.types import Block, DataSize
 
@@ -176,7 +176,7 @@ def kernel_corpus(
 # Columns that grow with D; the `bounded` view leaves them out.
 SIZE_COLUMNS = ("log_n", "log_total_threads", "log_grid_blocks", "log_waves")
 # Columns constant within one (kernel, D): what the level model of relative targets sees.
-GROUP_COLUMNS = (*(f"s_{n}" for n in STATIC), "log_n")
+GROUP_COLUMNS = (*(f"s_{n}" for n in static_names()), "log_n")
 _LN2 = math.log(2.0)
 
 
