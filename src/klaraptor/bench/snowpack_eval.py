@@ -39,6 +39,8 @@ from klaraptor.models.snowpack.train import benchmark_of
 if TYPE_CHECKING:
     from klaraptor.store import Store
 
+# Unseen sizes trains once: its search may use every training row.
+SIZES = SearchSettings(folds=2, search_rows=10_000)
 QUICK = SearchSettings(
     max_rows=800,
     svr_max_rows=800,
@@ -106,8 +108,14 @@ def auto_from_pairs(path: Path) -> dict[tuple[str, int], float] | None:
     }
 
 
-def _predict_ms(reg: Regressor, datasets: dict[str, RecordedDataset], reps: int = 5) -> float:
-    """Mean wall ms of predicting every candidate for a new D (features + regressor)."""
+def _predict_times(
+    reg: Regressor,
+    datasets: dict[str, RecordedDataset],
+    kernels: set[str] | None = None,
+    reps: int = 5,
+) -> list[float]:
+    """Wall ms of predicting every candidate for a new D (features + regressor), per (kernel,
+    evaluation size) of `kernels` (all by default): the mean of `reps` after one warm call."""
     from klaraptor import suite
     from klaraptor.models.snowpack.model import Predictor
 
@@ -115,6 +123,8 @@ def _predict_ms(reg: Regressor, datasets: dict[str, RecordedDataset], reps: int 
     for data in datasets.values():
         device = data.profile()
         for name, kd in sorted(data.kernels.items()):
+            if kernels is not None and name not in kernels:
+                continue
             spec = suite.get(name)
             pred = Predictor(spec, device, regressor=reg)
             blocks = sorted({b for _, b in kd.times()})
@@ -125,7 +135,7 @@ def _predict_ms(reg: Regressor, datasets: dict[str, RecordedDataset], reps: int 
                 for _ in range(reps):
                     pred.predict_ms(D, blocks)
                 times.append((time.perf_counter() - t0) / reps * 1e3)
-    return float(np.mean(times))
+    return times
 
 
 def _block(s: np.ndarray, base: dict[str, np.ndarray], auto: np.ndarray | None) -> dict[str, Any]:
@@ -151,9 +161,9 @@ def evaluate(
     auto: Mapping[tuple[str, int], float] | None = None,
     benchmarks: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Both scenarios; returns the snowpack.json document (without provenance).
-    `benchmarks` limits the unseen-kernel folds to those held out (all by default)."""
-    settings = settings or SearchSettings()
+    """Both scenarios; returns the snowpack.json document (without provenance). `settings`
+    replaces both scenarios' searches (default: `SearchSettings()` for unseen kernels, `SIZES`
+    for unseen sizes); `benchmarks` limits the unseen-kernel folds to those held out."""
     c, is_train, datasets = recorded_corpus()
     device = next(iter(datasets.values())).device_key
     evals = c.subset(~is_train)
@@ -162,50 +172,49 @@ def evaluate(
     pair_keys = [(c.sizes[g][0], c.sizes[g][1].values()[0]) for g in groups]
     # `auto`: the default build's choices, as `klaraptor bench report` scored them.
     auto_s = None if auto is None else np.array([auto.get(k, math.nan) for k in pair_keys])
+    every = sorted(set(c.bench.tolist()))
+    plans = {
+        "unseen_kernels": (
+            settings or SearchSettings(),
+            [b for b in every if benchmarks is None or b in benchmarks],
+        ),
+        "unseen_sizes": (settings or SIZES, [None]),
+    }
     result: dict[str, Any] = {}
-    for scenario in ("unseen_kernels", "unseen_sizes"):
+    for scenario, (st, folds) in plans.items():
         t0 = time.perf_counter()
         per = {m: np.full(len(groups), math.nan) for m in ("snowpack", *LEARNERS)}
         kept: list[str] = []
-        kept_as: list[str] = []
-        every = sorted(set(c.bench.tolist()))
-        folds: list[str | None] = (
-            [b for b in every if benchmarks is None or b in benchmarks]
-            if scenario == "unseen_kernels"
-            else [None]
-        )
-        reg = None
+        times: list[float] = []
         for bench in folds:
             if bench is None:
-                train_rows, test_rows = is_train, ~is_train
-                kind = "sizes"
+                train_rows, test_rows, kind = is_train, ~is_train, "sizes"
             else:
                 train_rows, test_rows = c.bench != bench, (c.bench == bench) & ~is_train
                 kind = "kernels"
             tr, te = c.subset(train_rows), c.subset(test_rows)
-            reg, rep = train(tr, device, kind, settings)
-            kept.append(reg.learner)
-            kept_as.append(f"{reg.learner}/{reg.target}/{reg.view}")
+            reg, rep = train(tr, device, kind, st)
+            kept.append(f"{reg.learner}/{reg.target}/{reg.view}")
             at = np.searchsorted(groups, np.unique(te.group))
             per["snowpack"][at] = suboptimality(te, reg.predict_log(te.X))
             # Each learner's best candidate (by mean S% alone), refitted: the comparison.
             for learner, cv in rep["learners"].items():
-                same = (cv["params"], cv["target"], cv["view"]) == (
+                same = (learner, cv["params"], cv["target"], cv["view"]) == (
+                    reg.learner,
                     reg.params,
                     reg.target,
                     reg.view,
                 )
                 other = (
                     reg
-                    if learner == reg.learner and same
-                    else fit_fixed(
-                        tr, device, learner, cv["params"], cv["target"], cv["view"], settings
-                    )
+                    if same
+                    else fit_fixed(tr, device, learner, cv["params"], cv["target"], cv["view"], st)
                 )
                 per[learner][at] = suboptimality(te, other.predict_log(te.X))
+            times += _predict_times(reg, datasets, set(te.kernel.tolist()))
             if console is not None:
                 console.print(
-                    f"  {scenario} {bench or 'all'}: kept {reg.learner} ({reg.target}), "
+                    f"  {scenario} {bench or 'all'}: kept {kept[-1]}, "
                     f"S {np.nanmean(per['snowpack'][at]):.1f}%"
                 )
         block = _block(per["snowpack"], base, auto_s)
@@ -213,11 +222,13 @@ def evaluate(
             if np.isfinite(per[learner]).any():
                 block[f"{learner}_mean_S_pct"] = float(np.nanmean(per[learner]))
                 block[f"{learner}_median_S_pct"] = float(np.nanmedian(per[learner]))
-        block["kept"] = {k: kept.count(k) for k in sorted(set(kept))}
-        block["kept_as"] = {k: kept_as.count(k) for k in sorted(set(kept_as))}
+        learners = [k.split("/")[0] for k in kept]
+        block["kept"] = {k: learners.count(k) for k in sorted(set(learners))}
+        block["kept_as"] = {k: kept.count(k) for k in sorted(set(kept))}
         block["folds"] = len(folds)
-        assert reg is not None
-        block["predict_ms"] = _predict_ms(reg, datasets)
+        block["predict_ms"] = float(np.mean(times))
+        block["predict_ms_median"] = float(np.median(times))
+        block["predict_ms_max"] = float(np.max(times))
         block["wall_s"] = time.perf_counter() - t0
         block["per_pair"] = [
             {
@@ -232,7 +243,7 @@ def evaluate(
             for i, (k, n) in enumerate(pair_keys)
         ]
         result[scenario] = block
-    result["settings"] = settings.describe()
+    result["settings"] = {sc: st.describe() for sc, (st, _) in plans.items()}
     result["device"] = device
     return result
 

@@ -31,7 +31,7 @@ from klaraptor.errors import KlaraptorError
 from klaraptor.isa.analysis import FEATURE_VERSION as ISA_FEATURE_VERSION
 from klaraptor.models.snowpack.access import ACCESS, access_features
 from klaraptor.occupancy import active_blocks_per_sm, arch_params
-from klaraptor.spec_expressions import evaluate_exprs
+from klaraptor.program import Program
 from klaraptor.store.records import StaticFeatures
 from klaraptor.types import WARP_SIZE, Block, DataSize, KernelAttributes
 
@@ -200,6 +200,10 @@ def static_vector(static: Mapping[str, float]) -> np.ndarray:
     )
 
 
+# Output names of the launch program (not valid spec names, so no data parameter collides).
+_LAUNCH_OUT = ("_grid_x", "_grid_y", "_grid_z", "_dyn_smem")
+
+
 class CandidateFeatures:
     """Feature rows of one kernel's candidate blocks at any D.
 
@@ -228,10 +232,16 @@ class CandidateFeatures:
         self._regs = int(static["registers"])
         self._static_smem = float(static["shared_static_bytes"])
         self._max_warps = arch_params(device.cc).max_warps_per_sm
-        self._exprs = dict(zip(("gx", "gy", "gz"), spec.grid_exprs()))
-        smem = spec.smem_expr()
-        if smem is not None:
-            self._exprs["smem"] = smem
+        # The launch formulas as one program, built once (evaluating it is most of a call).
+        items = list(zip(_LAUNCH_OUT, spec.grid_exprs()))
+        if spec.smem_expr() is not None:
+            items.append((_LAUNCH_OUT[3], spec.smem_expr()))
+        self._launch = Program(
+            "snowpack_launch",
+            (*spec.data_names, "bx", "by", "bz"),
+            items,
+            [n for n, _ in items],
+        )
         self._dyn: np.ndarray | None = None  # dynamic shared memory of the cached occupancy
         self._active = np.zeros(0)
         sv = static_vector(static) if static_vec is None else static_vec
@@ -262,18 +272,10 @@ class CandidateFeatures:
         """The feature matrix at D (a new array; one row per candidate)."""
         env: dict[str, Any] = {n: D[n] for n in self.spec.data_names}
         env.update(bx=self.bx, by=self.by, bz=self.bz)
-        out = evaluate_exprs(self._exprs, env)
-        n_rows = len(self.threads)
-        gx, gy, gz = (
-            np.broadcast_to(np.asarray(out[k], dtype=np.float64), n_rows)
-            for k in ("gx", "gy", "gz")
-        )
+        out = self._launch.evaluate(env)  # float64 arrays, one entry per candidate
+        gx, gy, gz = (out[k] for k in _LAUNCH_OUT[:3])
         ok = self.spec.grid_valid(gx, gy, gz)
-        dyn = (
-            np.array(np.broadcast_to(np.asarray(out["smem"], dtype=np.float64), n_rows))
-            if "smem" in out
-            else np.zeros(n_rows)
-        )
+        dyn = out[_LAUNCH_OUT[3]] if _LAUNCH_OUT[3] in out else np.zeros(len(self.threads))
         active = self._occupancy(dyn)
         grid_blocks = np.where(ok, gx * gy * gz, np.nan)
         waves = grid_blocks / (active * self.device.sm_count)

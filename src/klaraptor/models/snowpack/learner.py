@@ -272,13 +272,15 @@ class Fitted:
     def predict(self, X: np.ndarray, level_line: tuple[float, float] | None = None) -> np.ndarray:
         """Predicted log time (ms) per row; `level_line` (from `level_line`) when every row is
         of one kernel."""
-        out = np.asarray(self.estimator.predict(X[:, self._cols]), dtype=np.float64)
-        out = out + target_offset(X, self.target)
-        if self.level is not None:
-            if level_line is None:
-                out = out + self.level.predict(X[:, self._group])
-            else:
-                out = out + (level_line[0] + level_line[1] * X[:, self._group[-1]])
+        # Callers pass finite rows (unlaunchable blocks are left out): skip sklearn's checks.
+        with sklearn.config_context(assume_finite=True):
+            out = np.asarray(self.estimator.predict(X[:, self._cols]), dtype=np.float64)
+            out = out + target_offset(X, self.target)
+            if self.level is not None:
+                if level_line is None:
+                    out = out + self.level.predict(X[:, self._group])
+                else:
+                    out = out + (level_line[0] + level_line[1] * X[:, self._group[-1]])
         return out
 
 
