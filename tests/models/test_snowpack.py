@@ -14,6 +14,7 @@ import sklearn
 from klaraptor import build, load, suite
 from klaraptor.bench.snowpack_eval import QUICK, recorded_corpus
 from klaraptor.cli import main
+from klaraptor.configspace import ConfigSpace
 from klaraptor.models.snowpack import (
     FEATURE_SET,
     Predictor,
@@ -22,6 +23,7 @@ from klaraptor.models.snowpack import (
     rank_prior,
 )
 from klaraptor.models.snowpack.features import (
+    CandidateFeatures,
     attributes_from,
     feature_matrix,
     feature_names,
@@ -29,7 +31,7 @@ from klaraptor.models.snowpack.features import (
     static_features,
     static_names,
 )
-from klaraptor.models.snowpack.learner import Regressor, suboptimality
+from klaraptor.models.snowpack.learner import Regressor, fit_rows, suboptimality
 from klaraptor.models.snowpack.model import _nodes, save_regressor, shipped_path
 from klaraptor.models.snowpack.search import Candidate, choose, train
 from klaraptor.store import StaticFeatures, Store
@@ -78,6 +80,30 @@ def test_dynamic_features_are_exact(h200) -> None:  # noqa: ANN001
     # 2048 threads: 96 launches ceil(2048/96)*96 = 2112, the others exactly 2048.
     assert np.allclose(col["log_total_threads"], np.log2([2048, 2112, 2048, 2048]))
     assert col["padding"][1] == pytest.approx(np.log2(2112 / 2048)) and col["padding"][0] == 0
+
+
+def test_candidate_features_equal_a_fresh_matrix_at_every_size(h200) -> None:  # noqa: ANN001
+    feats = load_recorded_features()
+    # nw.diagonal's dynamic shared memory depends on the block: occupancy per candidate.
+    for name in ("rodinia.nw.diagonal", "polybench.conv3d.conv3d", "polybench.gemm.gemm"):
+        spec = suite.get(name)
+        space = ConfigSpace.for_spec(spec, max_threads=h200.max_threads_per_block)
+        blocks = list(space.candidates)
+        cf = CandidateFeatures(spec, blocks, feats[name].features, h200)
+        for n in (*spec.meta["train_sizes"], *spec.meta["eval_sizes"], 3 * spec.data[0].lo + 1):
+            D = spec.size(n)
+            fresh = feature_matrix(spec, D, blocks, feats[name].features, h200)
+            assert np.array_equal(cf.at(D), fresh, equal_nan=True), (name, n)
+
+
+def test_the_level_line_is_the_level_model(corpus) -> None:  # noqa: ANN001
+    c, _, _ = corpus
+    sub = c.subset(np.isin(c.bench, ["polybench.GEMM", "rodinia.srad", "polybench.ATAX"]))
+    fitted = fit_rows(sub, "hgb", {"max_iter": 20}, "per_wave", "bounded", np.arange(len(sub)))
+    for k in np.unique(sub.kernel):
+        X = sub.X[sub.kernel == k]  # every size of one kernel
+        line = fitted.level_line(X[0])
+        assert np.allclose(fitted.predict(X, line), fitted.predict(X), rtol=0, atol=1e-9)
 
 
 def test_training_reports_every_learner_and_keeps_one_by_the_rule(small) -> None:  # noqa: ANN001
