@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -126,6 +127,15 @@ def test_training_reports_every_learner_and_keeps_one_by_the_rule(small) -> None
 
 def _cand(s: list[float], cost: float) -> Candidate:
     return Candidate("mlp", {}, "relative", "all", np.array(s), mse_log=0.0, cost_ms=cost)
+
+
+def test_the_kept_model_comes_from_the_learners_allowed(corpus) -> None:  # noqa: ANN001
+    c, _, datasets = corpus
+    sub = c.subset(np.isin(c.bench, ["polybench.ATAX", "polybench.GEMM", "rodinia.srad"]))
+    reg, report = train(sub, "test", "kernels", replace(QUICK, keep=("hgb",)))
+    assert reg.learner == "hgb" and set(report["learners"]) == {"svr", "hgb", "mlp"}
+    with pytest.raises(SnowpackError, match="may keep only"):
+        train(sub, "test", "kernels", replace(QUICK, keep=("forest",)))
 
 
 def test_choose_takes_the_cheapest_within_the_noise_of_the_best() -> None:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from klaraptor.store import Store
 
 # Unseen sizes trains once: its search may use every training row.
-SIZES = SearchSettings(folds=2, search_rows=10_000)
+SIZES = SearchSettings(folds=2, search_rows=10_000, keep=None)
 QUICK = SearchSettings(
     max_rows=800,
     svr_max_rows=800,
@@ -53,6 +53,7 @@ QUICK = SearchSettings(
         "hgb": [{"max_iter": 60, "learning_rate": 0.15, "max_leaf_nodes": 15}],
         "mlp": [{"hidden": [16], "alpha": 0.01, "max_iter": 100}],
     },
+    keep=None,
 )
 
 
