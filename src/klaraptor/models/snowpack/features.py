@@ -17,6 +17,7 @@ on either side makes stored features and fitted models refuse to mix (`SnowpackE
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -147,6 +148,7 @@ def static_names() -> tuple[str, ...]:
     return (*STATIC, *ACCESS)
 
 
+@functools.cache
 def feature_names() -> tuple[str, ...]:
     """The columns of a feature matrix, in order (static, then dynamic)."""
     return (*(f"s_{n}" for n in static_names()), *DYNAMIC)
