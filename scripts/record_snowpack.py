@@ -16,7 +16,7 @@ from klaraptor.isa import load_recorded, load_recorded_raw
 from klaraptor.models.snowpack.features import (
     ARCH,
     FEATURE_SET,
-    from_isa_features,
+    from_isa,
     recorded_features_path,
 )
 from klaraptor.provenance import stamp
@@ -25,7 +25,7 @@ from klaraptor.provenance import stamp
 def main() -> None:
     raw = load_recorded_raw()
     isas = load_recorded()
-    kernels = {name: from_isa_features(isa.features, name) for name, isa in sorted(isas.items())}
+    kernels = {name: from_isa(isa) for name, isa in sorted(isas.items())}
     out = {
         "feature_set": FEATURE_SET,
         "arch": ARCH,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +15,7 @@ import sklearn
 from klaraptor import build, load, suite
 from klaraptor.bench.snowpack_eval import QUICK, recorded_corpus
 from klaraptor.cli import main
+from klaraptor.configspace import ConfigSpace
 from klaraptor.models.snowpack import (
     FEATURE_SET,
     Predictor,
@@ -22,15 +24,17 @@ from klaraptor.models.snowpack import (
     rank_prior,
 )
 from klaraptor.models.snowpack.features import (
-    STATIC,
+    CandidateFeatures,
     attributes_from,
     feature_matrix,
     feature_names,
     load_recorded_features,
     static_features,
+    static_names,
 )
-from klaraptor.models.snowpack.learner import Regressor, suboptimality, train
+from klaraptor.models.snowpack.learner import Regressor, fit_rows, suboptimality
 from klaraptor.models.snowpack.model import _nodes, save_regressor, shipped_path
+from klaraptor.models.snowpack.search import Candidate, choose, train
 from klaraptor.store import StaticFeatures, Store
 
 
@@ -53,7 +57,7 @@ def test_static_features_of_every_recorded_kernel(recorded, h200) -> None:  # no
     feats = load_recorded_features()
     assert len(feats) == 44
     for rec in feats.values():
-        assert rec.version == FEATURE_SET and set(rec.features) == set(STATIC)
+        assert rec.version == FEATURE_SET and set(rec.features) == set(static_names())
     # The compiler's registers and static shared memory are what collection found on the H200.
     for name, kd in recorded.kernels.items():
         attrs = attributes_from(feats[name].features, h200)
@@ -79,15 +83,70 @@ def test_dynamic_features_are_exact(h200) -> None:  # noqa: ANN001
     assert col["padding"][1] == pytest.approx(np.log2(2112 / 2048)) and col["padding"][0] == 0
 
 
-def test_training_reports_both_learners_and_keeps_the_better(small) -> None:  # noqa: ANN001
+def test_candidate_features_equal_a_fresh_matrix_at_every_size(h200) -> None:  # noqa: ANN001
+    feats = load_recorded_features()
+    # nw.diagonal's dynamic shared memory depends on the block: occupancy per candidate.
+    for name in ("rodinia.nw.diagonal", "polybench.conv3d.conv3d", "polybench.gemm.gemm"):
+        spec = suite.get(name)
+        space = ConfigSpace.for_spec(spec, max_threads=h200.max_threads_per_block)
+        blocks = list(space.candidates)
+        cf = CandidateFeatures(spec, blocks, feats[name].features, h200)
+        for n in (*spec.meta["train_sizes"], *spec.meta["eval_sizes"], 3 * spec.data[0].lo + 1):
+            D = spec.size(n)
+            fresh = feature_matrix(spec, D, blocks, feats[name].features, h200)
+            assert np.array_equal(cf.at(D), fresh, equal_nan=True), (name, n)
+
+
+def test_the_level_line_is_the_level_model(corpus) -> None:  # noqa: ANN001
+    c, _, _ = corpus
+    sub = c.subset(np.isin(c.bench, ["polybench.GEMM", "rodinia.srad", "polybench.ATAX"]))
+    fitted = fit_rows(sub, "hgb", {"max_iter": 20}, "per_wave", "bounded", np.arange(len(sub)))
+    for k in np.unique(sub.kernel):
+        X = sub.X[sub.kernel == k]  # every size of one kernel
+        line = fitted.level_line(X[0])
+        assert np.allclose(fitted.predict(X, line), fitted.predict(X), rtol=0, atol=1e-9)
+
+
+def test_training_reports_every_learner_and_keeps_one_by_the_rule(small) -> None:  # noqa: ANN001
     sub, reg, report = small
-    svr, hgb = report["learners"]["svr"], report["learners"]["hgb"]
-    assert reg.learner == min(("svr", "hgb"), key=lambda k: report["learners"][k]["mean_S_pct"])
-    assert all(np.isfinite(x["mean_S_pct"]) and x["tried"] for x in (svr, hgb))
+    assert set(report["learners"]) == {"svr", "hgb", "mlp"}
+    kept = report["kept_candidate"]
+    assert (reg.learner, reg.target, reg.view) == (kept["learner"], kept["target"], kept["view"])
+    # The kept one is within one standard error of the best and no slower than 1.5x the cheapest
+    # such candidate.
+    cands = report["candidates"]
+    assert all(np.isfinite(x["mean_S_pct"]) and x["cost_ms"] > 0 for x in cands)
+    assert kept["gap_pct"] <= kept["gap_se_pct"]
+    within = [x for x in cands if x["gap_pct"] <= x["gap_se_pct"]]
+    assert kept["cost_ms"] <= 1.5 * min(x["cost_ms"] for x in within)
     s = suboptimality(sub, reg.predict_log(sub.X))
     assert s.shape == (len(np.unique(sub.group)),) and (s >= 0).all()
     # Trained rows: most argmins land within 25% of the best block.
     assert np.median(s) < 25.0
+
+
+def _cand(s: list[float], cost: float) -> Candidate:
+    return Candidate("mlp", {}, "relative", "all", np.array(s), mse_log=0.0, cost_ms=cost)
+
+
+def test_the_kept_model_comes_from_the_learners_allowed(corpus) -> None:  # noqa: ANN001
+    c, _, datasets = corpus
+    sub = c.subset(np.isin(c.bench, ["polybench.ATAX", "polybench.GEMM", "rodinia.srad"]))
+    reg, report = train(sub, "test", "kernels", replace(QUICK, keep=("hgb",)))
+    assert reg.learner == "hgb" and set(report["learners"]) == {"svr", "hgb", "mlp"}
+    with pytest.raises(SnowpackError, match="may keep only"):
+        train(sub, "test", "kernels", replace(QUICK, keep=("forest",)))
+
+
+def test_choose_takes_the_cheapest_within_the_noise_of_the_best() -> None:
+    best = _cand([1.0, 2.0, 3.0, 4.0], cost=10.0)
+    close = _cand([1.5, 1.5, 3.5, 4.0], cost=1.0)  # mean +0.125, paired SE 0.24: a tie
+    worse = _cand([9.0, 9.0, 9.0, 9.0], cost=0.1)  # cheapest, but clearly worse
+    assert choose([best, close, worse], cost_tolerance=1.5) is close
+    # Costs within the tolerance count as equal: the better score wins.
+    assert choose([best, _cand([1.5, 1.5, 3.5, 4.0], 9.0)], cost_tolerance=1.5) is best
+    # Without a tie the best is kept, whatever it costs.
+    assert choose([best, worse], cost_tolerance=1.5) is best
 
 
 def test_model_bytes_round_trip_and_refuse_other_versions(small) -> None:  # noqa: ANN001

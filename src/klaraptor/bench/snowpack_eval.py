@@ -27,25 +27,33 @@ import numpy as np
 from klaraptor.bench.dataset import RecordedDataset, recorded_datasets
 from klaraptor.models.snowpack.features import SnowpackError, feature_names, load_recorded_features
 from klaraptor.models.snowpack.learner import (
+    LEARNERS,
     Corpus,
     Regressor,
-    SearchSettings,
-    fit_fixed,
     kernel_corpus,
     suboptimality,
-    train,
 )
+from klaraptor.models.snowpack.search import SearchSettings, fit_fixed, train
 from klaraptor.models.snowpack.train import benchmark_of
 
 if TYPE_CHECKING:
     from klaraptor.store import Store
 
+# Unseen sizes trains once: its search may use every training row.
+SIZES = SearchSettings(folds=2, search_rows=10_000, keep=None)
 QUICK = SearchSettings(
     max_rows=800,
+    svr_max_rows=800,
     search_rows=400,
     folds=2,
-    svr_grid={"C": [10.0], "gamma_scale": [0.5], "epsilon": [0.05]},
-    hgb_grid={"max_iter": [60], "learning_rate": [0.15], "max_leaf_nodes": [15]},
+    targets=("log_time", "per_wave"),
+    views=("all",),
+    grids={
+        "svr": [{"C": 10.0, "gamma_scale": 0.5, "epsilon": 0.05}],
+        "hgb": [{"max_iter": 60, "learning_rate": 0.15, "max_leaf_nodes": 15}],
+        "mlp": [{"hidden": [16], "alpha": 0.01, "max_iter": 100}],
+    },
+    keep=None,
 )
 
 
@@ -101,8 +109,14 @@ def auto_from_pairs(path: Path) -> dict[tuple[str, int], float] | None:
     }
 
 
-def _predict_ms(reg: Regressor, datasets: dict[str, RecordedDataset], reps: int = 5) -> float:
-    """Mean wall ms of predicting every candidate for a new D (features + regressor)."""
+def _predict_times(
+    reg: Regressor,
+    datasets: dict[str, RecordedDataset],
+    kernels: set[str] | None = None,
+    reps: int = 5,
+) -> list[float]:
+    """Wall ms of predicting every candidate for a new D (features + regressor), per (kernel,
+    evaluation size) of `kernels` (all by default): the mean of `reps` after one warm call."""
     from klaraptor import suite
     from klaraptor.models.snowpack.model import Predictor
 
@@ -110,6 +124,8 @@ def _predict_ms(reg: Regressor, datasets: dict[str, RecordedDataset], reps: int 
     for data in datasets.values():
         device = data.profile()
         for name, kd in sorted(data.kernels.items()):
+            if kernels is not None and name not in kernels:
+                continue
             spec = suite.get(name)
             pred = Predictor(spec, device, regressor=reg)
             blocks = sorted({b for _, b in kd.times()})
@@ -120,7 +136,7 @@ def _predict_ms(reg: Regressor, datasets: dict[str, RecordedDataset], reps: int 
                 for _ in range(reps):
                     pred.predict_ms(D, blocks)
                 times.append((time.perf_counter() - t0) / reps * 1e3)
-    return float(np.mean(times))
+    return times
 
 
 def _block(s: np.ndarray, base: dict[str, np.ndarray], auto: np.ndarray | None) -> dict[str, Any]:
@@ -146,9 +162,9 @@ def evaluate(
     auto: Mapping[tuple[str, int], float] | None = None,
     benchmarks: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """Both scenarios; returns the snowpack.json document (without provenance).
-    `benchmarks` limits the unseen-kernel folds to those held out (all by default)."""
-    settings = settings or SearchSettings()
+    """Both scenarios; returns the snowpack.json document (without provenance). `settings`
+    replaces both scenarios' searches (default: `SearchSettings()` for unseen kernels, `SIZES`
+    for unseen sizes); `benchmarks` limits the unseen-kernel folds to those held out."""
     c, is_train, datasets = recorded_corpus()
     device = next(iter(datasets.values())).device_key
     evals = c.subset(~is_train)
@@ -157,60 +173,70 @@ def evaluate(
     pair_keys = [(c.sizes[g][0], c.sizes[g][1].values()[0]) for g in groups]
     # `auto`: the default build's choices, as `klaraptor bench report` scored them.
     auto_s = None if auto is None else np.array([auto.get(k, math.nan) for k in pair_keys])
+    every = sorted(set(c.bench.tolist()))
+    plans = {
+        "unseen_kernels": (
+            settings or SearchSettings(),
+            [b for b in every if benchmarks is None or b in benchmarks],
+        ),
+        "unseen_sizes": (settings or SIZES, [None]),
+    }
     result: dict[str, Any] = {}
-    for scenario in ("unseen_kernels", "unseen_sizes"):
+    for scenario, (st, folds) in plans.items():
         t0 = time.perf_counter()
-        per = {m: np.full(len(groups), math.nan) for m in ("snowpack", "svr", "hgb")}
+        per = {m: np.full(len(groups), math.nan) for m in ("snowpack", *LEARNERS)}
         kept: list[str] = []
-        every = sorted(set(c.bench.tolist()))
-        folds: list[str | None] = (
-            [b for b in every if benchmarks is None or b in benchmarks]
-            if scenario == "unseen_kernels"
-            else [None]
-        )
-        reg = None
+        times: list[float] = []
         for bench in folds:
             if bench is None:
-                train_rows, test_rows = is_train, ~is_train
-                kind = "sizes"
+                train_rows, test_rows, kind = is_train, ~is_train, "sizes"
             else:
                 train_rows, test_rows = c.bench != bench, (c.bench == bench) & ~is_train
                 kind = "kernels"
             tr, te = c.subset(train_rows), c.subset(test_rows)
-            reg, rep = train(tr, device, kind, settings)
-            kept.append(reg.learner)
+            reg, rep = train(tr, device, kind, st)
+            kept.append(f"{reg.learner}/{reg.target}/{reg.view}")
             at = np.searchsorted(groups, np.unique(te.group))
             per["snowpack"][at] = suboptimality(te, reg.predict_log(te.X))
-            for learner in ("svr", "hgb"):
-                cv = rep["learners"][learner]
+            # Each learner's best candidate (by mean S% alone), refitted: the comparison.
+            for learner, cv in rep["learners"].items():
+                same = (learner, cv["params"], cv["target"], cv["view"]) == (
+                    reg.learner,
+                    reg.params,
+                    reg.target,
+                    reg.view,
+                )
                 other = (
                     reg
-                    if learner == reg.learner
-                    else fit_fixed(tr, device, learner, cv["best_params"], cv["target"], settings)
+                    if same
+                    else fit_fixed(tr, device, learner, cv["params"], cv["target"], cv["view"], st)
                 )
                 per[learner][at] = suboptimality(te, other.predict_log(te.X))
+            times += _predict_times(reg, datasets, set(te.kernel.tolist()))
             if console is not None:
                 console.print(
-                    f"  {scenario} {bench or 'all'}: kept {reg.learner} ({reg.target}), "
+                    f"  {scenario} {bench or 'all'}: kept {kept[-1]}, "
                     f"S {np.nanmean(per['snowpack'][at]):.1f}%"
                 )
         block = _block(per["snowpack"], base, auto_s)
-        block["svr_mean_S_pct"] = float(np.nanmean(per["svr"]))
-        block["svr_median_S_pct"] = float(np.nanmedian(per["svr"]))
-        block["hgb_mean_S_pct"] = float(np.nanmean(per["hgb"]))
-        block["hgb_median_S_pct"] = float(np.nanmedian(per["hgb"]))
-        block["kept"] = {k: kept.count(k) for k in sorted(set(kept))}
+        for learner in LEARNERS:
+            if np.isfinite(per[learner]).any():
+                block[f"{learner}_mean_S_pct"] = float(np.nanmean(per[learner]))
+                block[f"{learner}_median_S_pct"] = float(np.nanmedian(per[learner]))
+        learners = [k.split("/")[0] for k in kept]
+        block["kept"] = {k: learners.count(k) for k in sorted(set(learners))}
+        block["kept_as"] = {k: kept.count(k) for k in sorted(set(kept))}
         block["folds"] = len(folds)
-        assert reg is not None
-        block["predict_ms"] = _predict_ms(reg, datasets)
+        block["predict_ms"] = float(np.mean(times))
+        block["predict_ms_median"] = float(np.median(times))
+        block["predict_ms_max"] = float(np.max(times))
         block["wall_s"] = time.perf_counter() - t0
         block["per_pair"] = [
             {
                 "kernel": k,
                 "N": n,
                 "snowpack": per["snowpack"][i],
-                "svr": per["svr"][i],
-                "hgb": per["hgb"][i],
+                **{m: per[m][i] for m in LEARNERS},
                 "occ": base["occ"][i],
                 "tune_once": base["tune_once"][i],
                 **({"auto": auto_s[i]} if auto_s is not None else {}),
@@ -218,14 +244,7 @@ def evaluate(
             for i, (k, n) in enumerate(pair_keys)
         ]
         result[scenario] = block
-    result["settings"] = {
-        "max_rows": settings.max_rows,
-        "search_rows": settings.search_rows,
-        "folds": settings.folds,
-        "svr_grid": settings.svr_grid,
-        "hgb_grid": settings.hgb_grid,
-        "targets": list(settings.targets),
-    }
+    result["settings"] = {sc: st.describe() for sc, (st, _) in plans.items()}
     result["device"] = device
     return result
 
@@ -244,6 +263,7 @@ def plot_cdf(result: dict[str, Any], path: Path) -> None:
             ("snowpack", "-"),
             ("svr", ":"),
             ("hgb", ":"),
+            ("mlp", ":"),
             ("occ", "--"),
             ("tune_once", "-."),
             ("auto", "-."),

@@ -200,10 +200,10 @@ def _train_snowpack(args: argparse.Namespace) -> int:
         save_regressor(store, reg)
     console.print(
         f"trained SNOWPACK on {len(report['kernels'])} kernels ({report['rows']} rows): kept "
-        f"{reg.learner} ({reg.target}), validated mean S "
-        f"{report['learners'][reg.learner]['mean_S_pct']:.2f}% "
-        f"(svr {report['learners']['svr']['mean_S_pct']:.2f}%, "
-        f"hgb {report['learners']['hgb']['mean_S_pct']:.2f}%)"
+        f"{reg.learner} ({reg.target}, {reg.view} columns), validated mean S "
+        f"{report['kept_candidate']['mean_S_pct']:.2f}% ("
+        + ", ".join(f"best {k} {v['mean_S_pct']:.2f}%" for k, v in report["learners"].items())
+        + ")"
     )
     for name, why in report["skipped"].items():
         console.print(f"  skipped {name}: {why}", markup=False)

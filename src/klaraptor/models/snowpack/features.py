@@ -17,6 +17,7 @@ on either side makes stored features and fitted models refuse to mix (`SnowpackE
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -29,16 +30,19 @@ import numpy as np
 
 from klaraptor.errors import KlaraptorError
 from klaraptor.isa.analysis import FEATURE_VERSION as ISA_FEATURE_VERSION
+from klaraptor.models.snowpack.access import ACCESS, access_features
 from klaraptor.occupancy import active_blocks_per_sm, arch_params
+from klaraptor.program import Program
 from klaraptor.store.records import StaticFeatures
 from klaraptor.types import WARP_SIZE, Block, DataSize, KernelAttributes
 
 if TYPE_CHECKING:
     from klaraptor.device_profile import DeviceProfile
+    from klaraptor.isa.analysis import KernelISA
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
 
-FEATURE_SET = f"snowpack-2/isa-{ISA_FEATURE_VERSION}"
+FEATURE_SET = f"snowpack-3/isa-{ISA_FEATURE_VERSION}"
 ARCH = "sm_90"
 RECORDED_FEATURES = "snowpack_features_sm90.json.gz"
 RETRAIN = "`klaraptor bench train-snowpack` (trains it again from the store)"
@@ -59,9 +63,11 @@ STATIC: dict[str, tuple[str, ...]] = {
     "ld_param_const": ("ptx_load_param", "ptx_load_const"),
     "atomic": ("ptx_atomic",),
     # arithmetic (PTX)
-    "add_sub": ("ptx_add", "ptx_sub"),
+    "add": ("ptx_add",),
+    "sub": ("ptx_sub",),
     "mul_mad": ("ptx_mul", "ptx_mad"),
-    "div_rem": ("ptx_div", "ptx_rem"),
+    "div": ("ptx_div",),
+    "rem": ("ptx_rem",),
     "logic": ("ptx_logic", "ptx_shift", "ptx_bit"),
     "compare": ("ptx_compare", "ptx_select"),
     "convert": ("ptx_convert",),
@@ -100,8 +106,10 @@ STATIC: dict[str, tuple[str, ...]] = {
     "bb_size_min": ("ptx_block_size_min",),
     "bb_size_max": ("ptx_block_size_max",),
     "bb_size_mean": ("ptx_block_size_mean",),
+    "has_loop": ("ptx_loops",),
     "loops": ("ptx_loops",),
     "max_loop_depth": ("ptx_max_loop_depth_with_calls",),
+    "has_nested_loops": ("ptx_nested_loops",),
     "nested_loops": ("ptx_nested_loops",),
     # kernel interface and resources
     "params": ("params",),
@@ -110,10 +118,12 @@ STATIC: dict[str, tuple[str, ...]] = {
     "registers": ("registers",),
     "shared_static_bytes": ("ptx_shared_static_bytes",),  # cuobjdump adds the reserved 1 KB
     "local_bytes": ("local_bytes", "stack_bytes"),
+    "stack_allocs": ("ptx_local_decls",),  # the paper's stack allocation instructions
     "dynamic_shared": ("dynamic_shared",),
 }
 # Flags and small figures enter as they are; counts and bytes as log(1 + x).
-_LINEAR = {"only_reads_memory", "no_memory_access", "dynamic_shared", "max_loop_depth"}
+_FLAGS = {"has_loop", "has_nested_loops"}  # 1 when the count is positive (Table 1's booleans)
+_LINEAR = {"only_reads_memory", "no_memory_access", "dynamic_shared", "max_loop_depth", *_FLAGS}
 
 DYNAMIC: tuple[str, ...] = (
     "log_n",  # log2 of the product of the data parameters (the input size)
@@ -129,16 +139,19 @@ DYNAMIC: tuple[str, ...] = (
     "last_wave_fill",  # waves / ceil(waves)
     "padding",  # log2 of threads launched / the fewest any candidate launches at this D
     "log_dyn_smem",  # log2(1 + dynamic shared bytes per block)
+    "tail_weight",  # 1 / ceil(waves): the share of the time in the last wave (bounded in size)
 )
 
 
 def static_names() -> tuple[str, ...]:
-    return tuple(STATIC)
+    """The static features: the instruction mix (`STATIC`), then the access patterns."""
+    return (*STATIC, *ACCESS)
 
 
+@functools.cache
 def feature_names() -> tuple[str, ...]:
     """The columns of a feature matrix, in order (static, then dynamic)."""
-    return (*(f"s_{n}" for n in STATIC), *DYNAMIC)
+    return (*(f"s_{n}" for n in static_names()), *DYNAMIC)
 
 
 def from_isa_features(isa_features: Mapping[str, float], kernel: str) -> dict[str, float]:
@@ -150,7 +163,15 @@ def from_isa_features(isa_features: Mapping[str, float], kernel: str) -> dict[st
             f"{FEATURE_SET} reads (a klaraptor.isa of another feature version?); re-record the "
             "ISA (scripts/record_isa.py) and retrain with " + RETRAIN
         )
-    return {name: float(sum(isa_features[k] for k in parts)) for name, parts in STATIC.items()}
+    out = {name: float(sum(isa_features[k] for k in parts)) for name, parts in STATIC.items()}
+    for name in _FLAGS:
+        out[name] = float(out[name] > 0)
+    return out
+
+
+def from_isa(isa: KernelISA) -> dict[str, float]:
+    """Every static feature of a kernel's static analysis: the mix and the access patterns."""
+    return {**from_isa_features(isa.features, isa.name), **access_features(isa)}
 
 
 def attributes_from(static: Mapping[str, float], device: DeviceProfile) -> KernelAttributes:
@@ -176,54 +197,107 @@ def attributes_from(static: Mapping[str, float], device: DeviceProfile) -> Kerne
 
 def static_vector(static: Mapping[str, float]) -> np.ndarray:
     return np.array(
-        [static[n] if n in _LINEAR else math.log1p(max(static[n], 0.0)) for n in STATIC],
+        [static[n] if n in _LINEAR else math.log1p(max(static[n], 0.0)) for n in static_names()],
         dtype=np.float64,
     )
 
 
-def dynamic_matrix(
-    spec: KernelSpec,
-    D: DataSize,
-    blocks: Sequence[Block],
-    static: Mapping[str, float],
-    device: DeviceProfile,
-) -> np.ndarray:
-    """The dynamic features of every block at D (rows aligned with `blocks`), vectorised.
-    Blocks that cannot launch at D get NaN rows (the caller leaves them out)."""
-    b = np.asarray(blocks, dtype=np.float64).reshape(-1, 3)
-    bx, by, bz = b[:, 0], b[:, 1], b[:, 2]
-    gx, gy, gz = spec.grid_arrays(D, bx, by, bz)
-    ok = spec.grid_valid(gx, gy, gz)
-    threads = bx * by * bz
-    grid_blocks = np.where(ok, gx * gy * gz, np.nan)
-    dyn = spec.dynamic_smem_arrays(D, bx, by, bz)
-    smem = float(static["shared_static_bytes"]) + dyn
-    active = active_blocks_per_sm(
-        threads.astype(np.int64), int(static["registers"]), smem.astype(np.int64), device.cc
-    ).astype(np.float64)
-    active = np.where(active > 0, active, np.nan)
-    max_warps = arch_params(device.cc).max_warps_per_sm
-    warps = np.ceil(threads / WARP_SIZE)
-    waves = grid_blocks / (active * device.sm_count)
-    launched = grid_blocks * threads
-    fewest = np.nanmin(launched) if np.isfinite(launched).any() else np.nan
-    n = float(np.prod([max(v, 1) for v in D.values()]))
-    cols = [
-        np.full(len(b), math.log2(n)),
-        np.log2(launched),
-        np.log2(threads),
-        np.log2(bx),
-        np.log2(by),
-        np.log2(bz),
-        np.log2(grid_blocks),
-        active * warps / max_warps,
-        active,
-        np.log2(waves),
-        waves / np.ceil(waves),
-        np.log2(launched / fewest),
-        np.log2(1.0 + dyn),
-    ]
-    return np.stack(cols, axis=1)
+# Output names of the launch program (not valid spec names, so no data parameter collides).
+_LAUNCH_OUT = ("_grid_x", "_grid_y", "_grid_z", "_dyn_smem")
+
+
+class CandidateFeatures:
+    """Feature rows of one kernel's candidate blocks at any D.
+
+    Built once per (kernel, candidate list): the static columns and everything that depends on
+    the block alone (shape, threads, warps) are filled in a preallocated matrix; `at(D)` then
+    recomputes only the D-dependent columns (grid, launched threads, waves, padding, the input
+    size) and occupancy only when the dynamic shared memory changed (it rarely depends on D).
+    Rows of blocks that cannot launch at D are NaN (the caller leaves them out).
+    """
+
+    def __init__(
+        self,
+        spec: KernelSpec,
+        blocks: Sequence[Block],
+        static: Mapping[str, float],
+        device: DeviceProfile,
+        static_vec: np.ndarray | None = None,
+    ) -> None:
+        self.spec = spec
+        self.device = device
+        b = np.asarray(blocks, dtype=np.float64).reshape(-1, 3)
+        self.bx, self.by, self.bz = (np.ascontiguousarray(b[:, i]) for i in range(3))
+        self.threads = self.bx * self.by * self.bz
+        self._warps = np.ceil(self.threads / WARP_SIZE)
+        self._threads_int = self.threads.astype(np.int64)
+        self._regs = int(static["registers"])
+        self._static_smem = float(static["shared_static_bytes"])
+        self._max_warps = arch_params(device.cc).max_warps_per_sm
+        # The launch formulas as one program, built once (evaluating it is most of a call).
+        items = list(zip(_LAUNCH_OUT, spec.grid_exprs()))
+        if spec.smem_expr() is not None:
+            items.append((_LAUNCH_OUT[3], spec.smem_expr()))
+        self._launch = Program(
+            "snowpack_launch",
+            (*spec.data_names, "bx", "by", "bz"),
+            items,
+            [n for n, _ in items],
+        )
+        self._dyn: np.ndarray | None = None  # dynamic shared memory of the cached occupancy
+        self._active = np.zeros(0)
+        sv = static_vector(static) if static_vec is None else static_vec
+        self._base = np.empty((len(b), len(sv) + len(DYNAMIC)))
+        self._base[:, : len(sv)] = sv
+        col = len(sv) + np.arange(len(DYNAMIC))
+        self._col = dict(zip(DYNAMIC, col.tolist()))
+        for name, v in (
+            ("log_block_threads", np.log2(self.threads)),
+            ("log_bx", np.log2(self.bx)),
+            ("log_by", np.log2(self.by)),
+            ("log_bz", np.log2(self.bz)),
+        ):
+            self._base[:, self._col[name]] = v
+
+    def __len__(self) -> int:
+        return len(self.threads)
+
+    def _occupancy(self, dyn: np.ndarray) -> np.ndarray:
+        if self._dyn is None or not np.array_equal(dyn, self._dyn):
+            smem = (self._static_smem + dyn).astype(np.int64)
+            act = active_blocks_per_sm(self._threads_int, self._regs, smem, self.device.cc)
+            self._active = np.where(act > 0, act, np.nan).astype(np.float64)
+            self._dyn = dyn
+        return self._active
+
+    def at(self, D: DataSize) -> np.ndarray:
+        """The feature matrix at D (a new array; one row per candidate)."""
+        env: dict[str, Any] = {n: D[n] for n in self.spec.data_names}
+        env.update(bx=self.bx, by=self.by, bz=self.bz)
+        out = self._launch.evaluate(env)  # float64 arrays, one entry per candidate
+        gx, gy, gz = (out[k] for k in _LAUNCH_OUT[:3])
+        ok = self.spec.grid_valid(gx, gy, gz)
+        dyn = out[_LAUNCH_OUT[3]] if _LAUNCH_OUT[3] in out else np.zeros(len(self.threads))
+        active = self._occupancy(dyn)
+        grid_blocks = np.where(ok, gx * gy * gz, np.nan)
+        waves = grid_blocks / (active * self.device.sm_count)
+        full_waves = np.ceil(waves)
+        launched = grid_blocks * self.threads
+        fewest = np.nanmin(launched) if np.isfinite(launched).any() else np.nan
+        n = float(np.prod([max(v, 1) for v in D.values()]))
+        X = self._base.copy()
+        c = self._col
+        X[:, c["log_n"]] = math.log2(n)
+        X[:, c["log_total_threads"]] = np.log2(launched)
+        X[:, c["log_grid_blocks"]] = np.log2(grid_blocks)
+        X[:, c["occupancy"]] = active * self._warps / self._max_warps
+        X[:, c["active_blocks"]] = active
+        X[:, c["log_waves"]] = np.log2(waves)
+        X[:, c["last_wave_fill"]] = waves / full_waves
+        X[:, c["tail_weight"]] = 1.0 / full_waves
+        X[:, c["padding"]] = np.log2(launched / fewest)
+        X[:, c["log_dyn_smem"]] = np.log2(1.0 + dyn)
+        return X
 
 
 def feature_matrix(
@@ -235,10 +309,8 @@ def feature_matrix(
     static_vec: np.ndarray | None = None,
 ) -> np.ndarray:
     """Static and dynamic features of every block at D: one row per block (NaN rows where a
-    block cannot launch)."""
-    dyn = dynamic_matrix(spec, D, blocks, static, device)
-    sv = static_vector(static) if static_vec is None else static_vec
-    return np.hstack([np.broadcast_to(sv, (dyn.shape[0], sv.size)), dyn])
+    block cannot launch). For many D over the same blocks, keep a `CandidateFeatures`."""
+    return CandidateFeatures(spec, blocks, static, device, static_vec).at(D)
 
 
 # -- where static features come from ---------------------------------------------------------
@@ -283,9 +355,7 @@ def extract_static(spec: KernelSpec, arch: str = ARCH) -> StaticFeatures:
             "from the compiled kernel (pip install 'klaraptor[isa]' gives NVRTC and cuobjdump "
             "on any CPU); fix the kernel source so it compiles for " + arch
         ) from None
-    return StaticFeatures(
-        spec.name, arch, FEATURE_SET, from_isa_features(isa.features, spec.name), "nvrtc"
-    )
+    return StaticFeatures(spec.name, arch, FEATURE_SET, from_isa(isa), "nvrtc")
 
 
 def static_features(
@@ -348,11 +418,13 @@ __all__ = [
     "STATIC",
     "SnowpackError",
     "attributes_from",
-    "dynamic_matrix",
+    "CandidateFeatures",
     "extract_static",
     "feature_matrix",
     "feature_names",
+    "from_isa",
     "from_isa_features",
+    "static_names",
     "load_recorded_features",
     "static_features",
 ]

@@ -1,19 +1,31 @@
-"""SNOWPACK's learner: rows of (static + dynamic features → log time), two scikit-learn
-regressors, hyper-parameters and the kept learner chosen by cross-validation on training rows.
+"""SNOWPACK's learner: rows of (static + dynamic features -> log time), scikit-learn regressors,
+what they predict (the target) and which columns they see (the view).
 
 As the paper (§3.2, §3.5): a support-vector regressor (RBF kernel, standardised features) on the
-logarithm of the time; C, γ and ε by cross-validation. Beside it one stronger learner,
-gradient-boosted trees (`HistGradientBoostingRegressor`). Both are tuned on the same folds of
-the training rows, and the one whose folds choose better blocks is kept (the criterion is the
-mean suboptimality S% of the argmin over each validated (kernel, D), what the model is for; the
-mean squared log error breaks ties). The folds follow the question asked: `"kernels"` holds out
-whole benchmarks (GroupKFold), `"sizes"` holds out each kernel's largest training sizes and
-trains on the smaller ones (forward validation).
+logarithm of the time. Beside it two stronger learners: gradient-boosted trees
+(`HistGradientBoostingRegressor`) and a small multi-layer perceptron (`MLPRegressor`: ReLU units
+extrapolate linearly, where trees are flat and an RBF kernel decays to its mean). Which learner,
+hyper-parameters, target and view are kept is decided by cross-validation on training rows
+(`search.py`).
 
-A fitted `Regressor` is bytes (`to_bytes`): a JSON header (feature set, scikit-learn version,
-feature names, device, what it was trained on) then the pickled estimator. `from_bytes` checks
-the header before unpickling: another feature set or scikit-learn version is a `SnowpackError`
-that says how to retrain, never a silent mix.
+Targets (natural log of ms, `TARGETS`):
+- `log_time`: the paper's.
+- `relative`: log time minus its mean over the blocks of the same (kernel, D), which is all the
+  argmin depends on; a ridge model of that mean over the columns that are constant within the
+  (kernel, D) (static features and the input size) gives the level back.
+- `per_wave`, `per_thread`: as `relative`, after removing an exact size-scaling term of the
+  block: log ceil(waves) (time grows by whole waves) or log(threads launched) (time per thread).
+  The learner then models only what is left, which changes less with D than the time itself.
+
+Views (`VIEWS`): `all` columns, or `bounded`: without the columns that grow with D (log input
+size, log threads launched, log grid blocks, log waves), so that sizes beyond the training ones
+are no extrapolation in feature space (the bounded `tail_weight`, `last_wave_fill`, `padding`
+and occupancy still describe the launch).
+
+A fitted `Regressor` is bytes (`to_bytes`): a JSON header (format, feature set, scikit-learn
+version, feature names, learner, target, view, device, what it was trained on) then the pickled
+estimators. `from_bytes` checks the header before unpickling: another format, feature set or
+scikit-learn version is a `SnowpackError` that says how to retrain, never a silent mix.
 """
 
 from __future__ import annotations
@@ -22,16 +34,17 @@ import gzip
 import json
 import math
 import pickle
-import time
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sklearn
 from sklearn.ensemble import HistGradientBoostingRegressor
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
-from sklearn.model_selection import GroupKFold, ParameterGrid
+from sklearn.neural_network import MLPRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVR
@@ -43,6 +56,7 @@ from klaraptor.models.snowpack.features import (
     SnowpackError,
     feature_matrix,
     feature_names,
+    static_names,
 )
 from klaraptor.types import Block, DataSize
 
@@ -52,11 +66,11 @@ if TYPE_CHECKING:
     from klaraptor.store import Store
     from klaraptor.store.records import StaticFeatures
 
-BLOB_FORMAT = 1
-LEARNERS = ("svr", "hgb")
-# "log_time": the paper's target. "relative": log time minus its mean over the blocks of the
-# same (kernel, D) (what the argmin depends on), plus a ridge model of that mean for the level.
-TARGETS = ("log_time", "relative")
+# 2: the header names the target's view; the blob holds (estimator, level) for any learner.
+BLOB_FORMAT = 2
+LEARNERS = ("svr", "hgb", "mlp")
+TARGETS = ("log_time", "relative", "per_wave", "per_thread")
+VIEWS = ("all", "bounded")
 # One thread: on a shared machine OpenMP threads in the trees cost 10x more than they save.
 THREADS = 1
 
@@ -157,34 +171,40 @@ def kernel_corpus(
     )
 
 
-# -- learners and their hyper-parameter grids ----------------------------------------------------
+# -- targets, views, learners -------------------------------------------------------------------
+
+# Columns that grow with D; the `bounded` view leaves them out.
+SIZE_COLUMNS = ("log_n", "log_total_threads", "log_grid_blocks", "log_waves")
+# Columns constant within one (kernel, D): what the level model of relative targets sees.
+GROUP_COLUMNS = (*(f"s_{n}" for n in static_names()), "log_n")
+_LN2 = math.log(2.0)
 
 
-@dataclass
-class SearchSettings:
-    """How much the search may cost. The defaults are the report's; tests pass smaller ones."""
+def view_columns(view: str) -> np.ndarray:
+    """Indices of the feature columns a learner of `view` sees."""
+    names = feature_names()
+    if view == "all":
+        return np.arange(len(names))
+    if view == "bounded":
+        return np.array([i for i, n in enumerate(names) if n not in SIZE_COLUMNS])
+    raise SnowpackError(f"unknown SNOWPACK view {view!r} (use one of {VIEWS})")
 
-    max_rows: int = 2500  # training rows of the final fit (a seeded random subset when more)
-    search_rows: int = 1000  # training rows of each cross-validation fit
-    folds: int = 2
-    targets: tuple[str, ...] = TARGETS
-    svr_grid: dict[str, list[Any]] = field(
-        default_factory=lambda: {
-            "C": [3.0, 30.0],
-            "gamma_scale": [0.5],  # γ = gamma_scale / n_features (features standardised)
-            "epsilon": [0.05],
-        }
-    )
-    hgb_grid: dict[str, list[Any]] = field(
-        default_factory=lambda: {
-            "max_iter": [150],
-            "learning_rate": [0.1],
-            "max_leaf_nodes": [15],
-            "min_samples_leaf": [40],
-            "l2_regularization": [1.0],
-        }
-    )
-    seed: int = 0
+
+def _group_columns() -> np.ndarray:
+    names = feature_names()
+    return np.array([names.index(n) for n in GROUP_COLUMNS])
+
+
+def target_offset(X: np.ndarray, target: str) -> np.ndarray:
+    """The exact size-scaling term (natural log) a target removes from log time, per row."""
+    if target in ("log_time", "relative"):
+        return np.zeros(len(X))
+    names = feature_names()
+    if target == "per_wave":  # ln ceil(waves) = -ln(tail_weight)
+        return -np.log(X[:, names.index("tail_weight")])
+    if target == "per_thread":
+        return X[:, names.index("log_total_threads")] * _LN2
+    raise SnowpackError(f"unknown SNOWPACK target {target!r} (use one of {TARGETS})")
 
 
 def make_estimator(learner: str, params: Mapping[str, Any], n_features: int) -> Any:
@@ -202,6 +222,16 @@ def make_estimator(learner: str, params: Mapping[str, Any], n_features: int) -> 
         )
     if learner == "hgb":
         return HistGradientBoostingRegressor(random_state=0, early_stopping=False, **params)
+    if learner == "mlp":
+        return make_pipeline(
+            StandardScaler(),
+            MLPRegressor(
+                hidden_layer_sizes=tuple(params["hidden"]),
+                alpha=float(params["alpha"]),
+                max_iter=int(params.get("max_iter", 300)),
+                random_state=0,
+            ),
+        )
     raise SnowpackError(f"unknown SNOWPACK learner {learner!r} (use one of {LEARNERS})")
 
 
@@ -213,31 +243,73 @@ def _rows(c: Corpus, limit: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, limit, replace=False))
 
 
+@dataclass
+class Fitted:
+    """A learner fitted for a target and view: predicts log time (ms) from full feature rows."""
+
+    estimator: Any
+    level: Any
+    target: str
+    view: str
+
+    def __post_init__(self) -> None:
+        self._cols = view_columns(self.view)
+        self._group = _group_columns()
+
+    def level_line(self, row: np.ndarray) -> tuple[float, float]:
+        """A kernel's level as (intercept, slope) in log_n, from one of its feature rows.
+
+        The level model is affine (standardisation, then ridge) and log_n is its only column
+        that changes with D, so two evaluations give it exactly: a prediction for a new D then
+        needs no call into scikit-learn for the level (each such call costs ~0.2 ms)."""
+        if self.level is None:
+            return (0.0, 0.0)
+        g = np.repeat(row[self._group][None, :], 2, axis=0)
+        g[:, -1] = (0.0, 1.0)  # GROUP_COLUMNS ends with log_n
+        at0, at1 = self.level.predict(g)
+        return float(at0), float(at1 - at0)
+
+    def predict(self, X: np.ndarray, level_line: tuple[float, float] | None = None) -> np.ndarray:
+        """Predicted log time (ms) per row; `level_line` (from `level_line`) when every row is
+        of one kernel."""
+        # Callers pass finite rows (unlaunchable blocks are left out): skip sklearn's checks.
+        with sklearn.config_context(assume_finite=True):
+            out = np.asarray(self.estimator.predict(X[:, self._cols]), dtype=np.float64)
+            out = out + target_offset(X, self.target)
+            if self.level is not None:
+                if level_line is None:
+                    out = out + self.level.predict(X[:, self._group])
+                else:
+                    out = out + (level_line[0] + level_line[1] * X[:, self._group[-1]])
+        return out
+
+
 def fit_rows(
-    c: Corpus, learner: str, params: Mapping[str, Any], target: str, rows: np.ndarray
-) -> tuple[Any, Any]:
-    """(estimator, level estimator or None) fitted on rows of `c` for `target`."""
+    c: Corpus, learner: str, params: Mapping[str, Any], target: str, view: str, rows: np.ndarray
+) -> Fitted:
+    """`learner` fitted on rows of `c` for `target` and `view`."""
     if target not in TARGETS:
         raise SnowpackError(f"unknown SNOWPACK target {target!r} (use one of {TARGETS})")
-    X, y = c.X[rows], c.y[rows]
-    est = make_estimator(learner, params, c.X.shape[1])
+    cols = view_columns(view)
+    y = c.y - target_offset(c.X, target)
     level = None
-    with threadpool_limits(THREADS):
-        if target == "relative":
-            mean = c.group_mean()[rows]
-            est.fit(X, y - mean)
-            level = make_pipeline(StandardScaler(), Ridge(alpha=1.0)).fit(X, mean)
+    est = make_estimator(learner, params, len(cols))
+    with threadpool_limits(THREADS), warnings.catch_warnings():
+        # A perceptron stopped at max_iter is still a fitted model; CV judges it.
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        if target == "log_time":
+            est.fit(c.X[rows][:, cols], y[rows])
         else:
-            est.fit(X, y)
-    return est, level
+            mean = _group_mean(y, c.group)
+            est.fit(c.X[rows][:, cols], (y - mean)[rows])
+            level = make_pipeline(StandardScaler(), Ridge(alpha=1.0))
+            level.fit(c.X[rows][:, _group_columns()], mean[rows])
+    return Fitted(est, level, target, view)
 
 
-def predict_rows(est: Any, level: Any, X: np.ndarray) -> np.ndarray:
-    with threadpool_limits(THREADS):
-        out = np.asarray(est.predict(X), dtype=np.float64)
-        if level is not None:
-            out = out + level.predict(X)
-    return out
+def _group_mean(v: np.ndarray, group: np.ndarray) -> np.ndarray:
+    _, inv = np.unique(group, return_inverse=True)
+    return (np.bincount(inv, weights=v) / np.bincount(inv))[inv]
 
 
 def suboptimality(c: Corpus, pred_log: np.ndarray) -> np.ndarray:
@@ -250,74 +322,36 @@ def suboptimality(c: Corpus, pred_log: np.ndarray) -> np.ndarray:
     return np.asarray(out)
 
 
-def folds(c: Corpus, kind: str, n_folds: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """(train mask, validation mask) pairs over the training rows (see the module docstring)."""
-    if kind == "kernels":
-        benches = np.unique(c.bench)
-        k = min(n_folds, len(benches))
-        if k < 2:
-            raise SnowpackError("SNOWPACK's cross-validation needs at least two benchmarks")
-        codes = np.searchsorted(benches, c.bench)
-        for tr, va in GroupKFold(n_splits=k).split(c.X, groups=codes):
-            yield np.isin(np.arange(len(c)), tr), np.isin(np.arange(len(c)), va)
-    elif kind == "sizes":
-        top = {k: c.size_rank[c.kernel == k].max() for k in np.unique(c.kernel)}
-        top_rank = np.array([top[k] for k in c.kernel])
-        for back in range(min(n_folds, 2)):
-            held = c.size_rank == top_rank - back
-            train = c.size_rank < top_rank - back
-            if held.any() and train.any():
-                yield train, held
-    else:
-        raise SnowpackError(f"unknown validation kind {kind!r} (kernels or sizes)")
-
-
-def cross_validate(
-    c: Corpus,
-    learner: str,
-    params: Mapping[str, Any],
-    target: str,
-    kind: str,
-    settings: SearchSettings,
-) -> dict[str, float]:
-    """Mean S% of the argmin and mean squared log error over the validation folds."""
-    s_all, se = [], []
-    for i, (tr, va) in enumerate(folds(c, kind, settings.folds)):
-        train = c.subset(tr)
-        est, level = fit_rows(
-            train, learner, params, target, _rows(train, settings.search_rows, settings.seed + i)
-        )
-        val = c.subset(va)
-        pred = predict_rows(est, level, val.X)
-        s_all.append(suboptimality(val, pred))
-        se.append((pred - val.y) ** 2)
-    if not s_all:
-        raise SnowpackError(f"no validation fold for {kind!r}: too few kernels or sizes to train")
-    s = np.concatenate(s_all)
-    return {"mean_S_pct": float(s.mean()), "mse_log": float(np.concatenate(se).mean())}
-
-
 # -- the fitted regressor ------------------------------------------------------------------------
 
 
 @dataclass
 class Regressor:
-    """A fitted SNOWPACK model: the estimator and what it was made with."""
+    """A fitted SNOWPACK model: the learner fitted for its target and view, and what it was made
+    with."""
 
     learner: str
     params: dict[str, Any]
-    estimator: Any
+    fitted: Fitted
     device: str
-    target: str = "log_time"
-    level: Any = None
     feature_set: str = FEATURE_SET
     sklearn_version: str = sklearn.__version__
     feature_names: tuple[str, ...] = field(default_factory=feature_names)
     info: dict[str, Any] = field(default_factory=dict)
 
-    def predict_log(self, X: np.ndarray) -> np.ndarray:
-        """Predicted log time (ms) of feature rows."""
-        return predict_rows(self.estimator, self.level, X)
+    @property
+    def target(self) -> str:
+        return self.fitted.target
+
+    @property
+    def view(self) -> str:
+        return self.fitted.view
+
+    def predict_log(
+        self, X: np.ndarray, level_line: tuple[float, float] | None = None
+    ) -> np.ndarray:
+        """Predicted log time (ms) of feature rows (see `Fitted.predict`)."""
+        return self.fitted.predict(X, level_line)
 
     def header(self) -> dict[str, Any]:
         return {
@@ -325,6 +359,7 @@ class Regressor:
             "learner": self.learner,
             "params": self.params,
             "target": self.target,
+            "view": self.view,
             "device": self.device,
             "feature_set": self.feature_set,
             "sklearn_version": self.sklearn_version,
@@ -334,9 +369,8 @@ class Regressor:
 
     def to_bytes(self) -> bytes:
         head = json.dumps(self.header(), sort_keys=True).encode()
-        return gzip.compress(
-            head + b"\n" + pickle.dumps((self.estimator, self.level), protocol=5), 9
-        )
+        body = pickle.dumps((self.fitted.estimator, self.fitted.level), protocol=5)
+        return gzip.compress(head + b"\n" + body, 9)
 
     @classmethod
     def from_bytes(cls, blob: bytes, where: str) -> Regressor:
@@ -351,6 +385,7 @@ class Regressor:
         check_header(head, where)
         try:
             est, level = pickle.loads(body)  # noqa: S301 - our own model, header checked
+            fitted = Fitted(est, level, head["target"], head["view"])
         except Exception as exc:  # noqa: BLE001 - any unpickling failure is the blob's fault
             raise SnowpackError(
                 f"the SNOWPACK model in {where} cannot be loaded ({type(exc).__name__}: {exc}); "
@@ -359,10 +394,8 @@ class Regressor:
         return cls(
             learner=head["learner"],
             params=dict(head["params"]),
-            estimator=est,
+            fitted=fitted,
             device=head["device"],
-            target=head["target"],
-            level=level,
             feature_set=head["feature_set"],
             sklearn_version=head["sklearn_version"],
             feature_names=tuple(head["feature_names"]),
@@ -393,82 +426,21 @@ def check_header(head: Mapping[str, Any], where: str) -> None:
         )
 
 
-def train(
-    c: Corpus, device: str, kind: str = "kernels", settings: SearchSettings | None = None
-) -> tuple[Regressor, dict[str, Any]]:
-    """Tune both learners (and the target) on folds of `c`, keep the best, refit it on all of `c`.
-
-    Returns the kept regressor and a report of every candidate's validation scores.
-    """
-    settings = settings or SearchSettings()
-    t0 = time.perf_counter()
-    report: dict[str, Any] = {"validation": kind, "rows": len(c), "learners": {}}
-    best: dict[str, tuple[dict[str, Any], str, dict[str, float]]] = {}
-    for learner, grid in (("svr", settings.svr_grid), ("hgb", settings.hgb_grid)):
-        tried = []
-        for target in settings.targets:
-            for params in ParameterGrid(grid):
-                score = cross_validate(c, learner, params, target, kind, settings)
-                tried.append({"params": dict(params), "target": target, **score})
-                key = (score["mean_S_pct"], score["mse_log"])
-                if learner not in best or key < _key(best[learner][2]):
-                    best[learner] = (dict(params), target, score)
-        params, target, score = best[learner]
-        report["learners"][learner] = {
-            "best_params": params,
-            "target": target,
-            **score,
-            "tried": tried,
-        }
-    kept = min(best, key=lambda k: _key(best[k][2]))
-    params, target, _ = best[kept]
-    rows = _rows(c, settings.max_rows, settings.seed)
-    est, level = fit_rows(c, kept, params, target, rows)
-    report.update(kept=kept, fit_rows=int(len(rows)), train_s=time.perf_counter() - t0)
-    info = {
-        "kernels": sorted(set(c.kernel.tolist())),
-        "validation": kind,
-        "cv": {k: {"params": v[0], "target": v[1], **v[2]} for k, v in best.items()},
-        "fit_rows": int(len(rows)),
-    }
-    reg = Regressor(kept, params, est, device, target=target, level=level, info=info)
-    return reg, report
-
-
-def _key(score: Mapping[str, float]) -> tuple[float, float]:
-    return (score["mean_S_pct"], score["mse_log"])
-
-
-def fit_fixed(
-    c: Corpus,
-    device: str,
-    learner: str,
-    params: Mapping[str, Any],
-    target: str,
-    settings: SearchSettings,
-) -> Regressor:
-    """One learner with given hyper-parameters and target, fitted on (a subset of) all of `c`."""
-    est, level = fit_rows(c, learner, params, target, _rows(c, settings.max_rows, settings.seed))
-    return Regressor(learner, dict(params), est, device, target=target, level=level)
-
-
 __all__ = [
     "LEARNERS",
     "TARGETS",
+    "VIEWS",
     "Corpus",
+    "Fitted",
     "Regressor",
-    "SearchSettings",
     "check_header",
-    "cross_validate",
-    "fit_fixed",
-    "folds",
-    "kernel_corpus",
     "fit_rows",
+    "kernel_corpus",
     "make_estimator",
     "save_regressor",
-    "predict_rows",
     "suboptimality",
-    "train",
+    "target_offset",
+    "view_columns",
 ]
 
 

@@ -28,8 +28,8 @@ from klaraptor.helper import HelperProgram
 from klaraptor.models.base import HelperJob, Model
 from klaraptor.models.snowpack.features import (
     RETRAIN,
+    CandidateFeatures,
     SnowpackError,
-    feature_matrix,
     static_features,
     static_vector,
 )
@@ -82,7 +82,8 @@ def load_regressor(store: Store | None = None, device_key: str | None = None) ->
 
 
 class Predictor:
-    """One kernel's SNOWPACK predictions: every block's time at any D (static part cached)."""
+    """One kernel's SNOWPACK predictions: every block's time at any D. What does not depend on
+    D (static features, block shapes, occupancy) is computed once per candidate list."""
 
     def __init__(
         self,
@@ -97,14 +98,30 @@ class Predictor:
         self.regressor = regressor or load_regressor(store, device.key)
         self.static = static_features(spec, spec.name, store=store)
         self._sv = static_vector(self.static.features)
+        self._candidates: dict[tuple[Block, ...], CandidateFeatures] = {}
+        self._level: tuple[float, float] | None = None  # the kernel's level line in log_n
+
+    def features(self, blocks: Sequence[Block]) -> CandidateFeatures:
+        """The (cached) feature assembly of a candidate list."""
+        key = tuple(tuple(int(v) for v in b) for b in blocks)
+        cf = self._candidates.get(key)
+        if cf is None:
+            if len(self._candidates) >= 8:  # a few candidate lists per kernel at most
+                self._candidates.clear()
+            cf = CandidateFeatures(self.spec, key, self.static.features, self.device, self._sv)
+            self._candidates[key] = cf
+        return cf
 
     def predict_ms(self, D: DataSize, blocks: Sequence[Block]) -> np.ndarray:
         """Predicted ms per block (NaN where the block cannot launch at D)."""
-        X = feature_matrix(self.spec, D, blocks, self.static.features, self.device, self._sv)
+        X = self.features(blocks).at(D)
         ok = np.isfinite(X).all(axis=1)
         out = np.full(len(X), np.nan)
         if ok.any():
-            out[ok] = np.exp(self.regressor.predict_log(X[ok]))
+            rows = X[ok]
+            if self._level is None:
+                self._level = self.regressor.fitted.level_line(rows[0])
+            out[ok] = np.exp(self.regressor.predict_log(rows, self._level))
         return out
 
     def rank(self, D: DataSize, blocks: Sequence[Block]) -> list[Block]:

@@ -16,14 +16,8 @@ import numpy as np
 from klaraptor.errors import KlaraptorError
 from klaraptor.models.base import HelperJob
 from klaraptor.models.snowpack.features import SnowpackError, attributes_from, static_features
-from klaraptor.models.snowpack.learner import (
-    Corpus,
-    Regressor,
-    SearchSettings,
-    kernel_corpus,
-    save_regressor,
-    train,
-)
+from klaraptor.models.snowpack.learner import Corpus, Regressor, kernel_corpus, save_regressor
+from klaraptor.models.snowpack.search import SearchSettings, train
 from klaraptor.training import TrainingSet
 
 if TYPE_CHECKING:

@@ -1,0 +1,176 @@
+"""Benchmark of SNOWPACK's prediction for a new D over all candidates (issue 12: <= 1 ms).
+
+    python benchmarks/bench_snowpack_predict.py [OUTDIR] [--model FILE] [--calls N] [--learners]
+
+For every one of the 44 recorded H200 suite kernels, a `Predictor` of the shipped model (or
+--model FILE) predicts the time of each of the kernel's recorded candidate blocks (10 to 231) at
+`--calls` distinct sizes D beyond its training sizes, each call a D never predicted before:
+(a) the first call of a kernel (it builds the per-kernel feature cache and the level line),
+(b) every later call for a new D: the whole `Predictor.predict_ms` (features + regressor),
+(c) its parts: the D-dependent feature assembly alone, and the regressor alone on those rows.
+With --learners it also fits each learner's first hyper-parameters (targets and views as the
+shipped model) on all recorded rows and times the regressor alone on 256 rows, the cost the
+search's tie-breaker compares.
+
+One thread (threadpoolctl; set OMP_NUM_THREADS=1 too), the garbage collector off while timing,
+time.perf_counter_ns around each call. Writes OUTDIR/bench_snowpack_predict.json (default
+benchmarks/results/) with medians, p10, p90 and max in milliseconds, per kernel and over all
+calls, and provenance; prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from klaraptor import suite
+from klaraptor.bench.dataset import recorded_datasets
+from klaraptor.models.snowpack.model import Predictor, load_shipped
+from klaraptor.provenance import stamp
+
+ROOT = Path(__file__).resolve().parent
+TARGET_MS = 1.0
+
+
+def stats(ms: list[float] | np.ndarray) -> dict[str, float]:
+    a = np.asarray(ms, dtype=np.float64)
+    return {
+        "median_ms": float(np.median(a)),
+        "p10_ms": float(np.percentile(a, 10)),
+        "p90_ms": float(np.percentile(a, 90)),
+        "max_ms": float(a.max()),
+        "n": int(a.size),
+    }
+
+
+def timed(fn: Callable[..., Any], *args: Any) -> tuple[float, Any]:
+    """(ms, result) of fn(*args)."""
+    t0 = time.perf_counter_ns()
+    out = fn(*args)
+    return (time.perf_counter_ns() - t0) / 1e6, out
+
+
+def bench_kernels(reg: Any, calls: int) -> dict[str, Any]:
+    per_kernel: dict[str, Any] = {}
+    every: dict[str, list[float]] = {"first": [], "new_D": [], "features": [], "regressor": []}
+    for data in recorded_datasets().values():
+        device = data.profile()
+        for name, kd in sorted(data.kernels.items()):
+            spec = suite.get(name)
+            blocks = sorted({b for _, b in kd.times()})
+            top = max(spec.size(n).values()[0] for n in spec.meta["eval_sizes"])
+            sizes = [spec.size(top + i) for i in range(calls + 1)]  # all distinct, all new
+            pred = Predictor(spec, device, regressor=reg)
+            gc.collect()
+            gc.disable()
+            try:
+                first, _ = timed(pred.predict_ms, sizes[0], blocks)
+                whole = [timed(pred.predict_ms, D, blocks)[0] for D in sizes[1:]]
+                cf = pred.features(blocks)
+                feats, regs = [], []
+                for D in sizes[1:]:
+                    t, X = timed(cf.at, D)
+                    rows = X[np.isfinite(X).all(axis=1)]
+                    feats.append(t)
+                    line = reg.fitted.level_line(rows[0])
+                    regs.append(timed(reg.predict_log, rows, line)[0])
+            finally:
+                gc.enable()
+            per_kernel[name] = {
+                "candidates": len(blocks),
+                "first_ms": first,
+                "new_D": stats(whole),
+                "features_median_ms": float(np.median(feats)),
+                "regressor_median_ms": float(np.median(regs)),
+            }
+            every["first"].append(first)
+            every["new_D"] += whole
+            every["features"] += feats
+            every["regressor"] += regs
+    return {"overall": {k: stats(v) for k, v in every.items()}, "per_kernel": per_kernel}
+
+
+def bench_learners(reg: Any) -> dict[str, Any]:
+    """Each learner's first hyper-parameters, fitted on every recorded row, timed on 256 rows."""
+    from klaraptor.bench.snowpack_eval import recorded_corpus
+    from klaraptor.models.snowpack.learner import fit_rows
+    from klaraptor.models.snowpack.search import default_grids
+
+    c, _, _ = recorded_corpus()
+    groups, counts = np.unique(c.group, return_counts=True)
+    batch = np.resize(c.X[c.group == groups[np.argmax(counts)]], (256, c.X.shape[1]))
+    out = {}
+    for learner, grid in default_grids().items():
+        rows = np.arange(len(c)) if learner != "svr" else np.arange(0, len(c), len(c) // 2500)
+        fitted = fit_rows(c, learner, grid[0], reg.target, reg.view, rows)
+        line = fitted.level_line(batch[0])
+        fitted.predict(batch, line)
+        out[learner] = {
+            "params": grid[0],
+            "fit_rows": int(len(rows)),
+            **stats([timed(fitted.predict, batch, line)[0] for _ in range(50)]),
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("outdir", nargs="?", default=str(ROOT / "results"))
+    ap.add_argument("--model", help="a SNOWPACK model file (default: the shipped one)")
+    ap.add_argument("--calls", type=int, default=100, help="new sizes D per kernel")
+    ap.add_argument("--learners", action="store_true", help="also time each learner")
+    args = ap.parse_args(argv)
+    reg = load_shipped(args.model)
+    with threadpool_limits(1):
+        result: dict[str, Any] = {
+            "model": {
+                "learner": reg.learner,
+                "params": reg.params,
+                "target": reg.target,
+                "view": reg.view,
+            },
+            "target_ms": TARGET_MS,
+            **bench_kernels(reg, args.calls),
+        }
+        if args.learners:
+            result["learners_256_rows"] = bench_learners(reg)
+    result["machine"] = {"cpu": platform.processor() or platform.machine(), "threads": 1}
+    result["provenance"] = stamp("python benchmarks/bench_snowpack_predict.py")
+    out = Path(args.outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench_snowpack_predict.json").write_text(json.dumps(result, indent=1) + "\n")
+    o = result["overall"]
+    print(f"model: {reg.learner} ({reg.target}, {reg.view} columns)")
+    for key, label in (
+        ("new_D", "predict_ms, new D (features + regressor)"),
+        ("features", "  feature assembly"),
+        ("regressor", "  regressor"),
+        ("first", "first call of a kernel (cache build)"),
+    ):
+        s = o[key]
+        print(
+            f"{label:44s} median {s['median_ms']:.3f}  p10 {s['p10_ms']:.3f}  "
+            f"p90 {s['p90_ms']:.3f}  max {s['max_ms']:.3f} ms  (n={s['n']})"
+        )
+    worst = max(result["per_kernel"].items(), key=lambda kv: kv[1]["new_D"]["median_ms"])
+    print(
+        f"slowest kernel: {worst[0]} ({worst[1]['candidates']} candidates), median "
+        f"{worst[1]['new_D']['median_ms']:.3f} ms; target <= {TARGET_MS} ms"
+    )
+    for learner, s in result.get("learners_256_rows", {}).items():
+        print(f"learner {learner:4s} on 256 rows: median {s['median_ms']:.3f} ms")
+    print(f"wrote {out / 'bench_snowpack_predict.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
