@@ -92,13 +92,6 @@ class Corpus:
     def y(self) -> np.ndarray:
         return np.log(self.ms)
 
-    def group_mean(self) -> np.ndarray:
-        """Per row: the mean log time of its (kernel, D) group."""
-        y = self.y
-        _, inv = np.unique(self.group, return_inverse=True)
-        sums = np.bincount(inv, weights=y)
-        return (sums / np.bincount(inv))[inv]
-
     def __len__(self) -> int:
         return len(self.ms)
 
