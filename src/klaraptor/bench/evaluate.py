@@ -185,6 +185,25 @@ def _occupancy(
 # Providers
 
 
+def _recorded_build(ctx: KernelContext, model: str, budget: float | None) -> tuple[Any, float]:
+    """The tool's build of `model` from the kernel's recorded training points, and its seconds."""
+    from klaraptor.build import build
+
+    t0 = time.perf_counter()
+    kern = build(
+        ctx.spec,
+        [{"N": n} for n in ctx.train],
+        model=model,
+        budget=budget,
+        store=ctx.store,
+        device=ctx.device,
+        collect_data=False,
+        cost=ctx.cost,
+        progress=False,
+    )
+    return kern, time.perf_counter() - t0
+
+
 def klaraptor_provider(
     model: str = "auto", *, budget: float | None = 1.5, name: str = "klaraptor"
 ) -> Provider:
@@ -192,21 +211,7 @@ def klaraptor_provider(
     choice) and `name`_topk (online refinement's blocks)."""
 
     def provide(ctx: KernelContext) -> list[MethodResult]:
-        from klaraptor.build import build
-
-        t0 = time.perf_counter()
-        kern = build(
-            ctx.spec,
-            [{"N": n} for n in ctx.train],
-            model=model,
-            budget=budget,
-            store=ctx.store,
-            device=ctx.device,
-            collect_data=False,
-            cost=ctx.cost,
-            progress=False,
-        )
-        fit_s = time.perf_counter() - t0
+        kern, fit_s = _recorded_build(ctx, model, budget)
         rep = kern.report
         assert rep is not None
         if budget is None:
@@ -252,21 +257,7 @@ def saake_provider(ctx: KernelContext) -> list[MethodResult]:
     """SAAKE's build on every recorded training point: `saake_model_only` (its fastest
     predicted block) and `saake_top4` (its four fastest, timed on the first calls; the best
     measured counts), the names of issue 11."""
-    from klaraptor.build import build
-
-    t0 = time.perf_counter()
-    kern = build(
-        ctx.spec,
-        [{"N": n} for n in ctx.train],
-        model="saake",
-        budget=None,
-        store=ctx.store,
-        device=ctx.device,
-        collect_data=False,
-        cost=ctx.cost,
-        progress=False,
-    )
-    fit_s = time.perf_counter() - t0
+    kern, fit_s = _recorded_build(ctx, "saake", None)
     cost = ctx.training_cost(counters=get_needs_counters("saake"))
     chosen: dict[int, list[Block]] = {}
     top4: dict[int, list[Block]] = {}
