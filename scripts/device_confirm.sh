@@ -9,6 +9,9 @@
 #   PART 4: every gpu-marked test and the Numba tests (Dask installed from .whl/ when carried),
 #           the front-ends' launch-cost benchmark, Dask on one GPU (bench_multi_gpu --gpus 1),
 #           about 8 minutes
+#   PART 5: every gpu-marked test (Dask from .whl/ when carried), the Numba tests and the README's
+#           front-end examples as written (frontends_gpu.py --only readme), about 8 minutes; the
+#           logs come back as OUT/logs.tgz (the device returns few files)
 # scripts/device_env (first on PYTHONPATH) gives a NumPy without numpy.row_stack the alias
 # numba-cuda 0.30.4 needs to compile anything; it changes nothing elsewhere (docs/frontends.md).
 set -u
@@ -55,6 +58,20 @@ case "$PART" in
     run frontends 130 python3 scripts/frontends_gpu.py "$OUT/frontends" --budget-s 120 \
       --only bench
     run dask 230 python3 benchmarks/bench_multi_gpu.py "$OUT" --gpus 1
+    ;;
+  5)
+    if ls .whl/*.whl >/dev/null 2>&1; then
+      python3 -m pip install --no-deps --target /tmp/site .whl/*.whl > "$OUT/pip.log" 2>&1
+      export PYTHONPATH=/tmp/site:$PYTHONPATH
+    fi
+    LOGS=/tmp/confirm_logs; mkdir -p $LOGS; export KLARAPTOR_HOME=/tmp/confirm_home
+    run gpu_tests 260 python3 -m pytest -m gpu -v -p no:cacheprovider -rs \
+      --continue-on-collection-errors tests/
+    run numba_tests 90 python3 -m pytest -v -p no:cacheprovider -rs \
+      tests/frontends/test_numba.py tests/frontends/test_numba_device_env.py
+    run readme 200 python3 scripts/frontends_gpu.py $LOGS/frontends --budget-s 190 --only readme
+    cp "$OUT"/*.log $LOGS/ 2>/dev/null
+    tar czf "$OUT/logs.tgz" -C $LOGS . && rm -f "$OUT"/*.log
     ;;
 esac
 pkill -f klaraptor.gpu.worker 2>/dev/null; pkill -x ncu 2>/dev/null

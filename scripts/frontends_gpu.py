@@ -89,6 +89,8 @@ print("seeded" if here.key == rec.key else f"not seeded: this GPU is {here.key!r
 
 
 def commit() -> str:
+    if os.environ.get("KLARAPTOR_COMMIT"):  # the device's copy of .git can be stale
+        return os.environ["KLARAPTOR_COMMIT"][:7]
     try:
         p = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT

@@ -131,6 +131,36 @@ def test_numba_collect_gpu(store: Store, h200) -> None:  # noqa: ANN001
         show("numba ncu row", keys=sorted(row)[:12], n=len(row))
 
 
+def test_numba_timer_is_not_slowed_by_its_spin_kernel_compile(h200) -> None:  # noqa: ANN001
+    """The Numba timer's spin kernel is JIT-compiled; that compile once landed inside the first
+    sample and left every later sample behind a 20 ms spin (10 s a point)."""
+    need_numba()
+    from klaraptor.gpu.backend_numba import NumbaBackend
+
+    be = NumbaBackend()
+    kernel = cuda.jit(saxpy_nb)
+    x = cuda.to_device(np.ones(N, np.float32))
+    y = cuda.to_device(np.zeros(N, np.float32))
+    launch = kernel[(N + 255) // 256, 256]
+    launch(np.float32(1.0), x, y, N)  # compile the timed kernel first
+    cuda.synchronize()
+    timer = be.timer(be.device_clock_mhz(0))
+    t0 = time.perf_counter()
+    stats = timer.measure(lambda: launch(np.float32(1.0), x, y, N))
+    wall = time.perf_counter() - t0
+    show(
+        "numba timer",
+        wall_s=round(wall, 3),
+        spin_us=timer.spin_us,
+        median_ms=stats["median_ms"],
+        repeats=stats["repeats"],
+        inner=stats["inner"],
+    )
+    assert 0 < stats["median_ms"] < 1.0
+    assert timer.spin_us < 2000.0, timer.spin_us
+    assert wall < 5.0, wall  # measure's own cap is 10 s of wall: it stopped on kernel time
+
+
 def test_numba_tuned_gpu_bit_identical(store: Store, h200) -> None:  # noqa: ANN001
     need_numba()
     kernel = cuda.jit(saxpy_nb)

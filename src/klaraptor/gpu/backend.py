@@ -29,6 +29,7 @@ import numpy as np
 from klaraptor.errors import CollectError, CompileError, KlaraptorError, LaunchError
 from klaraptor.types import KernelAttributes
 
+_MIN_SPIN_US = 50.0
 _MAX_SPIN_US = 20_000.0
 
 _MODULES: dict[tuple[str, tuple[str, ...]], Any] = {}
@@ -138,6 +139,18 @@ extern "C" __global__ void klaraptor_spin(long long cycles)
 """
 
 
+def next_spin_us(spin_us: float, host_us: float) -> float:
+    """The spin (µs) in front of the next sample, after one whose launches took the host
+    `host_us`: longer when the host fell behind the spin, shorter again when the spin is far
+    longer than the host needs, so that one slow sample (a first-call JIT compile, a pause)
+    does not make every later sample wait on a long spin."""
+    if host_us >= 0.8 * spin_us:
+        return min(max(2.0 * spin_us, 1.5 * host_us), _MAX_SPIN_US)
+    if host_us < 0.25 * spin_us:
+        return max(_MIN_SPIN_US, 2.0 * host_us, 0.5 * spin_us)
+    return spin_us
+
+
 class Timer:
     """CUDA-event timing of launches, with a spin kernel in front of every sample (see module doc)."""
 
@@ -147,7 +160,7 @@ class Timer:
         self._backend = backend
         self._spin = backend.compile(_SPIN_SRC, "klaraptor_spin", ("--std=c++17",))
         self._clock_mhz = float(clock_mhz)
-        self._spin_us = 50.0
+        self._spin_us = _MIN_SPIN_US
         self._start = cupy.cuda.Event()
         self._end = cupy.cuda.Event()
         # Rewriting a buffer of 2 × L2 evicts everything the timed kernel could find in L2.
@@ -157,6 +170,11 @@ class Timer:
     @property
     def flushing(self) -> bool:
         return self._flush_buf is not None
+
+    @property
+    def spin_us(self) -> float:
+        """The spin (µs) the next sample will wait behind."""
+        return self._spin_us
 
     def _flush(self) -> None:
         assert self._flush_buf is not None
@@ -183,10 +201,12 @@ class Timer:
             except _cuda_errors() as exc:
                 raise LaunchError(str(exc)) from None
             ms = cupy.cuda.get_elapsed_time(self._start, self._end)
-            if host_us < 0.8 * self._spin_us or self._spin_us >= _MAX_SPIN_US:
+            covered = host_us < 0.8 * self._spin_us or self._spin_us >= _MAX_SPIN_US
+            self._spin_us = next_spin_us(self._spin_us, host_us)
+            if covered:
                 return ms / inner
-            # The host fell behind the spin: the GPU may have idled inside the timed region.
-            self._spin_us = min(max(2.0 * self._spin_us, 1.5 * host_us), _MAX_SPIN_US)
+            # Otherwise the host fell behind the spin: the GPU may have idled inside the timed
+            # region, so the sample is taken again behind the longer spin.
 
     def measure(
         self,

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor.errors import CollectError, LaunchError, MissingDependencyError
-from klaraptor.gpu.backend import _MAX_SPIN_US, Timer, relative_error
+from klaraptor.gpu.backend import _MAX_SPIN_US, _MIN_SPIN_US, Timer, next_spin_us, relative_error
 from klaraptor.types import KernelAttributes
 
 DEFAULT_DYNAMIC_SMEM = 48 * 1024  # usable by every kernel without cudaFuncSetAttribute
@@ -144,7 +144,7 @@ class NumbaTimer(Timer):
         self._backend = backend  # type: ignore[assignment]
         self._kernels = _device_kernels()
         self._clock_mhz = float(clock_mhz)
-        self._spin_us = 50.0
+        self._spin_us = _MIN_SPIN_US
         self._spin_out = cuda.to_device(np.ones(1, dtype=np.float32))
         self._start = cuda.event()  # timing events (Numba's default)
         self._end = cuda.event()
@@ -152,6 +152,14 @@ class NumbaTimer(Timer):
             cuda.device_array(int(flush_bytes), dtype=np.uint8) if flush_bytes else None
         )
         self._flush_value = 0
+        # Numba compiles on first call: compile the spin (and the flush) here, not inside the
+        # first sample, whose host time would otherwise include the JIT.
+        self._kernels["spin"][1, 1](
+            np.int64(1), np.float32(1.0000001), np.float32(1e-7), self._spin_out
+        )
+        if self._flush_buf is not None:
+            self._flush()
+        cuda.synchronize()
 
     def _flush(self) -> None:
         assert self._flush_buf is not None
@@ -181,9 +189,10 @@ class NumbaTimer(Timer):
             except Exception as exc:  # noqa: BLE001 - a CUDA error of a timed launch
                 raise LaunchError(f"{type(exc).__name__}: {exc}") from None
             ms = float(self._start.elapsed_time(self._end))
-            if host_us < 0.8 * self._spin_us or self._spin_us >= _MAX_SPIN_US:
+            covered = host_us < 0.8 * self._spin_us or self._spin_us >= _MAX_SPIN_US
+            self._spin_us = next_spin_us(self._spin_us, host_us)
+            if covered:
                 return ms / inner
-            self._spin_us = min(max(2.0 * self._spin_us, 1.5 * host_us), _MAX_SPIN_US)
 
 
 def _nvtx() -> tuple[Callable[[str], Any], Callable[[], Any]]:
