@@ -135,6 +135,7 @@ def test_numba_timer_is_not_slowed_by_its_spin_kernel_compile(h200) -> None:  # 
     """The Numba timer's spin kernel is JIT-compiled; that compile once landed inside the first
     sample and left every later sample behind a 20 ms spin (10 s a point)."""
     need_numba()
+    from klaraptor.gpu.backend import _MAX_SPIN_US
     from klaraptor.gpu.backend_numba import NumbaBackend
 
     be = NumbaBackend()
@@ -157,7 +158,9 @@ def test_numba_timer_is_not_slowed_by_its_spin_kernel_compile(h200) -> None:  # 
         inner=stats["inner"],
     )
     assert 0 < stats["median_ms"] < 1.0
-    assert timer.spin_us < 2000.0, timer.spin_us
+    # Not left at the cap: the spin follows what the host needs for `inner` Numba launches
+    # (on the H200 at dd7f9dc: 18 launches, a 2.9 ms spin, 1.6 s for the point).
+    assert timer.spin_us < _MAX_SPIN_US / 4, timer.spin_us
     assert wall < 5.0, wall  # measure's own cap is 10 s of wall: it stopped on kernel time
 
 
