@@ -107,6 +107,28 @@ def test_the_level_line_is_the_level_model(corpus) -> None:  # noqa: ANN001
         assert np.allclose(fitted.predict(X, line), fitted.predict(X), rtol=0, atol=1e-9)
 
 
+def test_the_perceptron_fast_path_is_the_pipeline(corpus) -> None:  # noqa: ANN001
+    """The shipped learner's forward pass without sklearn's input checks gives what the
+    pipeline's `predict` gives, before and after a pickle round trip."""
+    import pickle
+
+    c, _, _ = corpus
+    sub = c.subset(np.isin(c.bench, ["polybench.GEMM", "rodinia.srad"]))
+    params = {"hidden": [16, 16], "alpha": 0.01, "max_iter": 30}
+    fitted = fit_rows(sub, "mlp", params, "per_wave", "all", np.arange(len(sub)))
+    X = sub.X[:300]
+    cols = X[:, fitted._cols]
+    via_sklearn = fitted.estimator.predict(cols)
+    assert np.allclose(fitted._estimate(cols), via_sklearn, rtol=0, atol=1e-12)
+    assert fitted.__dict__["_fast"]  # the fast path was taken
+    again = pickle.loads(pickle.dumps(fitted))
+    assert "_fast" not in again.__dict__  # not pickled: rebuilt on first use
+    assert np.array_equal(again.predict(X), fitted.predict(X))
+    trees = fit_rows(sub, "hgb", {"max_iter": 10}, "per_wave", "all", np.arange(len(sub)))
+    assert np.array_equal(trees._estimate(cols), trees.estimator.predict(cols))
+    assert trees.__dict__["_fast"] == ()
+
+
 def test_training_reports_every_learner_and_keeps_one_by_the_rule(small) -> None:  # noqa: ANN001
     sub, reg, report = small
     assert set(report["learners"]) == {"svr", "hgb", "mlp"}

@@ -262,12 +262,27 @@ class Fitted:
         at0, at1 = self.level.predict(g)
         return float(at0), float(at1 - at0)
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_fast"}
+
+    def _estimate(self, Xc: np.ndarray) -> np.ndarray:
+        """The estimator's prediction on view columns. A standardised perceptron runs its forward
+        pass without sklearn's per-call input validation (0.45 of the 0.7 ms a 231-candidate
+        call took: the 1 ms target's largest cost); any other estimator runs `predict`."""
+        fast = self.__dict__.get("_fast")
+        if fast is None:
+            fast = self.__dict__["_fast"] = _unchecked_perceptron(self.estimator)
+        if fast:
+            mean, scale, mlp = fast
+            return np.asarray(mlp._forward_pass_fast((Xc - mean) / scale, check_input=False))[:, 0]
+        return np.asarray(self.estimator.predict(Xc), dtype=np.float64)
+
     def predict(self, X: np.ndarray, level_line: tuple[float, float] | None = None) -> np.ndarray:
         """Predicted log time (ms) per row; `level_line` (from `level_line`) when every row is
         of one kernel."""
         # Callers pass finite rows (unlaunchable blocks are left out): skip sklearn's checks.
         with sklearn.config_context(assume_finite=True):
-            out = np.asarray(self.estimator.predict(X[:, self._cols]), dtype=np.float64)
+            out = self._estimate(X[:, self._cols])
             out = out + target_offset(X, self.target)
             if self.level is not None:
                 if level_line is None:
@@ -275,6 +290,26 @@ class Fitted:
                 else:
                     out = out + (level_line[0] + level_line[1] * X[:, self._group[-1]])
         return out
+
+
+def _unchecked_perceptron(est: Any) -> tuple[np.ndarray, np.ndarray, Any] | tuple[()]:
+    """(mean, scale, perceptron) of a fitted StandardScaler → MLPRegressor pipeline with one
+    output, whose forward pass can run on already-valid rows; () for any other estimator."""
+    steps = getattr(est, "steps", None)
+    if not steps or len(steps) != 2:
+        return ()
+    scaler, mlp = steps[0][1], steps[1][1]
+    if not (
+        isinstance(scaler, StandardScaler)
+        and isinstance(mlp, MLPRegressor)
+        and hasattr(mlp, "_forward_pass_fast")
+        and getattr(mlp, "n_outputs_", 0) == 1
+    ):
+        return ()
+    n = int(scaler.n_features_in_)
+    mean = scaler.mean_ if scaler.mean_ is not None else np.zeros(n)
+    scale = scaler.scale_ if scaler.scale_ is not None else np.ones(n)
+    return (np.asarray(mean, dtype=np.float64), np.asarray(scale, dtype=np.float64), mlp)
 
 
 def fit_rows(

@@ -98,17 +98,18 @@ class Predictor:
         self.regressor = regressor or load_regressor(store, device.key)
         self.static = static_features(spec, spec.name, store=store)
         self._sv = static_vector(self.static.features)
-        self._candidates: dict[tuple[Block, ...], CandidateFeatures] = {}
+        self._candidates: dict[bytes, CandidateFeatures] = {}
         self._level: tuple[float, float] | None = None  # the kernel's level line in log_n
 
     def features(self, blocks: Sequence[Block]) -> CandidateFeatures:
         """The (cached) feature assembly of a candidate list."""
-        key = tuple(tuple(int(v) for v in b) for b in blocks)
+        arr = np.asarray(blocks, dtype=np.int64).reshape(-1, 3)
+        key = arr.tobytes()  # a third of the cost of a tuple key over 231 blocks
         cf = self._candidates.get(key)
         if cf is None:
             if len(self._candidates) >= 8:  # a few candidate lists per kernel at most
                 self._candidates.clear()
-            cf = CandidateFeatures(self.spec, key, self.static.features, self.device, self._sv)
+            cf = CandidateFeatures(self.spec, arr, self.static.features, self.device, self._sv)
             self._candidates[key] = cf
         return cf
 
