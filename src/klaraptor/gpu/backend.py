@@ -9,7 +9,9 @@ Timing (why it looks like this):
   a *spin* kernel (one thread busy-waiting on `clock64()`) long enough for the host to enqueue
   the start event, `inner` launches and the end event behind it: the GPU then runs them
   back-to-back and the events time only the kernels. When the host was slower than the spin
-  (checked with the host clock), the sample is discarded and the spin doubled.
+  (checked with the host clock), the sample is discarded and the spin doubled. When the spin
+  is far longer than the host needs, it is halved for the next sample: one slow sample (a
+  JIT compile, a pause) must not leave every later one behind a 20 ms spin.
 - Kernels shorter than `target_sample_ms` are batched (`inner` launches between one event pair)
   so the ≈0.5 µs event resolution does not dominate; the value is the time per launch.
 - With `flush_l2`, a buffer of 2 × L2 is rewritten before every sample (and inner = 1), so every
