@@ -12,6 +12,8 @@
 #   PART 5: every gpu-marked test (Dask from .whl/ when carried), the Numba tests and the README's
 #           front-end examples as written (frontends_gpu.py --only readme), about 8 minutes; the
 #           logs come back as OUT/logs.tgz (the device returns few files)
+#   PART 6: the budgeted build against tune-once (bench_build) and Dask on one GPU, results
+#           in OUT/logs.tgz, about 7 minutes
 # scripts/device_env (first on PYTHONPATH) gives a NumPy without numpy.row_stack the alias
 # numba-cuda 0.30.4 needs to compile anything; it changes nothing elsewhere (docs/frontends.md).
 set -u
@@ -70,6 +72,17 @@ case "$PART" in
     run numba_tests 90 python3 -m pytest -v -p no:cacheprovider -rs \
       tests/frontends/test_numba.py tests/frontends/test_numba_device_env.py
     run readme 200 python3 scripts/frontends_gpu.py $LOGS/frontends --budget-s 190 --only readme
+    cp "$OUT"/*.log $LOGS/ 2>/dev/null
+    tar czf "$OUT/logs.tgz" -C $LOGS . && rm -f "$OUT"/*.log
+    ;;
+  6)
+    if ls .whl/*.whl >/dev/null 2>&1; then
+      python3 -m pip install --no-deps --target /tmp/site .whl/*.whl > "$OUT/pip.log" 2>&1
+      export PYTHONPATH=/tmp/site:$PYTHONPATH
+    fi
+    LOGS=/tmp/confirm_logs; mkdir -p $LOGS; export KLARAPTOR_HOME=/tmp/confirm_home
+    run bench_build 200 python3 benchmarks/bench_build.py $LOGS --limit 190
+    run dask 230 python3 benchmarks/bench_multi_gpu.py $LOGS --gpus 1
     cp "$OUT"/*.log $LOGS/ 2>/dev/null
     tar czf "$OUT/logs.tgz" -C $LOGS . && rm -f "$OUT"/*.log
     ;;
