@@ -178,6 +178,13 @@ class Timer:
         """The spin (µs) the next sample will wait behind."""
         return self._spin_us
 
+    def _keep_sample(self, host_us: float) -> bool:
+        """Whether the spin covered the host's `host_us` of launches (else the GPU may have
+        idled inside the timed region and the sample is taken again); sets the next spin."""
+        covered = host_us < 0.8 * self._spin_us or self._spin_us >= _MAX_SPIN_US
+        self._spin_us = next_spin_us(self._spin_us, host_us)
+        return covered
+
     def _flush(self) -> None:
         assert self._flush_buf is not None
         self._flush_value = (self._flush_value + 1) % 251
@@ -203,12 +210,8 @@ class Timer:
             except _cuda_errors() as exc:
                 raise LaunchError(str(exc)) from None
             ms = cupy.cuda.get_elapsed_time(self._start, self._end)
-            covered = host_us < 0.8 * self._spin_us or self._spin_us >= _MAX_SPIN_US
-            self._spin_us = next_spin_us(self._spin_us, host_us)
-            if covered:
+            if self._keep_sample(host_us):
                 return ms / inner
-            # Otherwise the host fell behind the spin: the GPU may have idled inside the timed
-            # region, so the sample is taken again behind the longer spin.
 
     def measure(
         self,

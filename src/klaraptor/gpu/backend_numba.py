@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor.errors import CollectError, LaunchError, MissingDependencyError
-from klaraptor.gpu.backend import _MAX_SPIN_US, _MIN_SPIN_US, Timer, next_spin_us, relative_error
+from klaraptor.gpu.backend import _MIN_SPIN_US, Timer, relative_error
 from klaraptor.types import KernelAttributes
 
 DEFAULT_DYNAMIC_SMEM = 48 * 1024  # usable by every kernel without cudaFuncSetAttribute
@@ -189,9 +189,7 @@ class NumbaTimer(Timer):
             except Exception as exc:  # noqa: BLE001 - a CUDA error of a timed launch
                 raise LaunchError(f"{type(exc).__name__}: {exc}") from None
             ms = float(self._start.elapsed_time(self._end))
-            covered = host_us < 0.8 * self._spin_us or self._spin_us >= _MAX_SPIN_US
-            self._spin_us = next_spin_us(self._spin_us, host_us)
-            if covered:
+            if self._keep_sample(host_us):
                 return ms / inner
 
 
