@@ -46,6 +46,11 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--budget", type=float, default=170.0, help="total seconds (default 170)")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke test)")
+    ap.add_argument(
+        "--only",
+        default="",
+        help="comma-separated resources to measure (default all); the profile keeps the others",
+    )
     a = ap.parse_args()
     out: Path = a.out
     out.mkdir(parents=True, exist_ok=True)
@@ -70,6 +75,7 @@ def main() -> int:
             return None
 
     config = rs.ResourceConfig.quick() if a.quick else rs.ResourceConfig()
+    names = tuple(n for n in a.only.split(",") if n) or rs.BENCHMARKS
     command = " ".join([Path(sys.executable).name, *sys.argv])
     env = step("environment", _environment, out)
     queried = step("device query", query_device, 0)
@@ -92,7 +98,7 @@ def main() -> int:
         raw = step(
             f"repeat {i}",
             lambda: rs.collect_raw(
-                rs.BENCHMARKS, config, bench_timeout_s=30.0, deadline=deadline - 10
+                names, config, bench_timeout_s=30.0, deadline=deadline - 10
             ),
         )
         if raw is None:
@@ -138,7 +144,12 @@ def main() -> int:
         )
     )
     if base is not None:
-        updated = base.with_microbench(provenance={**m.provenance, "resources": run}, **m.values)
+        fields = {f for n in names for f in (f"lat_{n}_cycles", f"gap_{n}_cycles")}
+        prov = {k: v for k, v in m.provenance.items() if k in fields}
+        values = {k: v for k, v in m.values.items() if k in fields}
+        # A partial run keeps the earlier run's provenance and adds its own beside it.
+        run_key = "resources" if set(names) == set(rs.BENCHMARKS) else f"resources_{'_'.join(names)}"
+        updated = base.with_microbench(provenance={**prov, run_key: run}, **values)
         data = updated.to_dict()
         DeviceProfile.from_dict(data)  # it must read back
         (out / "h200_profile.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")

@@ -51,6 +51,7 @@ RESOURCES: tuple[tuple[str, str], ...] = (
     ("issue", "warp instruction issue"),
     ("l2", "L2 hit (128-B warp request)"),
     ("dram", "DRAM (128-B warp request)"),
+    ("launch", "block dispatch (a thread block started on an SM)"),
 )
 RESOURCE_FIELDS: tuple[tuple[str, str, str], ...] = tuple(
     item
@@ -116,6 +117,8 @@ class DeviceProfile:
     gap_l2_cycles: float | None = None
     lat_dram_cycles: float | None = None
     gap_dram_cycles: float | None = None
+    lat_launch_cycles: float | None = None
+    gap_launch_cycles: float | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
 
     @property

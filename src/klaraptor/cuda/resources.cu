@@ -359,3 +359,22 @@ extern "C" __global__ void __launch_bounds__(256, 8)
         sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
     }
 }
+
+// Block dispatch: a block that does nothing. The host times grids of G blocks with CUDA events;
+// the slope of time over G is the dispatcher's time per block (GPU-wide), the time of one block
+// per SM is what a launch costs before its blocks' work.
+extern "C" __global__ void kp_empty(int flag, int* __restrict__ sink)
+{
+    if (flag) {
+        sink[blockIdx.x] = threadIdx.x;
+    }
+}
+
+// Holds the stream for `cycles` SM cycles, so that the host has queued the timed launch and its
+// events before the GPU reaches them (the launch is timed on the GPU alone).
+extern "C" __global__ void kp_hold(long long cycles)
+{
+    const long long c0 = clock64();
+    while (clock64() - c0 < cycles) {
+    }
+}

@@ -34,6 +34,13 @@ Resources and how each is measured (kernels in `klaraptor/cuda/resources.cu`):
 | issue | 12 FFMA + 2 × (LOP3 + IADD3) per step | one warp: cycles / instruction | cycles / instruction per SM |
 | l2    | LDG.64.STRONG.GPU, 128-B line         | warp pointer chase, 8 MiB      | streaming reads of 8.25 MiB |
 | dram  | same                                  | warp chase, fresh lines        | streaming reads of ~1 GiB   |
+| launch| a thread block started (no instruction)| one empty block per SM, events | empty blocks, two grid sizes|
+
+`launch` is the block dispatcher, which no instruction uses: its gap is SM cycles per block an
+SM receives with every SM receiving blocks (the SM's share of the GPU-wide rate, as for l2 and
+dram), its latency the GPU time of a launch of one empty block per SM (the cost a launch pays
+before its blocks' work, charged once per launch by the emulator). Both are timed with CUDA
+events behind a holding kernel, so the host's launch overhead is not in them.
 
 Loop overhead cancels exactly: every chain kernel is compiled twice, with U1 and U2 steps per
 loop iteration (`-DKP_U`), run with the same iteration count, and the figure is the difference
@@ -111,6 +118,10 @@ class ResourceConfig:
     stream_dram_rows: tuple[int, int] = (64, 128)  # rows of 1 KiB per warp: 0.5 and 1 GiB
     stream_l2_laps: tuple[int, int] = (32, 160)  # laps over one row (8.25 MiB on an H200)
     stream_repeats: int = 5
+    dispatch_threads: tuple[int, ...] = (32, 64, 128, 256)  # block sizes of the empty kernel
+    dispatch_waves: tuple[int, int] = (256, 2048)  # grids of that many blocks per SM
+    dispatch_repeats: int = 7
+    hold_us: float = 200.0  # kp_hold before every timed launch
     seed: int = 0
 
     @classmethod
@@ -127,6 +138,8 @@ class ResourceConfig:
             stream_dram_rows=(16, 32),
             stream_l2_laps=(8, 40),
             stream_repeats=2,
+            dispatch_threads=(32, 128),
+            dispatch_repeats=3,
         )
 
 
@@ -253,6 +266,24 @@ def stream_gap(
     return per_unit_slope(units, cost)
 
 
+def dispatch_gap(variants: Sequence[Mapping[str, Any]], sm_count: int, clock_mhz: float) -> float:
+    """Cycles per block per SM, every SM receiving blocks: the median over block sizes of the
+    slope of event time over blocks between the two grids, × SMs × clock (the SM's share of the
+    GPU-wide dispatch rate, as the l2/dram gaps are)."""
+    slopes = [
+        per_unit_slope(
+            v["grids"], [float(np.median(m)) * 1e6 * clock_mhz / 1000.0 for m in v["ms"]]
+        )
+        for v in variants
+    ]
+    return float(np.median(slopes)) * sm_count
+
+
+def dispatch_latency(one_per_sm: Sequence[float], clock_mhz: float) -> float:
+    """Cycles (at `clock_mhz`) of a launch of one empty block per SM: median event time."""
+    return float(np.median(one_per_sm)) * 1e6 * clock_mhz / 1000.0
+
+
 def chase_links(base: int, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The 8-byte words that link 128-B `lines` of a buffer at address `base` into a cycle.
 
@@ -295,6 +326,13 @@ def analyse(name: str, raw: Mapping[str, Any], clock_mhz: float) -> dict[str, An
         out["extra"]["chase_effective_sm_clock_mhz"] = float(cyc / ns * 1000.0)
         bw = REQUEST_BYTES * stream["sm_count"] * clock_mhz * 1e6 / out[f"gap_{name}_cycles"]
         out["extra"]["stream_read_gbs"] = float(bw / 1e9)
+    elif kind == "dispatch":
+        out[f"lat_{name}_cycles"] = dispatch_latency(raw["one_per_sm"], clock_mhz)
+        out[f"gap_{name}_cycles"] = dispatch_gap(raw["variants"], raw["sm_count"], clock_mhz)
+        for v in raw["variants"]:
+            out["extra"][f"gap_cycles_{v['threads']}_threads"] = dispatch_gap(
+                [v], raw["sm_count"], clock_mhz
+            )
     else:
         raise CollectError(f"unknown raw benchmark kind {kind!r} for {name!r}")
     return out
@@ -349,6 +387,12 @@ def expected(profile: DeviceProfile) -> dict[str, Expected]:
             2.0 * dram_floor,
             f"peak {profile.peak_dram_bandwidth_gbs:.0f} GB/s (H200 datasheet 4.8 TB/s) → "
             f"{dram_floor:.2f}; a read stream reaches 80-95%",
+        ),
+        "lat_launch_cycles": Expected(
+            None, 1000.0, 40000.0, "broad bound: 0.5-20 us for a launch of empty blocks"
+        ),
+        "gap_launch_cycles": Expected(
+            None, 20.0, 1000.0, "broad bound (scripts/device_block_dispatch.py: 160 on the H200)"
         ),
     }
 
@@ -419,6 +463,21 @@ def method_text(name: str, kind: str, cfg: ResourceConfig) -> str:
             "all SMs stream ld.global.cg loads, each warp instruction one whole 128-B line, "
             f"64 warps/SM × 8 lines in flight; {what}; slope of CUDA-event time over requests "
             "per SM between the two sizes, × sm_clock_mhz"
+        )
+    if name == "launch":
+        threads = "/".join(str(t) for t in cfg.dispatch_threads)
+        if kind == "lat":
+            return (
+                "CUDA-event time of a launch of the empty kernel kp_empty with one "
+                f"{cfg.dispatch_threads[0]}-thread block per SM, queued behind kp_hold "
+                f"({cfg.hold_us:.0f} us) so the GPU alone is timed; median of "
+                f"{cfg.dispatch_repeats}, × sm_clock_mhz"
+            )
+        w1, w2 = cfg.dispatch_waves
+        return (
+            f"empty kernel kp_empty, {threads}-thread blocks, grids of {w1} and {w2} blocks per "
+            "SM, each queued behind kp_hold; slope of CUDA-event time over blocks (median of "
+            f"{cfg.dispatch_repeats}), median over block sizes, × SMs × sm_clock_mhz"
         )
     raise CollectError(f"unknown resource {name!r}")
 
@@ -619,9 +678,13 @@ def analyse_repeats(
                 "unit": "SM cycles"
                 + (
                     " per warp instruction per SM"
-                    if kind == "gap" and name not in ("l2", "dram")
+                    if kind == "gap" and name not in ("l2", "dram", "launch")
+                    else " per block per SM (all SMs receiving blocks)"
+                    if kind == "gap" and name == "launch"
                     else " per 128-B request per SM (all SMs loading)"
                     if kind == "gap"
+                    else " per launch"
+                    if name == "launch"
                     else ""
                 ),
                 "statistic": f"median over {len(e.samples)} repeats (fresh processes)",

@@ -280,6 +280,41 @@ def bench_dram(d: Device) -> dict[str, Any]:
     }
 
 
+def bench_launch(d: Device) -> dict[str, Any]:
+    """Event times of the empty kernel: one block per SM, and two large grids per block size.
+
+    Each timed launch waits behind `kp_hold` (about `hold_us`), so the host has queued it and its
+    end event before the GPU starts it: the events time the GPU alone."""
+    cp, cfg, n_sm = d.cp, d.cfg, d.prof.sm_count
+    empty, hold = d.kernel("kp_empty"), d.kernel("kp_hold")
+    sink = cp.zeros(1, dtype=cp.int32)
+    hold_cycles = np.int64(cfg.hold_us * d.prof.sm_clock_mhz)
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+
+    def times(grid: int, threads: int) -> list[float]:
+        out = []
+        for i in range(cfg.dispatch_repeats + 1):
+            d.be.launch(hold, (1, 1, 1), (1, 1, 1), (hold_cycles,))
+            start.record()
+            d.be.launch(empty, (grid, 1, 1), (threads, 1, 1), (np.int32(0), sink))
+            end.record()
+            end.synchronize()
+            if i > 0:  # the first launch loads the module
+                out.append(float(cp.cuda.get_elapsed_time(start, end)))
+        return out
+
+    grids = [n_sm * w for w in cfg.dispatch_waves]
+    return {
+        "kind": "dispatch",
+        "sm_count": n_sm,
+        "one_per_sm": times(n_sm, cfg.dispatch_threads[0]),
+        "variants": [
+            {"threads": t, "grids": grids, "ms": [times(g, t) for g in grids]}
+            for t in cfg.dispatch_threads
+        ],
+    }
+
+
 RUNNERS: dict[str, Callable[[Device], dict[str, Any]]] = {
     "fp32": bench_pipe("fp32"),
     "fp64": bench_pipe("fp64"),
@@ -290,6 +325,7 @@ RUNNERS: dict[str, Callable[[Device], dict[str, Any]]] = {
     "issue": bench_issue,
     "l2": bench_l2,
     "dram": bench_dram,
+    "launch": bench_launch,
 }
 
 

@@ -25,8 +25,14 @@ emulation costs the same for N = 512 or N = 8192 ("loop bodies once per trip-cou
 
 Grid: with M active blocks per SM (occupancy), B blocks and n SMs, full = floor(B / (M n))
 waves of M blocks per SM and, if blocks remain, one tail wave with ceil(rest / n) blocks per SM:
-T = full x T_SM(M) + T_SM(tail). With fewer than n SMs busy (tail or small grids) each gets a
-larger share of L2 and DRAM bandwidth (their gaps scale by busy SMs / n).
+T = lat_launch + full x T_SM(M) + T_SM(tail). With fewer than n SMs busy (tail or small grids)
+each gets a larger share of L2 and DRAM bandwidth (their gaps scale by busy SMs / n).
+
+Block dispatch (`launch`): the GPU starts blocks at a fixed rate, which no instruction uses. An
+SM cannot finish a wave of m blocks before it has received them, so T_SM(m) is at least
+m x gap_launch (scaled by the busy share, like L2 and DRAM: the dispatcher serves the whole
+GPU); its latency is charged once per launch. Grids of many small blocks with little work each
+are bound by it (docs/saake.md).
 """
 
 from __future__ import annotations
@@ -74,6 +80,11 @@ class SMResult:
     periods: dict[str, float] = field(default_factory=dict)  # loop class -> own period
     busy: np.ndarray = field(default_factory=lambda: np.zeros(len(RESOURCES)))  # admitted gaps
     issued: int = 0
+    dispatch: float = 0.0  # cycles the dispatcher needs to start this wave's blocks on the SM
+
+    def wave_cycles(self, work: float) -> float:
+        """The wave's time when its blocks' work takes `work` cycles: no less than dispatch."""
+        return work if work > self.dispatch else self.dispatch
 
 
 def sampled_warps(active_warps: int, warps_per_block: int, max_warps: int = MAX_WARPS) -> int:
@@ -108,8 +119,9 @@ def emulate_sm(
     scale = active_warps / S
     group = max(1, min(warps_per_block, S))
     gap = params.gap.copy()
-    gap[R["l2"]] *= bandwidth_share
-    gap[R["dram"]] *= bandwidth_share
+    for shared in (R["l2"], R["dram"], R["launch"]):
+        gap[shared] *= bandwidth_share
+    dispatch = gap[R["launch"]] * active_warps / max(warps_per_block, 1)
     lat_op, dem_op = op_costs(ops, params.lat, mem, access)
     lat = lat_op[trace.op].tolist()
     amounts = dem_op[trace.op] * (trace.weight[:, None] * scale) * gap[None, :]
@@ -206,7 +218,11 @@ def emulate_sm(
     emulated = max(maxfin)
     periods = _loop_periods(trace, started)
     extra = sum(lp.missing * periods.get(lp.name, 0.0) for lp in trace.loops)
-    return SMResult(emulated + extra, emulated, periods, np.asarray(busy), S * n)
+    res = SMResult(0.0, emulated, periods, np.asarray(busy), S * n, dispatch)
+    res.cycles = res.wave_cycles(emulated + extra)
+    # On the emulated trace's time scale, like the other resources' busy cycles.
+    res.busy[R["launch"]] = dispatch * emulated / res.cycles if res.cycles > 0 else 0.0
+    return res
 
 
 def _next_ready(fw: list[float], dep: tuple[int, ...], floor: float) -> float:
@@ -274,7 +290,7 @@ def emulate_grid(
     """Predicted cycles of the whole launch (full waves plus the tail wave)."""
     if shape.active_blocks <= 0 or shape.blocks <= 0:
         return math.inf
-    total = 0.0
+    total = float(params.lat[R["launch"]])
     for reps, per_sm, share in shape.waves():
         res = emulate_sm(
             trace,

@@ -438,7 +438,7 @@ class KernelEmulator:
             if lp.weight > 0:
                 missing = max(float(x[lp.cls]) - lp.accounted, 0.0) / lp.weight
                 extra += missing * res.periods.get(lp.name, 0.0)
-        return res.emulated + extra, res
+        return res.wave_cycles(res.emulated + extra), res
 
     def cycles(self, D: Sequence[int], j: int, params: Params | None = None) -> float:
         """Predicted cycles of configuration j at D (inf when it cannot launch)."""
@@ -447,7 +447,7 @@ class KernelEmulator:
             return math.inf
         q = self.quantities(D)
         x, mem = q.counts[j], q.memory[j]
-        total = 0.0
+        total = float((params or self.params).lat[ops.R["launch"]])
         for reps, per_sm, share in shape.waves():
             c, _ = self.sm_run(j, x, mem, per_sm * shape.warps_per_block, share, params)
             total += reps * c

@@ -47,7 +47,18 @@ import numpy as np
 
 from klaraptor.isa.analysis import KernelISA
 
-RESOURCES: tuple[str, ...] = ("fp32", "fp64", "sfu", "alu", "imad", "smem", "issue", "l2", "dram")
+RESOURCES: tuple[str, ...] = (
+    "fp32",
+    "fp64",
+    "sfu",
+    "alu",
+    "imad",
+    "smem",
+    "issue",
+    "l2",
+    "dram",
+    "launch",  # no instruction: the block dispatcher (emulate.py charges it per block)
+)
 R = {r: i for i, r in enumerate(RESOURCES)}
 
 # Op kinds (what decides the latency and the demands).

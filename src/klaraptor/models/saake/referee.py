@@ -13,12 +13,15 @@ percentage of its peak (the "Speed Of Light" and "Compute Workload Analysis" sec
 | smem             | l1tex       | l1tex__throughput.avg.pct_of_peak_sustained_active          |
 | l2               | l2          | lts__throughput.avg.pct_of_peak_sustained_elapsed           |
 | dram             | dram        | dram__throughput.avg.pct_of_peak_sustained_elapsed          |
+| launch           | (none)      | no unit reaches 60 % of its peak                            |
 
 (fp32 and imad share the FMA pipe on sm_90; SAAKE's smem resource is the L1/shared-memory data
 path, which Nsight Compute's L1/TEX throughput covers for shared and global accesses alike.)
 
 The top unit is the one with the largest percentage. A kernel "agrees" when SAAKE's bottleneck
-resource maps to that unit. Nsight Compute's guidance that no unit reaching 60 % of its peak
+resource maps to that unit. Nsight Compute has no unit for the block dispatcher (`launch`): a
+launch bound by it leaves every unit idle, so `launch` agrees when no unit reaches
+`LATENCY_BOUND_BELOW` (60 %) of its peak. Nsight Compute's guidance that no unit reaching 60 % of its peak
 means a latency problem gives a second, weaker check of SAAKE's latency/throughput call
 (`mode_agrees`).
 """
@@ -39,6 +42,7 @@ UNIT_OF: dict[str, str] = {
     "smem": "l1tex",
     "l2": "l2",
     "dram": "dram",
+    "launch": "none",  # no Nsight Compute unit: every unit below LATENCY_BOUND_BELOW
 }
 UNIT_METRIC: dict[str, str] = {
     "fma_pipe": "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
@@ -177,7 +181,11 @@ def judge(bottleneck: str, mode: str, raw: Mapping[str, Any]) -> dict[str, Any]:
         "ncu_top_unit": unit,
         "ncu_top_pct": round(pct, 2),
         "ncu_units_pct": {u: round(v, 2) for u, v in unit_percentages(raw).items()},
-        "match": UNIT_OF.get(bottleneck) == unit,
+        "match": (
+            pct < LATENCY_BOUND_BELOW
+            if UNIT_OF.get(bottleneck) == "none"
+            else UNIT_OF.get(bottleneck) == unit
+        ),
         "ncu_mode": ncu_mode,
         "mode_agrees": ncu_mode == mode,
     }
