@@ -97,9 +97,7 @@ def main() -> int:
         t0 = time.monotonic()
         raw = step(
             f"repeat {i}",
-            lambda: rs.collect_raw(
-                names, config, bench_timeout_s=30.0, deadline=deadline - 10
-            ),
+            lambda: rs.collect_raw(names, config, bench_timeout_s=30.0, deadline=deadline - 10),
         )
         if raw is None:
             continue
@@ -148,7 +146,9 @@ def main() -> int:
         prov = {k: v for k, v in m.provenance.items() if k in fields}
         values = {k: v for k, v in m.values.items() if k in fields}
         # A partial run keeps the earlier run's provenance and adds its own beside it.
-        run_key = "resources" if set(names) == set(rs.BENCHMARKS) else f"resources_{'_'.join(names)}"
+        run_key = (
+            "resources" if set(names) == set(rs.BENCHMARKS) else f"resources_{'_'.join(names)}"
+        )
         updated = base.with_microbench(provenance={**prov, run_key: run}, **values)
         data = updated.to_dict()
         DeviceProfile.from_dict(data)  # it must read back
