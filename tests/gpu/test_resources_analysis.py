@@ -56,6 +56,7 @@ TRUE = {
     "issue": (1.0, 0.25),
     "l2": (280.0, 4.5),
     "dram": (640.0, 7.6),
+    "launch": (5600.0, 157.0),
 }
 
 
@@ -104,12 +105,33 @@ def memory_raw(lat: float, gap: float, clock_mhz: float = 1980.0, warps: int = 8
     }
 
 
+def dispatch_raw(lat: float, gap: float, clock_mhz: float = 1980.0, sm_count: int = 132) -> dict:
+    """What bench_launch records for a dispatcher with this launch latency and per-SM gap; the
+    grids' times also carry a fixed cost the slope must cancel."""
+    ms_per_cycle = 1.0 / (clock_mhz * 1e3)
+    grids = [sm_count * w for w in CFG.dispatch_waves]
+    variants = [
+        {
+            "threads": t,
+            "grids": grids,
+            "ms": [
+                [(lat + g * gap / sm_count) * ms_per_cycle * f for f in (1.0, 1.001)] for g in grids
+            ],
+        }
+        for t in CFG.dispatch_threads
+    ]
+    one = [lat * ms_per_cycle * f for f in (0.99, 1.0, 1.01)]
+    return {"kind": "dispatch", "sm_count": sm_count, "one_per_sm": one, "variants": variants}
+
+
 def full_raw(noise: float = 0.0) -> dict[str, dict]:
     per_step = {"alu": 2, "issue": 16}
     out: dict[str, dict] = {}
     for name, (lat, gap) in TRUE.items():
         if name in ("l2", "dram"):
             out[name] = memory_raw(lat, gap)
+        elif name == "launch":
+            out[name] = dispatch_raw(lat, gap)
         else:
             chains = 1 if name == "issue" else 4
             out[name] = pipe_raw(lat, gap, per_step.get(name, 1), chains, noise)
@@ -217,6 +239,8 @@ def test_analyse_repeats_gives_medians_spreads_and_provenance() -> None:
         assert entry["method"] and entry["unit"].startswith("SM cycles") and entry["reference"]
         assert entry["check"] == "ok", (f, entry["check"])
     assert "per 128-B request" in m.provenance["gap_dram_cycles"]["unit"]
+    assert "per block per SM" in m.provenance["gap_launch_cycles"]["unit"]
+    assert m.provenance["lat_launch_cycles"]["unit"] == "SM cycles per launch"
     assert m.provenance["gap_fp32_cycles"]["per_sub_partition"].startswith("4 ×")
     assert m.provenance["gap_fp32_cycles"]["diagnostics"]["shared_sm_blocks"] == [0, 0, 0]
     table = m.table()

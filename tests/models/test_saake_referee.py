@@ -30,8 +30,16 @@ FIXTURE = Path(__file__).parent / "data" / "saake_sol_fixture.json"
 
 def test_every_resource_maps_to_an_ncu_unit() -> None:
     assert set(UNIT_OF) == set(RESOURCES)
-    assert set(UNIT_OF.values()) <= set(UNIT_METRIC)
+    assert set(UNIT_OF.values()) <= set(UNIT_METRIC) | {"none"}
     assert all(m in METRICS for m in UNIT_METRIC.values())
+
+
+def test_the_dispatcher_agrees_only_when_every_unit_is_idle() -> None:
+    idle = {UNIT_METRIC["l2"]: 35.0, UNIT_METRIC["issue"]: 12.0}
+    busy = {UNIT_METRIC["l2"]: 85.0, UNIT_METRIC["issue"]: 12.0}
+    got = judge("launch", "throughput", idle)
+    assert got["match"] is True and got["saake_unit"] == "none"
+    assert judge("launch", "throughput", busy)["match"] is False
 
 
 def test_counter_units_of_a_recorded_launch(recorded) -> None:  # noqa: ANN001

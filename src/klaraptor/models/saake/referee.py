@@ -181,7 +181,7 @@ def judge(bottleneck: str, mode: str, raw: Mapping[str, Any]) -> dict[str, Any]:
         "ncu_top_unit": unit,
         "ncu_top_pct": round(pct, 2),
         "ncu_units_pct": {u: round(v, 2) for u, v in unit_percentages(raw).items()},
-        "match": (
+        "match": bool(
             pct < LATENCY_BOUND_BELOW
             if UNIT_OF.get(bottleneck) == "none"
             else UNIT_OF.get(bottleneck) == unit
