@@ -26,7 +26,7 @@ BOUNDS = {
     "gap": (0.2, 64.0),
 }
 # The block dispatcher is not a pipe: a launch costs microseconds, a block on an SM ~10²
-# cycles (scripts/device_block_dispatch.py: 160 on the H200).
+# cycles (157 on the H200).
 LAUNCH_BOUNDS = {"lat": (500.0, 50000.0), "gap": (10.0, 2000.0)}
 
 

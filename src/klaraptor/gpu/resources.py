@@ -392,7 +392,10 @@ def expected(profile: DeviceProfile) -> dict[str, Expected]:
             None, 1000.0, 40000.0, "broad bound: 0.5-20 us for a launch of empty blocks"
         ),
         "gap_launch_cycles": Expected(
-            None, 20.0, 1000.0, "broad bound (scripts/device_block_dispatch.py: 160 on the H200)"
+            None,
+            20.0,
+            1000.0,
+            "broad bound (a first measurement, resources/block_dispatch.json: 160 on the H200)",
         ),
     }
 

@@ -453,6 +453,10 @@ class KernelEmulator:
             total += reps * c
         return total
 
+    def launch_ms(self) -> float:
+        """The launch latency every emulated time includes, in ms."""
+        return float(self.params.lat[ops.R["launch"]]) / (float(self.profile.sm_clock_mhz) * 1e3)
+
     def utilisation(self, D: Sequence[int], j: int) -> dict[str, float]:
         """Per resource: the fraction of configuration j's emulated time it is busy (its
         admitted gaps over the emulated time, full waves weighted by their repetitions)."""

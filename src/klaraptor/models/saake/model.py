@@ -5,9 +5,12 @@ Build (`SaakeModel.make_helper`):
    configuration from the counter points, static coalescing, resource latencies and gaps.
 2. Every candidate is emulated at every training size and "beyond": the largest training size
    with each data parameter multiplied by 2, 4 and 8 (within the spec's range).
-3. Calibration (``calibrate=True``, the default): t_ms = a + b · emulated_ms, a >= 0 (launch
-   and drain overheads the emulator does not model) and b > 0, fitted by non-negative least
-   squares on the relative error over the TRAINING timings only. SAAKE itself reports raw
+3. Calibration (``calibrate=True``, the default): t_ms = a + b · (emulated_ms − L), a >= 0
+   (the launch's fixed cost and drain overheads) and b > 0, fitted by non-negative least
+   squares on the relative error over the TRAINING timings only. L is the emulator's launch
+   latency (lat_launch, a measured absolute time): b corrects the emulated work, not a
+   measured constant, and a covers it. This form contains t = a + b · emulated_ms (a >= b L
+   there), so it fits the training timings at least as well. SAAKE itself reports raw
    emulated times; `calibrate=False` gives those. An affine map with b > 0 keeps the order of
    the candidates, so the choice of block hardly depends on it; the time error does.
 4. The (calibrated) emulated times of each configuration are fitted as a rational function of
@@ -156,11 +159,22 @@ class SaakeModel(Model):
         """Steps 3-4 on an emulated grid (one grid serves the raw and the calibrated model)."""
         em, sizes, ms = grid.emulator, grid.sizes, grid.ms
         report: dict[str, Any] = {"saake": {**em.report, "emulation": grid.stats}}
-        a, b = calibrate(*self._training_pairs(job, sizes, ms)) if calibrated else (0.0, 1.0)
-        report["saake"]["calibration"] = {"a_us": a * 1e3, "b": b, "applied": calibrated}
+        if calibrated:
+            fixed = em.launch_ms()
+            e, t = self._training_pairs(job, sizes, ms)
+            a, b = calibrate(e - fixed, t)
+            pred = a + b * (ms - fixed)
+        else:
+            a, b, fixed, pred = 0.0, 1.0, 0.0, ms
+        report["saake"]["calibration"] = {
+            "a_us": a * 1e3,
+            "b": b,
+            "launch_us": fixed * 1e3,
+            "applied": calibrated,
+        }
         cold = [em.cold(d) for d in sizes]
         helper = self._helper(
-            job, sizes, a + b * ms, report, cold, em.spec.meta.get("min_bytes"), calibrated
+            job, sizes, pred, report, cold, em.spec.meta.get("min_bytes"), calibrated
         )
         return helper, report
 
