@@ -125,6 +125,42 @@ def test_algorithm_1_latency_and_gap_limited_cases() -> None:
     assert res.emulated == pytest.approx(39 * 8 + 4, rel=0.02)
 
 
+def test_a_wave_takes_no_less_than_its_blocks_dispatch() -> None:
+    # 8 one-warp blocks of 4 independent FFMAs on an SM: ~4 cycles of work, but the dispatcher
+    # starts a block every 150 cycles, so the wave takes 8 x 150 (1200) cycles.
+    trace, sops = _chain_trace(4, dependent=False)
+    p = _params(4, 1)
+    p.gap[ops.R["launch"]] = 150.0
+    res = emulate_sm(trace, sops, p, ops.NO_CACHE, active_warps=8, warps_per_block=1)
+    assert res.emulated < 100 and res.cycles == pytest.approx(1200.0)
+    # A half-busy GPU: the dispatcher's blocks go to half the SMs, each gets them twice as fast.
+    half = emulate_sm(
+        trace, sops, p, ops.NO_CACHE, active_warps=8, warps_per_block=1, bandwidth_share=0.5
+    )
+    assert half.cycles == pytest.approx(600.0)
+    # Heavy work hides the dispatcher: the bound does not bind.
+    trace, sops = _chain_trace(64, dependent=True)
+    res = emulate_sm(trace, sops, _params(40, 1), ops.NO_CACHE, active_warps=1, warps_per_block=1)
+    assert res.cycles == pytest.approx(res.emulated) and res.cycles > 150 * 1
+
+
+def test_small_blocks_of_a_stencil_are_bound_by_the_dispatcher(recorded, tmp_path) -> None:  # noqa: ANN001
+    # FDTD-2D k1 at its largest training size, 32-thread blocks: 73,728 blocks at 157 cycles a
+    # block per SM (0.60 ns GPU-wide); measured 46.6 us with every 32-thread shape on the H200.
+    spec = suite.get("polybench.fdtd2d.k1")
+    store = recorded.to_store(tmp_path / "s.sqlite", kernels=[spec.name])
+    j = make_job(spec, store, recorded.profile(), [spec.size(n) for n in spec.meta["train_sizes"]])
+    em = KernelEmulator.from_job(j, only=[])
+    store.close()
+    k = em.candidates.index((32, 1, 1))
+    D = (1536,)
+    blocks = em.shape(D, k).blocks
+    floor = blocks / em.profile.sm_count * em.params.gap[ops.R["launch"]]
+    assert em.cycles(D, k) >= floor
+    s = analyse(em, D, k)
+    assert s.bottleneck == "launch" and s.mode == "throughput"
+
+
 def test_waves_of_a_grid() -> None:
     shape = GridShape(blocks=300, active_blocks=2, warps_per_block=8, sm_count=132)
     assert shape.waves() == [(1, 2, 1.0), (1, 1, 36 / 132)]
