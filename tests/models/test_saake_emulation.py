@@ -16,6 +16,7 @@ from klaraptor.models.saake import ops
 from klaraptor.models.saake.emulate import GridShape, Params, emulate_sm
 from klaraptor.models.saake.emulator import KernelEmulator, resource_params
 from klaraptor.models.saake.isa_source import _recorded_raw, recorded_isa
+from klaraptor.models.saake.model import calibrate, calibrated_emulator
 from klaraptor.models.saake.sensitivity import analyse, format_sensitivity
 from klaraptor.models.saake.trace import LoopInfo, Trace
 
@@ -159,6 +160,50 @@ def test_small_blocks_of_a_stencil_are_bound_by_the_dispatcher(recorded, tmp_pat
     assert em.cycles(D, k) >= floor
     s = analyse(em, D, k)
     assert s.bottleneck == "launch" and s.mode == "throughput"
+
+
+def test_calibration_scales_the_work_not_the_dispatcher() -> None:
+    # Timings made as t = 0.002 + sum(reps x max(3 x work, dispatch)) / clock: two work-bound
+    # configurations and one whose waves the dispatcher binds. The fit recovers a and b, and the
+    # dispatch-bound one's time is the dispatch itself, unscaled.
+    clock = 1.98e6  # cycles per ms
+    parts = [
+        [(2, 40_000.0, 5_000.0)],
+        [(1, 90_000.0, 2_000.0), (1, 30_000.0, 1_000.0)],
+        [(4, 1_000.0, 20_000.0)],
+        [(1, 10_000.0, 4_000.0)],
+    ]
+    t = np.array(
+        [0.002 + sum(r * max(3.0 * w, d) for r, w, d in p) / clock for p in parts], dtype=float
+    )
+    a, b = calibrate(parts, t, clock)
+    assert a == pytest.approx(0.002, rel=1e-3) and b == pytest.approx(3.0, rel=1e-3)
+    # Every wave dispatch-bound: b is not pinned down by the timings, and stays 1.
+    bound = [[(1, 100.0, 9_000.0)], [(2, 50.0, 8_000.0)], [(1, 10.0, 30_000.0)]]
+    tb = np.array([sum(r * d for r, w, d in p) / clock for p in bound])
+    assert calibrate(bound, tb, clock)[1] == pytest.approx(1.0, rel=0.1)
+    assert calibrate(parts[:1], t[:1], clock) == (0.0, 1.0)  # one timing: nothing to fit
+
+
+def test_the_calibrated_emulator_predicts_the_training_timings(job) -> None:  # noqa: ANN001
+    em = KernelEmulator.from_job(job)
+    scaled, a, b = calibrated_emulator(em, job)
+    assert scaled.work_scale == b and em.work_scale == 1.0 and a >= 0 and b > 0
+    clock = em.profile.sm_clock_mhz * 1e3
+    err = []
+    for i, d in enumerate(job.train.derived):
+        D = tuple(int(v) for v in job.train.D[i])
+        j = em.candidates.index(tuple(int(v) for v in job.train.blocks[i]))
+        raw = em.cycles(D, j)
+        pred = a + (scaled.cycles(D, j) - em.params.lat[ops.R["launch"]]) / clock
+        err.append(abs(pred / d["time_ms"] - 1))
+        # Each wave: the work, scaled, but never less than its dispatch (which is not scaled).
+        lat, parts = em.params.lat[ops.R["launch"]], em.wave_parts(D, j)
+        assert raw == pytest.approx(lat + sum(r * max(w, dd) for r, w, dd in parts))
+        assert scaled.cycles(D, j) == pytest.approx(
+            lat + sum(r * max(b * w, dd) for r, w, dd in parts)
+        )
+    assert np.median(err) < 0.25
 
 
 def test_waves_of_a_grid() -> None:

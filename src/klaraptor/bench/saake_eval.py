@@ -83,7 +83,7 @@ def evaluate_kernel(data: RecordedDataset, store: Any, name: str) -> KernelEval:
     from klaraptor import suite
     from klaraptor.build import make_job
     from klaraptor.models import get_model
-    from klaraptor.models.saake.model import SaakeModel
+    from klaraptor.models.saake.model import SaakeModel, calibrated_emulator
     from klaraptor.models.saake.sensitivity import analyse
 
     spec = suite.get(name)
@@ -114,7 +114,8 @@ def evaluate_kernel(data: RecordedDataset, store: Any, name: str) -> KernelEval:
     for key in VARIANTS:
         out.errors[key] = _mape(helpers[key], spec, truth) if key in helpers else None
     if truth:
-        em = grid.emulator
+        # The sensitivities and the search use the calibrated emulation, as the model does.
+        em, _, _ = calibrated_emulator(grid.emulator, job)
         N = min(truth)
         D = spec.size(N)
         top, _, grid_dims = helpers["saake"].choose(D, 1)

@@ -43,6 +43,7 @@ def judge_kernel(data: RecordedDataset, store: Any, name: str) -> dict[str, Any]
     from klaraptor import suite
     from klaraptor.build import make_job
     from klaraptor.models.saake.emulator import KernelEmulator
+    from klaraptor.models.saake.model import calibrated_emulator
     from klaraptor.models.saake.referee import counter_units, judge_units
     from klaraptor.models.saake.sensitivity import analyse
 
@@ -54,7 +55,7 @@ def judge_kernel(data: RecordedDataset, store: Any, name: str) -> dict[str, Any]
     top = max(tuple(r[:nd]) for r in rows)
     raw_of = {tuple(int(v) for v in r[nd : nd + 3]): r[-1] for r in rows if tuple(r[:nd]) == top}
     job = make_job(spec, store, profile, [spec.size(n) for n in spec.meta["train_sizes"]])
-    em = KernelEmulator.from_job(job)
+    em, _, _ = calibrated_emulator(KernelEmulator.from_job(job), job)
     js = [j for j, b in enumerate(em.candidates) if b in raw_of]
     if not js:
         return {"kernel": name, "status": "no candidate has counters at D", "match": None}

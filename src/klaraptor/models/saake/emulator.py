@@ -167,6 +167,9 @@ class KernelEmulator:
     candidates: tuple[tuple[int, int, int], ...]
     cache_term: bool = True
     max_warps: int = MAX_WARPS
+    # The calibration's factor on each wave's emulated work (`calibrated`); the dispatcher's
+    # time and the launch latency are measured times and are not scaled.
+    work_scale: float = 1.0
     classes: list[tripcounts.CountClass] = field(default_factory=list)
     counts_fit: list[_Quantity] = field(default_factory=list)
     memory_fit: dict[str, _Quantity] = field(default_factory=dict)
@@ -404,7 +407,7 @@ class KernelEmulator:
                 q[k] = cap
         return q
 
-    def sm_run(
+    def sm_work(
         self,
         j: int,
         x: np.ndarray,
@@ -413,7 +416,8 @@ class KernelEmulator:
         share: float,
         params: Params | None = None,
     ) -> tuple[float, SMResult]:
-        """(cycles of one SM with these counts, the emulation it extrapolates from)."""
+        """(unscaled work cycles of one SM with these counts, the emulation it extrapolates
+        from): the emulated trace plus the loop iterations it left out."""
         p = params or self.params
         tr = self._trace(x)
         mkey = (mem.l1_hit, mem.l2_hit, mem.dram_frac, mem.ld_sectors, mem.st_sectors)
@@ -438,7 +442,36 @@ class KernelEmulator:
             if lp.weight > 0:
                 missing = max(float(x[lp.cls]) - lp.accounted, 0.0) / lp.weight
                 extra += missing * res.periods.get(lp.name, 0.0)
-        return res.wave_cycles(res.emulated + extra), res
+        return res.emulated + extra, res
+
+    def sm_run(
+        self,
+        j: int,
+        x: np.ndarray,
+        mem: ops.MemoryParams,
+        active_warps: int,
+        share: float,
+        params: Params | None = None,
+    ) -> tuple[float, SMResult]:
+        """(cycles of one SM with these counts: the scaled work, no less than the dispatch; the
+        emulation it extrapolates from)."""
+        work, res = self.sm_work(j, x, mem, active_warps, share, params)
+        return res.wave_cycles(self.work_scale * work), res
+
+    def wave_parts(self, D: Sequence[int], j: int) -> list[tuple[int, float, float]]:
+        """[(repetitions, unscaled work cycles, dispatch cycles)] of configuration j's waves at D
+        (empty when it cannot launch): what the calibration fits the work scale on."""
+        shape = self.shape(D, j)
+        if shape.active_blocks <= 0 or shape.blocks <= 0:
+            return []
+        q = self.quantities(D)
+        out = []
+        for reps, per_sm, share in shape.waves():
+            work, res = self.sm_work(
+                j, q.counts[j], q.memory[j], per_sm * shape.warps_per_block, share
+            )
+            out.append((reps, work, res.dispatch))
+        return out
 
     def cycles(self, D: Sequence[int], j: int, params: Params | None = None) -> float:
         """Predicted cycles of configuration j at D (inf when it cannot launch)."""

@@ -2,6 +2,8 @@
 
 Only the chosen block's counter points are fitted (a `KernelEmulator` over that one candidate),
 so naming a bottleneck costs a fraction of a build: about 40 emulations of one configuration.
+The emulation is calibrated as the model's (`calibrated_emulator`), on this block's own
+training timings.
 Any build of the kernel works (its training sizes and the store's points are used), whatever
 model chose the block.
 """
@@ -14,6 +16,7 @@ from typing import Any
 from klaraptor.errors import KlaraptorError
 from klaraptor.models.base import HelperJob
 from klaraptor.models.saake.emulator import KernelEmulator
+from klaraptor.models.saake.model import calibrated_emulator
 from klaraptor.models.saake.sensitivity import Sensitivity, analyse, format_sensitivity
 
 
@@ -23,6 +26,8 @@ def job_bottleneck(job: HelperJob, D: Any, block: tuple[int, int, int]) -> Sensi
     if block not in job.candidates:
         raise KlaraptorError(f"{job.spec.name}: block {block} is not a launchable candidate")
     em = KernelEmulator.from_job(replace(job, candidates=(block,)))
+    # Calibrated on this block's own training timings (the model fits all candidates').
+    em, _, _ = calibrated_emulator(em, job)
     values = D.values() if hasattr(D, "values") and callable(D.values) else tuple(D)
     return analyse(em, tuple(int(v) for v in values), 0)
 

@@ -5,14 +5,16 @@ Build (`SaakeModel.make_helper`):
    configuration from the counter points, static coalescing, resource latencies and gaps.
 2. Every candidate is emulated at every training size and "beyond": the largest training size
    with each data parameter multiplied by 2, 4 and 8 (within the spec's range).
-3. Calibration (``calibrate=True``, the default): t_ms = a + b · (emulated_ms − L), a >= 0
-   (the launch's fixed cost and drain overheads) and b > 0, fitted by non-negative least
-   squares on the relative error over the TRAINING timings only. L is the emulator's launch
-   latency (lat_launch, a measured absolute time): b corrects the emulated work, not a
-   measured constant, and a covers it. This form contains t = a + b · emulated_ms (a >= b L
-   there), so it fits the training timings at least as well. SAAKE itself reports raw
-   emulated times; `calibrate=False` gives those. An affine map with b > 0 keeps the order of
-   the candidates, so the choice of block hardly depends on it; the time error does.
+3. Calibration (``calibrate=True``, the default), inside the emulation: every wave takes
+   max(b · work, dispatch) cycles, and t_ms = a + Σ over waves of that (`calibrate`), with
+   a >= 0 (the launch's fixed cost and drain overheads, in place of the launch latency) and
+   b > 0, fitted on the relative error over the TRAINING timings only. b corrects the emulated
+   work; the dispatcher's rate and the launch latency are measured times and are not scaled
+   (an affine map of the whole emulated time, used before, scaled them too, and then compared
+   the dispatch bound with the unscaled work: it named `launch` where the work, once
+   calibrated, exceeds it). The calibrated emulator (`work_scale` = b) is also what the
+   sensitivity analysis perturbs. SAAKE itself reports raw emulated times; `calibrate=False`
+   gives those.
 4. The (calibrated) emulated times of each configuration are fitted as a rational function of
    D (`fit_rational_table`, degrees up to (3, 1), largest size held out), and the helper program
    is those functions (cycles = ms × clock) with the exact occupancy for the tie rule, so
@@ -27,11 +29,11 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy.optimize import nnls
+from scipy.optimize import minimize_scalar
 
 from klaraptor.errors import BuildError, FitError
 from klaraptor.fitting import FitSettings, fit_rational_table
@@ -86,16 +88,53 @@ class EmulatedGrid:
     stats: dict[str, Any]
 
 
-def calibrate(emulated_ms: np.ndarray, measured_ms: np.ndarray) -> tuple[float, float]:
-    """(a, b) >= 0 minimising sum(((a + b e - t) / t)^2); (0, 1) when the fit is degenerate."""
-    ok = np.isfinite(emulated_ms) & np.isfinite(measured_ms) & (measured_ms > 0)
-    e, t = emulated_ms[ok], measured_ms[ok]
-    if e.size < 2:
+def calibrate(
+    parts: Sequence[Sequence[tuple[int, float, float]]], measured_ms: np.ndarray, clock_khz: float
+) -> tuple[float, float]:
+    """(a ms, b) with a >= 0 and b > 0 minimising sum(((a + e_b - t) / t)^2), where e_b is the sum
+    over a timing's waves (`KernelEmulator.wave_parts`: repetitions, work, dispatch cycles) of
+    repetitions × max(b · work, dispatch), in ms. For a given b the best a is closed-form; b is
+    searched on a log grid over [1e-3, 1e3] and refined. Where the timings do not pin b down
+    (every wave dispatch-bound), the b nearest 1 among the best is kept. (0, 1) when fewer than
+    two timings can be used."""
+    t = np.asarray(measured_ms, dtype=np.float64)
+    keep = [i for i, p in enumerate(parts) if p and math.isfinite(t[i]) and t[i] > 0]
+    if len(keep) < 2:
         return 0.0, 1.0
-    (a, b), _ = nnls(np.column_stack([1.0 / t, e / t]), np.ones_like(t))
-    if not (b > 0 and math.isfinite(a) and math.isfinite(b)):
-        return 0.0, 1.0
-    return float(a), float(b)
+    pair = np.concatenate([np.full(len(parts[i]), k) for k, i in enumerate(keep)])
+    arr = np.array([w for i in keep for w in parts[i]], dtype=np.float64)
+    reps, work, disp = arr[:, 0], arr[:, 1] / clock_khz, arr[:, 2] / clock_khz
+    t = t[keep]
+    w2 = 1.0 / t**2
+
+    def fit(log_b: float) -> tuple[float, float]:
+        e = np.bincount(pair, reps * np.maximum(math.exp(log_b) * work, disp), len(keep))
+        a = max(float(np.sum((t - e) * w2) / np.sum(w2)), 0.0)
+        return float(np.sum(((a + e - t) / t) ** 2)), a
+
+    grid = np.linspace(math.log(1e-3), math.log(1e3), 121)
+    loss = np.array([fit(g)[0] for g in grid])
+    near = np.flatnonzero(loss <= loss.min() * (1 + 1e-9) + 1e-15)
+    k = int(near[np.argmin(np.abs(grid[near]))])
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+    res = minimize_scalar(lambda g: fit(g)[0], bounds=(lo, hi), method="bounded")
+    log_b = float(res.x) if res.success and res.fun < loss[k] else float(grid[k])
+    return fit(log_b)[1], math.exp(log_b)
+
+
+def calibrated_emulator(em: KernelEmulator, job: HelperJob) -> tuple[KernelEmulator, float, float]:
+    """(the emulator with work scale b, a ms, b), fitted on the job's training timings of the
+    emulator's candidates (`calibrate`)."""
+    col = {b: j for j, b in enumerate(em.candidates)}
+    parts, t = [], []
+    for i, d in enumerate(job.train.derived):
+        b = tuple(int(v) for v in job.train.blocks[i])
+        if b in col and "time_ms" in d:
+            D = tuple(int(v) for v in job.train.D[i])
+            parts.append(em.wave_parts(D, col[b]))
+            t.append(float(d["time_ms"]))
+    a, b = calibrate(parts, np.array(t), float(em.profile.sm_clock_mhz) * 1e3)
+    return replace(em, work_scale=b), a, b
 
 
 class SaakeModel(Model):
@@ -161,9 +200,9 @@ class SaakeModel(Model):
         report: dict[str, Any] = {"saake": {**em.report, "emulation": grid.stats}}
         if calibrated:
             fixed = em.launch_ms()
-            e, t = self._training_pairs(job, sizes, ms)
-            a, b = calibrate(e - fixed, t)
-            pred = a + b * (ms - fixed)
+            scaled, a, b = calibrated_emulator(em, job)
+            clock = float(em.profile.sm_clock_mhz) * 1e3
+            pred = a + np.array([scaled.cycles_all(d) / clock for d in sizes]) - fixed
         else:
             a, b, fixed, pred = 0.0, 1.0, 0.0, ms
         report["saake"]["calibration"] = {
@@ -177,20 +216,6 @@ class SaakeModel(Model):
             job, sizes, pred, report, cold, em.spec.meta.get("min_bytes"), calibrated
         )
         return helper, report
-
-    def _training_pairs(
-        self, job: HelperJob, sizes: Sequence[tuple[int, ...]], ms: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        row = {d: i for i, d in enumerate(sizes)}
-        col = {b: j for j, b in enumerate(job.candidates)}
-        e, t = [], []
-        for i, d in enumerate(job.train.derived):
-            D = tuple(int(v) for v in job.train.D[i])
-            b = tuple(int(v) for v in job.train.blocks[i])
-            if D in row and b in col and "time_ms" in d:
-                e.append(ms[row[D], col[b]])
-                t.append(float(d["time_ms"]))
-        return np.array(e), np.array(t)
 
     def _helper(
         self,
@@ -304,5 +329,6 @@ __all__ = [
     "EmulatedGrid",
     "SaakeModel",
     "calibrate",
+    "calibrated_emulator",
     "emulation_sizes",
 ]
