@@ -120,13 +120,21 @@ def test_the_perceptron_fast_path_is_the_pipeline(corpus) -> None:  # noqa: ANN0
     cols = X[:, fitted._cols]
     via_sklearn = fitted.estimator.predict(cols)
     assert np.allclose(fitted._estimate(cols), via_sklearn, rtol=0, atol=1e-12)
-    assert fitted.__dict__["_fast"]  # the fast path was taken
+    assert all(fitted.__dict__["_fast"])  # the fast path was taken
     again = pickle.loads(pickle.dumps(fitted))
     assert "_fast" not in again.__dict__  # not pickled: rebuilt on first use
     assert np.array_equal(again.predict(X), fitted.predict(X))
     trees = fit_rows(sub, "hgb", {"max_iter": 10}, "per_wave", "all", np.arange(len(sub)))
     assert np.array_equal(trees._estimate(cols), trees.estimator.predict(cols))
-    assert trees.__dict__["_fast"] == ()
+    assert trees.__dict__["_fast"] == [()]
+    # Several initialisations: the members' mean, each member its own pipeline's prediction.
+    three = fit_rows(sub, "mlp", params, "per_wave", "all", np.arange(len(sub)), seeds=3)
+    each = [m.predict(cols) for m in three.members]
+    assert len(three.members) == 3 and not np.allclose(each[0], each[1])
+    assert np.allclose(three._estimate(cols), np.mean(each, axis=0), rtol=0, atol=1e-12)
+    assert (
+        len(fit_rows(sub, "hgb", {"max_iter": 5}, "relative", "all", np.arange(9), 3).members) == 1
+    )
 
 
 def test_training_reports_every_learner_and_keeps_one_by_the_rule(small) -> None:  # noqa: ANN001

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
 
-FEATURE_SET = f"snowpack-3/isa-{ISA_FEATURE_VERSION}"
+FEATURE_SET = f"snowpack-4/isa-{ISA_FEATURE_VERSION}"
 ARCH = "sm_90"
 RECORDED_FEATURES = "snowpack_features_sm90.json.gz"
 RETRAIN = "`klaraptor bench train-snowpack` (trains it again from the store)"
@@ -140,6 +140,10 @@ DYNAMIC: tuple[str, ...] = (
     "padding",  # log2 of threads launched / the fewest any candidate launches at this D
     "log_dyn_smem",  # log2(1 + dynamic shared bytes per block)
     "tail_weight",  # 1 / ceil(waves): the share of the time in the last wave (bounded in size)
+    # Grids smaller than the GPU (a few long-running threads per column, one block): how many
+    # SMs get work at all and how many threads each carries. 4: added in feature set 4.
+    "busy_sms",  # min(grid blocks, SMs) / SMs
+    "log_threads_per_busy_sm",  # log2 of threads launched / min(grid blocks, SMs)
 )
 
 
@@ -296,6 +300,9 @@ class CandidateFeatures:
         X[:, c["last_wave_fill"]] = waves / full_waves
         X[:, c["tail_weight"]] = 1.0 / full_waves
         X[:, c["padding"]] = np.log2(launched / fewest)
+        busy = np.minimum(grid_blocks, self.device.sm_count)
+        X[:, c["busy_sms"]] = busy / self.device.sm_count
+        X[:, c["log_threads_per_busy_sm"]] = np.log2(launched / busy)
         X[:, c["log_dyn_smem"]] = np.log2(1.0 + dyn)
         return X
 

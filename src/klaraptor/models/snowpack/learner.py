@@ -18,7 +18,8 @@ Targets (natural log of ms, `TARGETS`):
   The learner then models only what is left, which changes less with D than the time itself.
 
 Views (`VIEWS`): `all` columns, or `bounded`: without the columns that grow with D (log input
-size, log threads launched, log grid blocks, log waves), so that sizes beyond the training ones
+size, log threads launched, log grid blocks, log waves, log threads per busy SM), so that sizes
+beyond the training ones
 are no extrapolation in feature space (the bounded `tail_weight`, `last_wave_fill`, `padding`
 and occupancy still describe the launch).
 
@@ -66,8 +67,8 @@ if TYPE_CHECKING:
     from klaraptor.store import Store
     from klaraptor.store.records import StaticFeatures
 
-# 2: the header names the target's view; the blob holds (estimator, level) for any learner.
-BLOB_FORMAT = 2
+# 3: the blob holds (members, level): the estimators whose predictions are averaged.
+BLOB_FORMAT = 3
 LEARNERS = ("svr", "hgb", "mlp")
 TARGETS = ("log_time", "relative", "per_wave", "per_thread")
 VIEWS = ("all", "bounded")
@@ -167,7 +168,13 @@ def kernel_corpus(
 # -- targets, views, learners -------------------------------------------------------------------
 
 # Columns that grow with D; the `bounded` view leaves them out.
-SIZE_COLUMNS = ("log_n", "log_total_threads", "log_grid_blocks", "log_waves")
+SIZE_COLUMNS = (
+    "log_n",
+    "log_total_threads",
+    "log_grid_blocks",
+    "log_waves",
+    "log_threads_per_busy_sm",
+)
 # Columns constant within one (kernel, D): what the level model of relative targets sees.
 GROUP_COLUMNS = (*(f"s_{n}" for n in static_names()), "log_n")
 _LN2 = math.log(2.0)
@@ -200,7 +207,7 @@ def target_offset(X: np.ndarray, target: str) -> np.ndarray:
     raise SnowpackError(f"unknown SNOWPACK target {target!r} (use one of {TARGETS})")
 
 
-def make_estimator(learner: str, params: Mapping[str, Any], n_features: int) -> Any:
+def make_estimator(learner: str, params: Mapping[str, Any], n_features: int, seed: int = 0) -> Any:
     if learner == "svr":
         gamma = float(params["gamma_scale"]) / n_features
         return make_pipeline(
@@ -222,7 +229,7 @@ def make_estimator(learner: str, params: Mapping[str, Any], n_features: int) -> 
                 hidden_layer_sizes=tuple(params["hidden"]),
                 alpha=float(params["alpha"]),
                 max_iter=int(params.get("max_iter", 300)),
-                random_state=0,
+                random_state=seed,
             ),
         )
     raise SnowpackError(f"unknown SNOWPACK learner {learner!r} (use one of {LEARNERS})")
@@ -238,16 +245,26 @@ def _rows(c: Corpus, limit: int, seed: int) -> np.ndarray:
 
 @dataclass
 class Fitted:
-    """A learner fitted for a target and view: predicts log time (ms) from full feature rows."""
+    """A learner fitted for a target and view: predicts log time (ms) from full feature rows.
 
-    estimator: Any
+    `members`: one estimator, or several of one learner fitted from different random
+    initialisations (`fit_rows(seeds=...)`), whose predictions are averaged. A perceptron's
+    choice of block moves a lot with its initialisation alone; the average does not."""
+
+    members: tuple[Any, ...]
     level: Any
     target: str
     view: str
 
     def __post_init__(self) -> None:
+        self.members = tuple(self.members)
         self._cols = view_columns(self.view)
         self._group = _group_columns()
+
+    @property
+    def estimator(self) -> Any:
+        """The first member (the only one unless several seeds were fitted)."""
+        return self.members[0]
 
     def level_line(self, row: np.ndarray) -> tuple[float, float]:
         """A kernel's level as (intercept, slope) in log_n, from one of its feature rows.
@@ -266,16 +283,23 @@ class Fitted:
         return {k: v for k, v in self.__dict__.items() if k != "_fast"}
 
     def _estimate(self, Xc: np.ndarray) -> np.ndarray:
-        """The estimator's prediction on view columns. A standardised perceptron runs its forward
-        pass without sklearn's per-call input validation (0.45 of the 0.7 ms a 231-candidate
-        call took: the 1 ms target's largest cost); any other estimator runs `predict`."""
+        """The members' mean prediction on view columns. A standardised perceptron runs its
+        forward pass without sklearn's per-call input validation (0.45 of the 0.7 ms a
+        231-candidate call took: the 1 ms target's largest cost); any other estimator runs
+        `predict`."""
         fast = self.__dict__.get("_fast")
         if fast is None:
-            fast = self.__dict__["_fast"] = _unchecked_perceptron(self.estimator)
-        if fast:
-            mean, scale, mlp = fast
-            return np.asarray(mlp._forward_pass_fast((Xc - mean) / scale, check_input=False))[:, 0]
-        return np.asarray(self.estimator.predict(Xc), dtype=np.float64)
+            fast = self.__dict__["_fast"] = [_unchecked_perceptron(m) for m in self.members]
+        out = np.zeros(len(Xc))
+        for est, quick in zip(self.members, fast, strict=True):
+            if quick:
+                mean, scale, mlp = quick
+                out += np.asarray(mlp._forward_pass_fast((Xc - mean) / scale, check_input=False))[
+                    :, 0
+                ]
+            else:
+                out += np.asarray(est.predict(Xc), dtype=np.float64)
+        return out / len(self.members)
 
     def predict(self, X: np.ndarray, level_line: tuple[float, float] | None = None) -> np.ndarray:
         """Predicted log time (ms) per row; `level_line` (from `level_line`) when every row is
@@ -313,26 +337,36 @@ def _unchecked_perceptron(est: Any) -> tuple[np.ndarray, np.ndarray, Any] | tupl
 
 
 def fit_rows(
-    c: Corpus, learner: str, params: Mapping[str, Any], target: str, view: str, rows: np.ndarray
+    c: Corpus,
+    learner: str,
+    params: Mapping[str, Any],
+    target: str,
+    view: str,
+    rows: np.ndarray,
+    seeds: int = 1,
 ) -> Fitted:
-    """`learner` fitted on rows of `c` for `target` and `view`."""
+    """`learner` fitted on rows of `c` for `target` and `view`; a perceptron with `seeds` random
+    initialisations (members averaged). The other learners are deterministic: one member."""
     if target not in TARGETS:
         raise SnowpackError(f"unknown SNOWPACK target {target!r} (use one of {TARGETS})")
     cols = view_columns(view)
     y = c.y - target_offset(c.X, target)
     level = None
-    est = make_estimator(learner, params, len(cols))
+    n = max(int(seeds), 1) if learner == "mlp" else 1
+    members = [make_estimator(learner, params, len(cols), seed) for seed in range(n)]
     with threadpool_limits(THREADS), warnings.catch_warnings():
         # A perceptron stopped at max_iter is still a fitted model; CV judges it.
         warnings.simplefilter("ignore", ConvergenceWarning)
         if target == "log_time":
-            est.fit(c.X[rows][:, cols], y[rows])
+            for est in members:
+                est.fit(c.X[rows][:, cols], y[rows])
         else:
             mean = _group_mean(y, c.group)
-            est.fit(c.X[rows][:, cols], (y - mean)[rows])
+            for est in members:
+                est.fit(c.X[rows][:, cols], (y - mean)[rows])
             level = make_pipeline(StandardScaler(), Ridge(alpha=1.0))
             level.fit(c.X[rows][:, _group_columns()], mean[rows])
-    return Fitted(est, level, target, view)
+    return Fitted(tuple(members), level, target, view)
 
 
 def _group_mean(v: np.ndarray, group: np.ndarray) -> np.ndarray:
@@ -386,6 +420,7 @@ class Regressor:
             "format": BLOB_FORMAT,
             "learner": self.learner,
             "params": self.params,
+            "members": len(self.fitted.members),
             "target": self.target,
             "view": self.view,
             "device": self.device,
@@ -397,7 +432,7 @@ class Regressor:
 
     def to_bytes(self) -> bytes:
         head = json.dumps(self.header(), sort_keys=True).encode()
-        body = pickle.dumps((self.fitted.estimator, self.fitted.level), protocol=5)
+        body = pickle.dumps((self.fitted.members, self.fitted.level), protocol=5)
         return gzip.compress(head + b"\n" + body, 9)
 
     @classmethod
@@ -412,8 +447,8 @@ class Regressor:
             ) from None
         check_header(head, where)
         try:
-            est, level = pickle.loads(body)  # noqa: S301 - our own model, header checked
-            fitted = Fitted(est, level, head["target"], head["view"])
+            members, level = pickle.loads(body)  # noqa: S301 - our own model, header checked
+            fitted = Fitted(tuple(members), level, head["target"], head["view"])
         except Exception as exc:  # noqa: BLE001 - any unpickling failure is the blob's fault
             raise SnowpackError(
                 f"the SNOWPACK model in {where} cannot be loaded ({type(exc).__name__}: {exc}); "
