@@ -366,7 +366,17 @@ def fit_rows(
                 est.fit(c.X[rows][:, cols], (y - mean)[rows])
             level = make_pipeline(StandardScaler(), Ridge(alpha=1.0))
             level.fit(c.X[rows][:, _group_columns()], mean[rows])
+    for est in members:
+        _drop_training_state(est)
     return Fitted(tuple(members), level, target, view)
+
+
+def _drop_training_state(est: Any) -> None:
+    """Drop what only further training reads (a perceptron's optimiser moments, twice its
+    weights), so a stored model is its weights."""
+    mlp = est.steps[-1][1] if hasattr(est, "steps") else est
+    if isinstance(mlp, MLPRegressor) and hasattr(mlp, "_optimizer"):
+        mlp._optimizer = None
 
 
 def _group_mean(v: np.ndarray, group: np.ndarray) -> np.ndarray:
