@@ -4,7 +4,12 @@ Tune-once costs one sweep of every candidate at the largest training size L (one
 plus every point). The plan for the scaling model (`klaraptor.models.scaling`) spends at most
 `budget` times that, counters included:
 
-1. the same hot sweep at L (every candidate: the anchors; tune-once's answer comes free);
+1. the same hot sweep at L (every candidate: the anchors; tune-once's answer comes free). With a
+   `prior` (candidate indices best first, e.g. SNOWPACK's ranking, which needs no measurement)
+   the sweep goes in its order, and with `prior_keep` = k only its first k are timed: the others
+   get no anchor and are never chosen, and tune-once's cost (the budget's unit) is then the
+   partial sweep's plus the median timed point's cost for each candidate left out (an
+   estimate, reported as such);
 2. if the kernel's footprint exceeds the L2 somewhere in the sizes it will be used at while it
    fits at L, cold timings at L (the L2 flushed before each launch) in order of the hot time,
    stopping when the next candidate's hot time, less the noise band, exceeds the best cold time
@@ -405,6 +410,22 @@ class MeasurementPlan:
     force_counters: bool = False
     counter_sizes: tuple[tuple[int, ...], ...] | None = None
     cold_ratio_bound: float = 4.0
+    prior: tuple[int, ...] = ()
+    prior_keep: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.prior_keep is not None and self.prior_keep < 1:
+            raise KlaraptorError(f"prior_keep must be at least 1, got {self.prior_keep}")
+
+    def sweep(self) -> list[int]:
+        """The candidates timed at L, in order: the prior's order (candidates it does not rank
+        after it), cut to `prior_keep`; without a prior every candidate by index."""
+        if not self.prior:
+            return list(range(self.n_cfg))
+        ranked = [c for c in dict.fromkeys(self.prior) if 0 <= c < self.n_cfg]
+        seen = set(ranked)
+        order = ranked + [c for c in range(self.n_cfg) if c not in seen]
+        return order[: self.prior_keep] if self.prior_keep is not None else order
 
     def run(self, measurer: Measurer) -> PlanResult:
         """Execute the plan against `measurer` (the module docstring's four steps)."""
@@ -437,12 +458,21 @@ class MeasurementPlan:
 
         # 1. hot sweep at L: tune-once's own measurement.
         res.spent_s = cost.session_s
-        hot = measurer.time(L, list(range(n_cfg)), cold=False)
+        sweep = self.sweep()
+        hot = measurer.time(L, sweep, cold=False)
         record(L, "time", hot, cost.time_point_s)
         res.tune_once_s = res.spent_s
+        if len(sweep) < n_cfg:
+            per = [p["cost_s"] for p in res.points]
+            left = n_cfg - len(sweep)
+            res.tune_once_s += left * (float(np.median(per)) if per else cost.per_point_s)
+            res.notes.append(
+                f"prior: {len(sweep)} of {n_cfg} candidates timed at L, in the prior's order; "
+                f"tune-once's cost estimated for the other {left}"
+            )
         res.budget_s = self.budget * res.tune_once_s
-        if len(hot) < n_cfg:
-            res.notes.append(f"{n_cfg - len(hot)} candidates did not run at L")
+        if len(hot) < len(sweep):
+            res.notes.append(f"{len(sweep) - len(hot)} candidates did not run at L")
         if not hot:
             res.notes.append("no candidate ran at L: nothing else is planned")
             return res
@@ -553,9 +583,17 @@ class MeasurementPlan:
     def describe(self, n_points_at: Mapping[tuple[int, ...], int] | None = None) -> str:
         """The plan's steps in words (for a dry run without measured times)."""
         sm = ", ".join(str(list(D)) for D in self.smaller) or "none"
+        k = len(self.sweep())
+        which = (
+            f"all {self.n_cfg} candidates"
+            if not self.prior
+            else f"the prior's top {k} of {self.n_cfg} candidates, best first,"
+            if k < self.n_cfg
+            else f"all {self.n_cfg} candidates in the prior's order"
+        )
         lines = [
-            f"1. time all {self.n_cfg} candidates hot at {list(self.L)} (tune-once's sweep: "
-            f"≥ {self.cost.session_s + self.n_cfg * self.cost.per_point_s:.1f} s of overhead "
+            f"1. time {which} hot at {list(self.L)} (tune-once's sweep: "
+            f"≥ {self.cost.session_s + k * self.cost.per_point_s:.1f} s of overhead "
             "before kernel time)",
             "2. "
             + (

@@ -167,3 +167,22 @@ def test_the_fold_compares_padded_blocks_when_the_lower_sizes_timed_only_those(
     job = make_job(spec, store, recorded.profile(), sizes)
     fold = ms.fold_score(job, "scaling")
     assert fold["compared"] > 0 and tuple(fold["block"]) in set(job.candidates)
+
+
+def test_a_snowpack_prior_times_only_its_top_k_at_L(recorded, store) -> None:  # noqa: ANN001
+    spec, kern = _build(recorded, store, prior="snowpack", prior_keep=6)
+    rep = kern.report
+    prior = rep.collect["prior"]
+    assert prior["name"] == "snowpack" and len(prior["order"]) == 6
+    plan = rep.collect["plan"]
+    assert plan["counts"]["time"] >= 6 and plan["tune_once_s"] > 0
+    top = {kern.helper.candidates[i] for i in prior["order"]}
+    # Only the prior's top 6 have an anchor at L, so only they can be chosen.
+    for N in (2048, 4096, 8192):
+        assert kern.select(N).block in top
+    with pytest.raises(BuildError, match="prior"):
+        _build(recorded, store, model="time_fit", prior="snowpack")
+    with pytest.raises(BuildError, match="needs a prior"):
+        _build(recorded, store, prior_keep=4)
+    with pytest.raises(BuildError, match="unknown prior"):
+        _build(recorded, store, prior="occupancy")

@@ -10,12 +10,14 @@ import pytest
 from klaraptor.bench.dataset import load_recorded
 from klaraptor.build_plan import (
     CostModel,
+    MeasurementPlan,
     TableMeasurer,
     fit_cost_model,
     ladder,
     protocol_launches,
     run_plan,
 )
+from klaraptor.errors import KlaraptorError
 
 
 def test_protocol_launches_follow_the_timer() -> None:
@@ -196,3 +198,27 @@ def test_measured_walls_are_the_cost_and_the_smaller_sizes_pay_their_set_up() ->
     costly = plan(0.45)
     assert costly.ratio <= 1.5 + 1e-9
     assert costly.counts()["time"] < cheap.counts()["time"]
+
+
+def test_a_prior_orders_the_sweep_and_keeps_its_top_k() -> None:
+    name, meas, n_cfg, L, train = next(_recorded_measurers())
+    smaller = [(n,) for n in ladder(L, train)]
+    prior = tuple(reversed(range(n_cfg)))  # any order: the plan follows it
+    full = MeasurementPlan(n_cfg, (L,), tuple(smaller), CostModel(per_point_s=0.03), prior=prior)
+    res = full.run(meas)
+    at_L = [p["cfg"] for p in res.points if p["kind"] == "time" and p["D"] == [L]]
+    assert at_L[:n_cfg] == list(prior)
+    k = 5
+    cost = CostModel(per_point_s=0.03)
+    top = MeasurementPlan(n_cfg, (L,), tuple(smaller), cost, prior=prior, prior_keep=k).run(meas)
+    timed = {p["cfg"] for p in top.points if p["kind"] == "time"}
+    assert timed <= set(prior[:k]), name  # nothing outside the top k, at any size
+    assert [p["cfg"] for p in top.points if p["D"] == [L] and p["kind"] == "time"][:k] == list(
+        prior[:k]
+    )
+    # Tune-once's cost is estimated for the candidates left out, so the budget keeps its unit.
+    sweep_cost = cost.session_s + sum(p["cost_s"] for p in top.points[:k])
+    assert top.tune_once_s > sweep_cost and any("prior" in n for n in top.notes)
+    assert top.spent_s <= top.budget_s + 1e-12
+    with pytest.raises(KlaraptorError, match="prior_keep"):
+        MeasurementPlan(n_cfg, (L,), prior=prior, prior_keep=0)

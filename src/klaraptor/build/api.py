@@ -84,6 +84,8 @@ def plan(
     space: ConfigSpace | None = None,
     budget: float | None = DEFAULT_BUDGET,
     store: Store | None = None,
+    prior: str | None = None,
+    prior_keep: int | None = None,
 ) -> BuildPlan:
     """What a build would measure, or refuse with the reason, without a GPU (iterates over the
     points; `.format()` prints it).
@@ -91,7 +93,8 @@ def plan(
     Device limits apply when `device` is given (e.g. `recorded_profile("h200")`). With a budget,
     the points are those at the plan's sizes and the plan's steps are described; when `store`
     holds measurements of the kernel on `device`, the plan is executed over them and its
-    estimated cost shown. `budget=None`: every point of every training size."""
+    estimated cost shown. `budget=None`: every point of every training size. `prior`,
+    `prior_keep`: as `build`."""
     space = space or ConfigSpace.for_spec(spec)
     size_list = training_sizes(spec, sizes)
     if budget is None:
@@ -111,7 +114,15 @@ def plan(
         device_for_plan = device
     arg_bytes = () if facts is None else _arg_bytes(spec, facts.arg_bytes)
     mplan, why = make_plan(
-        spec, device_for_plan, candidates, size_list, arg_bytes=arg_bytes, budget=budget
+        spec,
+        device_for_plan,
+        candidates,
+        size_list,
+        arg_bytes=arg_bytes,
+        budget=budget,
+        prior=prior,
+        prior_keep=prior_keep,
+        store=store,
     )
     executed = None
     if store is not None and device is not None and store.kernel(spec.name) is not None:
@@ -240,6 +251,8 @@ def build(
     cost: CostModel | None = None,
     progress: bool = True,
     client: Any | None = None,
+    prior: str | None = None,
+    prior_keep: int | None = None,
 ) -> Kernel:
     """Collect (where needed), fit and store the helper program of `spec`; returns the Kernel.
 
@@ -260,6 +273,10 @@ def build(
     the workers' GPU model (measured once, on one worker, when the store has none). The budgeted
     plan is sequential, so it runs in one session on one worker's GPU (the other GPUs serve a
     build without a budget, whose points are spread over every worker).
+    `prior="snowpack"` (budgeted builds): time the candidates at the largest training size in
+    SNOWPACK's predicted order, which needs no measurement; `prior_keep=k` times only its first
+    k there, so the build costs about k / n of tune-once's sweep and the others are never chosen
+    (`benchmarks/snowpack_prior.py` measures what that loses).
     """
     t0 = time.perf_counter()
     if budget is not None and not (budget >= 1.0 and budget < float("inf")):
@@ -271,6 +288,12 @@ def build(
         return _build_unmeasured(spec, model, store, device, t0)
     if model not in BUDGETED_MODELS:
         budget = None  # a per-configuration model needs every candidate at every size
+    if (prior is not None or prior_keep is not None) and budget is None:
+        raise BuildError(
+            f"{spec.name}: prior= orders a budgeted plan's sweep; model {model!r} with budget "
+            f"{budget!r} measures every candidate at every size (use model='auto' or 'scaling' "
+            "with a budget)"
+        )
     size_list = training_sizes(spec, sizes)
     executor = None
     if client is not None:
@@ -337,6 +360,8 @@ def build(
             cost,
             progress,
             executor,
+            prior=prior,
+            prior_keep=prior_keep,
         )
         collect_info = planned_info if collect_info is None else {**collect_info, **planned_info}
         t_fit = time.perf_counter()
@@ -406,6 +431,9 @@ def _run_budgeted(
     cost: CostModel | None,
     progress: bool,
     executor: Any = None,
+    *,
+    prior: str | None = None,
+    prior_keep: int | None = None,
 ) -> tuple[DeviceProfile, PlanResult, dict[str, Any]]:
     """Make the plan and run it: on the GPU in one session (this machine's, or one Dask
     worker's with `executor`), else over the store's points."""
@@ -430,9 +458,20 @@ def _run_budgeted(
     arg_bytes = () if facts is None else _arg_bytes(spec, facts.arg_bytes)
     candidates, _ = launchable(spec, device, attrs, min(sizes, key=DataSize.values), admit_at=sizes)
     plan, why = make_plan(
-        spec, device, candidates, sizes, arg_bytes=arg_bytes, budget=budget, cost=cost
+        spec,
+        device,
+        candidates,
+        sizes,
+        arg_bytes=arg_bytes,
+        budget=budget,
+        cost=cost,
+        prior=prior,
+        prior_keep=prior_keep,
+        store=store,
     )
     out: dict[str, Any] = {"budget": budget, "cold_timings": why}
+    if prior is not None:
+        out["prior"] = {"name": prior, "keep": prior_keep, "order": list(plan.sweep())}
     if collect_data:
         rep, executed = collect_plan(
             spec,

@@ -23,6 +23,7 @@ import numpy as np
 from klaraptor.build_plan import CostModel, MeasurementPlan, PlanResult, ReplayMeasurer
 from klaraptor.configspace import PlannedPoint, format_dry_run
 from klaraptor.device_profile import DeviceProfile
+from klaraptor.errors import BuildError
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
 from klaraptor.training import TrainingSet
@@ -95,9 +96,26 @@ def make_plan(
     budget: float = DEFAULT_BUDGET,
     cost: CostModel | None = None,
     counters: bool = False,
+    prior: str | None = None,
+    prior_keep: int | None = None,
+    store: Store | None = None,
 ) -> tuple[MeasurementPlan, str]:
-    """The plan of a budgeted build (module docstring) and why it does or skips cold timings."""
+    """The plan of a budgeted build (module docstring) and why it does or skips cold timings.
+    `prior="snowpack"`: sweep the largest training size in SNOWPACK's order (no measurement
+    needed; the store's model for this GPU, else the shipped one), only its first `prior_keep`
+    candidates when given."""
     L, smaller = ladder_sizes(sizes)
+    order: tuple[int, ...] = ()
+    if prior is not None:
+        if prior != "snowpack":
+            raise BuildError(f"unknown prior {prior!r} (the one prior is 'snowpack')")
+        from klaraptor.models.snowpack import rank_prior
+
+        ranked = rank_prior(spec, L, list(candidates), device=device, store=store)
+        index = {tuple(b): i for i, b in enumerate(candidates)}
+        order = tuple(index[tuple(b)] for b in ranked)
+    elif prior_keep is not None:
+        raise BuildError("prior_keep needs a prior (prior='snowpack')")
     cold, why = needs_cold(spec, L, arg_bytes, float(device.l2_bytes))
     kw = {} if cost is None else {"cost": cost}
     plan = MeasurementPlan(
@@ -107,6 +125,8 @@ def make_plan(
         budget=float(budget),
         needs_cold=cold,
         counters=counters,
+        prior=order,
+        prior_keep=prior_keep,
         **kw,  # type: ignore[arg-type]
     )
     return plan, why

@@ -64,7 +64,15 @@ def cmd_build(args: argparse.Namespace) -> int:
             if len(profiles) == 1:
                 device = DeviceProfile.from_dict(next(iter(profiles.values())))
         for spec in specs:
-            view = plan(spec, sizes[spec.name], budget=budget, store=store, device=device)
+            view = plan(
+                spec,
+                sizes[spec.name],
+                budget=budget,
+                store=store,
+                device=device,
+                prior=getattr(args, "prior", None),
+                prior_keep=getattr(args, "prior_keep", None),
+            )
             console.print(view.format(), markup=False)
         return 0
     client = cluster = None
@@ -114,6 +122,8 @@ def _build_all(
             store=store,
             collect_options=opts,
             client=client,
+            prior=getattr(args, "prior", None),
+            prior_keep=getattr(args, "prior_keep", None),
         )
         rep = kern.report
         assert rep is not None

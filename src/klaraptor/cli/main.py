@@ -84,6 +84,19 @@ def make_parser() -> argparse.ArgumentParser:
         f"training size (default {DEFAULT_BUDGET:g}); 'none' times every candidate at every size",
     )
     b.add_argument(
+        "--prior",
+        choices=["snowpack"],
+        default=None,
+        help="time the candidates at the largest training size in SNOWPACK's predicted order",
+    )
+    b.add_argument(
+        "--prior-keep",
+        type=int,
+        default=None,
+        metavar="K",
+        help="with --prior: time only its K best there (the others are never chosen)",
+    )
+    b.add_argument(
         "--dry-run", action="store_true", help="show the plan a build would run, without a GPU"
     )
     b.add_argument("--no-counters", action="store_true", help="timing only (no Nsight Compute)")
