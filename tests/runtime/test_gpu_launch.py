@@ -93,6 +93,27 @@ def test_budgeted_build_runs_its_plan_in_one_session(planned) -> None:  # noqa: 
     assert all(not m.value["flush_l2"] and m.value["wall_s"] > 0 for m in hot)
 
 
+def test_a_snowpack_prior_build_times_only_its_top_k_on_the_gpu(tmp_path) -> None:  # noqa: ANN001
+    """A budgeted build on the GPU with SNOWPACK's prior: the worker session times only the
+    prior's 6 best at the largest size, in its order, and the chosen block is one of them."""
+    from klaraptor.build import build
+    from klaraptor.gpu.collect import CollectOptions
+    from klaraptor.store import Store
+
+    store = Store(tmp_path / "p.sqlite")
+    opts = CollectOptions(counters=False, check=False, min_time_ms=2.0, max_repeats=10)
+    kern = build(SPEC, [1 << 16, 1 << 18, 1 << 20, 1 << 21], store=store, collect_options=opts,
+                 progress=False, prior="snowpack", prior_keep=6)  # fmt: skip
+    order = kern.report.collect["prior"]["order"]
+    top = [kern.helper.candidates[i] for i in order]
+    hot = store.measurements(SPEC.name, kern.device_key, kind="time", status="ok")
+    at_L = [tuple(m.block) for m in hot if m.D["n"] == 1 << 21]
+    assert len(order) == 6 and set(at_L) <= set(top) and len(set(at_L)) >= 5
+    assert {tuple(m.block) for m in hot} <= set(top)
+    assert kern.select(1 << 22).block in top
+    store.close()
+
+
 def test_tuned_output_equals_plain_launch_with_the_chosen_config(built) -> None:  # noqa: ANN001
     import cupy
 
