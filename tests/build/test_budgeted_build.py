@@ -19,7 +19,7 @@ KERNEL = "polybench.gemm.gemm"
 
 @pytest.fixture()
 def store(recorded, tmp_path: Path):  # noqa: ANN001, ANN201
-    names = [KERNEL, "polybench.conv3d.conv3d", "polybench.atax.k1"]
+    names = [KERNEL, "polybench.conv3d.conv3d", "polybench.atax.k1", "polybench.conv2d.conv2d"]
     s = recorded.to_store(tmp_path / "r.sqlite", kernels=names)
     yield s
     s.close()
@@ -176,10 +176,18 @@ def test_a_snowpack_prior_times_only_its_top_k_at_L(recorded, store) -> None:  #
     assert prior["name"] == "snowpack" and len(prior["order"]) == 6
     plan = rep.collect["plan"]
     assert plan["counts"]["time"] >= 6 and plan["tune_once_s"] > 0
-    top = {kern.helper.candidates[i] for i in prior["order"]}
+    top = {tuple(b) for b in prior["blocks"]}
+    assert top == {kern.helper.candidates[i] for i in prior["order"]}  # scaling keeps them all
     # Only the prior's top 6 have an anchor at L, so only they can be chosen.
     for N in (2048, 4096, 8192):
         assert kern.select(N).block in top
+    # 2DCONV: `auto` picks the per-configuration time_fit over the plan's points; it too may
+    # choose only among the blocks the plan timed (before the fix it chose a 1x1024 block).
+    _, k2 = _build(recorded, store, "polybench.conv2d.conv2d", prior="snowpack", prior_keep=8)
+    assert k2.report.model == "time_fit"
+    timed = {k2.helper.candidates[i] for i in range(len(k2.helper.candidates))}
+    top2 = {tuple(b) for b in k2.report.collect["prior"]["blocks"]}
+    assert timed == top2 and all(k2.select(N).block in top2 for N in (2048, 4096, 8192))
     with pytest.raises(BuildError, match="prior"):
         _build(recorded, store, model="time_fit", prior="snowpack")
     with pytest.raises(BuildError, match="needs a prior"):

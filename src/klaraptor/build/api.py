@@ -379,6 +379,10 @@ def build(
     selection = None
     if model == "auto":
         model, selection = select_model(job)
+        if model not in BUDGETED_MODELS:
+            # A per-configuration model chosen over a plan's points: only the candidates the
+            # plan timed can be fitted (a prior's cut leaves the others without any point).
+            job = job.measured_only()
     helper, fits = get_model(model).make_helper(job)
     if selection is not None:
         fits["model_selection"] = selection
@@ -471,7 +475,13 @@ def _run_budgeted(
     )
     out: dict[str, Any] = {"budget": budget, "cold_timings": why}
     if prior is not None:
-        out["prior"] = {"name": prior, "keep": prior_keep, "order": list(plan.sweep())}
+        sweep = plan.sweep()
+        out["prior"] = {
+            "name": prior,
+            "keep": prior_keep,
+            "order": list(sweep),
+            "blocks": [list(candidates[i]) for i in sweep],
+        }
     if collect_data:
         rep, executed = collect_plan(
             spec,
