@@ -289,14 +289,18 @@ class Fitted:
         `predict`."""
         fast = self.__dict__.get("_fast")
         if fast is None:
-            fast = self.__dict__["_fast"] = [_unchecked_perceptron(m) for m in self.members]
+            fast = self.__dict__["_fast"] = _shared_scalers(
+                [_unchecked_perceptron(m) for m in self.members]
+            )
         out = np.zeros(len(Xc))
+        # Members fitted on the same rows share their scaler: standardise once for them.
+        last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         for est, quick in zip(self.members, fast, strict=True):
             if quick:
                 mean, scale, mlp = quick
-                out += np.asarray(mlp._forward_pass_fast((Xc - mean) / scale, check_input=False))[
-                    :, 0
-                ]
+                if last is None or not (last[0] is mean and last[1] is scale):
+                    last = (mean, scale, (Xc - mean) / scale)
+                out += np.asarray(mlp._forward_pass_fast(last[2], check_input=False))[:, 0]
             else:
                 out += np.asarray(est.predict(Xc), dtype=np.float64)
         return out / len(self.members)
@@ -314,6 +318,20 @@ class Fitted:
                 else:
                     out = out + (level_line[0] + level_line[1] * X[:, self._group[-1]])
         return out
+
+
+def _shared_scalers(fast: list[Any]) -> list[Any]:
+    """The same (mean, scale) arrays for members whose scalers are equal, so `_estimate`
+    standardises the rows once for them."""
+    out: list[Any] = []
+    for q in fast:
+        if q:
+            for p in out:
+                if p and np.array_equal(p[0], q[0]) and np.array_equal(p[1], q[1]):
+                    q = (p[0], p[1], q[2])
+                    break
+        out.append(q)
+    return out
 
 
 def _unchecked_perceptron(est: Any) -> tuple[np.ndarray, np.ndarray, Any] | tuple[()]:
