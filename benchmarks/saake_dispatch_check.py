@@ -48,7 +48,7 @@ def bound_ratios(job: object, em: KernelEmulator) -> tuple[int, list[float]]:
         q = em.quantities(D)
         work = dispatch = 0.0
         for reps, per_sm, share in shape.waves():
-            _, res = em.sm_run(j, q.counts[j], q.memory[j], per_sm * shape.warps_per_block, share)
+            _, res = em.sm_work(j, q.counts[j], q.memory[j], per_sm * shape.warps_per_block, share)
             work += reps * res.emulated
             dispatch += reps * res.dispatch
         timed += 1

@@ -444,20 +444,6 @@ class KernelEmulator:
                 extra += missing * res.periods.get(lp.name, 0.0)
         return res.emulated + extra, res
 
-    def sm_run(
-        self,
-        j: int,
-        x: np.ndarray,
-        mem: ops.MemoryParams,
-        active_warps: int,
-        share: float,
-        params: Params | None = None,
-    ) -> tuple[float, SMResult]:
-        """(cycles of one SM with these counts: the scaled work, no less than the dispatch; the
-        emulation it extrapolates from)."""
-        work, res = self.sm_work(j, x, mem, active_warps, share, params)
-        return res.wave_cycles(self.work_scale * work), res
-
     def wave_parts(self, D: Sequence[int], j: int) -> list[tuple[int, float, float]]:
         """[(repetitions, unscaled work cycles, dispatch cycles)] of configuration j's waves at D
         (empty when it cannot launch): what the calibration fits the work scale on."""
@@ -482,8 +468,8 @@ class KernelEmulator:
         x, mem = q.counts[j], q.memory[j]
         total = float((params or self.params).lat[ops.R["launch"]])
         for reps, per_sm, share in shape.waves():
-            c, _ = self.sm_run(j, x, mem, per_sm * shape.warps_per_block, share, params)
-            total += reps * c
+            work, res = self.sm_work(j, x, mem, per_sm * shape.warps_per_block, share, params)
+            total += reps * res.wave_cycles(self.work_scale * work)
         return total
 
     def launch_ms(self) -> float:
@@ -500,7 +486,9 @@ class KernelEmulator:
         busy = np.zeros(len(ops.RESOURCES))
         span = 0.0
         for reps, per_sm, share in shape.waves():
-            _, res = self.sm_run(j, q.counts[j], q.memory[j], per_sm * shape.warps_per_block, share)
+            _, res = self.sm_work(
+                j, q.counts[j], q.memory[j], per_sm * shape.warps_per_block, share
+            )
             busy += reps * res.busy
             span += reps * res.emulated
         return {r: float(busy[k] / span) if span > 0 else 0.0 for k, r in enumerate(ops.RESOURCES)}
