@@ -108,8 +108,8 @@ def test_the_level_line_is_the_level_model(corpus) -> None:  # noqa: ANN001
 
 
 def test_the_perceptron_fast_path_is_the_pipeline(corpus) -> None:  # noqa: ANN001
-    """The shipped learner's forward pass without sklearn's input checks gives what the
-    pipeline's `predict` gives, before and after a pickle round trip."""
+    """The shipped learner's stacked float32 forward pass gives what the pipelines' `predict`
+    gives (to 1e-5 in log time), before and after a pickle round trip."""
     import pickle
 
     c, _, _ = corpus
@@ -119,19 +119,29 @@ def test_the_perceptron_fast_path_is_the_pipeline(corpus) -> None:  # noqa: ANN0
     X = sub.X[:300]
     cols = X[:, fitted._cols]
     via_sklearn = fitted.estimator.predict(cols)
-    assert np.allclose(fitted._estimate(cols), via_sklearn, rtol=0, atol=1e-12)
-    assert all(fitted.__dict__["_fast"])  # the fast path was taken
+    assert np.allclose(fitted._estimate(cols), via_sklearn, rtol=0, atol=1e-5)
+    assert fitted.__dict__["_fast"] is not None  # the fast path was taken
     again = pickle.loads(pickle.dumps(fitted))
     assert "_fast" not in again.__dict__  # not pickled: rebuilt on first use
     assert np.array_equal(again.predict(X), fitted.predict(X))
     trees = fit_rows(sub, "hgb", {"max_iter": 10}, "per_wave", "all", np.arange(len(sub)))
     assert np.array_equal(trees._estimate(cols), trees.estimator.predict(cols))
-    assert trees.__dict__["_fast"] == [()]
+    assert trees.__dict__["_fast"] is None
     # Several initialisations: the members' mean, each member its own pipeline's prediction.
     three = fit_rows(sub, "mlp", params, "per_wave", "all", np.arange(len(sub)), seeds=3)
     each = [m.predict(cols) for m in three.members]
     assert len(three.members) == 3 and not np.allclose(each[0], each[1])
-    assert np.allclose(three._estimate(cols), np.mean(each, axis=0), rtol=0, atol=1e-12)
+    assert np.allclose(three._estimate(cols), np.mean(each, axis=0), rtol=0, atol=1e-5)
+    assert three.__dict__["_fast"].first[0].shape[1] == 3 * 16  # one stacked pass
+    # Members of different shapes cannot be stacked: each runs its own pipeline.
+    other = fit_rows(
+        sub, "mlp", {**params, "hidden": [8, 8]}, "per_wave", "all", np.arange(len(sub))
+    )
+    mixed = replace(three, members=(*three.members, other.estimator))
+    assert mixed._estimate(cols).shape == (300,) and mixed.__dict__["_fast"] is None
+    assert np.allclose(
+        mixed._estimate(cols), np.mean([*each, other.estimator.predict(cols)], axis=0), atol=1e-12
+    )
     assert (
         len(fit_rows(sub, "hgb", {"max_iter": 5}, "relative", "all", np.arange(9), 3).members) == 1
     )
