@@ -255,3 +255,50 @@ def test_loops_are_extrapolated_not_emulated(emulator) -> None:  # noqa: ANN001
     tr = next(iter(emulator._traces.values()))
     assert any(isinstance(lp, LoopInfo) and lp.unroll <= 4 for lp in tr.loops)
     assert len(tr) < 2000  # the trace holds a few iterations, not N = 8192 of them
+
+
+def test_a_triangular_loops_count_is_extrapolated_as_a_quadratic(recorded, tmp_path) -> None:  # noqa: ANN001
+    """CORR k4's per-warp inner-loop count grows as N^2 (one thread per column j1, N - j1 - 1
+    columns of N rows each). The counters exist at N = 512, 1024, 1536 only; its count at
+    2048 must follow the quadratic (the held-out table fit could only draw a line)."""
+    from klaraptor.models.saake import tripcounts
+
+    spec = suite.get("polybench.corr.k4")
+    store = recorded.to_store(tmp_path / "s.sqlite", kernels=[spec.name])
+    j = make_job(spec, store, recorded.profile(), [spec.size(n) for n in spec.meta["train_sizes"]])
+    em = KernelEmulator.from_job(j, only=[])
+    store.close()
+    k = em.candidates.index((256, 1, 1))
+    rows = [
+        (tuple(j.train.D[i]), (256, 1, 1), dict(d))
+        for i, d in enumerate(j.train.derived)
+        if tuple(int(v) for v in j.train.blocks[i]) == (256, 1, 1) and "inst_per_warp" in d
+    ]
+    tc = tripcounts.estimate_points(em.isa, rows)
+    loop = max(
+        (c for c, cl in enumerate(em.classes) if cl.kind == "loop"),
+        key=lambda c: tc.points[-1][2].counts[c],
+    )
+    pts = {int(d[0]): s.counts[loop] for d, _, s in tc.points}
+    assert sorted(pts) == [512, 1024, 1536]
+    # The counts themselves are quadratic: a line through 512 and 1024 misses 1536 by > 20 %.
+    line = pts[1024] + (pts[1024] - pts[512])
+    assert abs(line / pts[1536] - 1) > 0.2
+    quad = np.polynomial.Polynomial.fit(sorted(pts), [pts[n] for n in sorted(pts)], 2)
+    got = em.quantities((2048,)).counts[k, loop]
+    assert got == pytest.approx(quad(2048), rel=1e-6)
+    assert got / pts[1024] == pytest.approx(4.0, rel=0.05)
+
+
+def test_counts_growing_at_most_linearly_keep_the_table_fit() -> None:
+    from klaraptor.models.saake.emulator import COUNT_SETTINGS, _Quantity
+
+    D = np.array([[512.0], [1024.0], [1536.0]] * 2)
+    cfg = np.array([0, 0, 0, 1, 1, 1], dtype=np.float64)
+    y = np.array([31.5, 63.5, 95.5, 2e3, 8e3, 18e3])  # linear; quadratic (exponent 2)
+    q = _Quantity(("N",), D, y, cfg, 2, COUNT_SETTINGS, 0.0, np.inf, growth=True)
+    assert set(q.polynomial) == {1}
+    assert q((2048.0,))[1] == pytest.approx(32e3)
+    assert q((2048.0,))[0] == pytest.approx(127.5, rel=1e-6)
+    plain = _Quantity(("N",), D, y, cfg, 2, COUNT_SETTINGS, 0.0, np.inf)
+    assert not plain.polynomial and plain((2048.0,))[0] == pytest.approx(q((2048.0,))[0])

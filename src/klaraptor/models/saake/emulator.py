@@ -90,7 +90,17 @@ def resource_params(profile: Any) -> Params:
 
 
 class _Quantity:
-    """One fitted per-configuration quantity: q(D)[j] (clamped to [lo, hi])."""
+    """One fitted per-configuration quantity: q(D)[j] (clamped to [lo, hi]).
+
+    `growth` (trip counts): the table fit chooses its degree by holding out the largest size,
+    so with counters at three sizes it can never choose degree 2 (two points left cannot
+    validate three coefficients), and a triangular loop's per-warp count, which grows as D^2
+    (CORR k4: 8,536, 33,463, 74,775 iterations at N = 512, 1024, 1536), was extrapolated as a
+    line. So a configuration whose counts grow with a log-log slope p >= 1.5 over its training
+    sizes gets the least-squares polynomial of degree round(p) (at most `max_degree` and one
+    less than its sizes) instead; below 1.5 the table fit stands."""
+
+    GROWTH_DEGREE_FROM = 1.5
 
     def __init__(
         self,
@@ -102,11 +112,15 @@ class _Quantity:
         settings: FitSettings,
         lo: float,
         hi: float,
+        growth: bool = False,
     ) -> None:
         self.lo, self.hi, self.n_cfg = lo, hi, n_cfg
         self.method = "constant"
         self.table: Any = None
         self.pooled: Any = None
+        self.polynomial: dict[int, np.polynomial.Polynomial] = {}
+        if growth and D.shape[1] == 1 and isinstance(settings.max_degree, int):
+            self._growth_polynomials(D[:, 0], y, cfg.astype(int), settings.max_degree)
         self.const = np.full(n_cfg, float(np.median(y)) if y.size else math.nan)
         have = np.zeros(n_cfg, dtype=bool)
         for j in np.unique(cfg.astype(int)):
@@ -132,6 +146,18 @@ class _Quantity:
             except FitError:
                 self.pooled = None
 
+    def _growth_polynomials(self, s: np.ndarray, y: np.ndarray, cfg: np.ndarray, cap: int) -> None:
+        for j in np.unique(cfg):
+            sizes = np.unique(s[cfg == j])
+            means = np.array([y[(cfg == j) & (s == v)].mean() for v in sizes])
+            if len(sizes) < 3 or not (means > 0).all() or not (sizes > 0).all():
+                continue
+            p = float(np.polyfit(np.log(sizes), np.log(means), 1)[0])
+            if p < self.GROWTH_DEGREE_FROM:
+                continue
+            deg = min(int(round(p)), cap, len(sizes) - 1)
+            self.polynomial[int(j)] = np.polynomial.Polynomial.fit(sizes, means, deg)
+
     def __call__(self, d: Sequence[float]) -> np.ndarray:
         out = self.const.copy()
         x = np.asarray(d, dtype=np.float64)[None, :]
@@ -143,6 +169,8 @@ class _Quantity:
             pv = float(self.pooled(x, 0)[0])
             if math.isfinite(pv):
                 out[~self.have] = pv
+        for j, poly in self.polynomial.items():
+            out[j] = float(poly(x[0, 0]))
         return np.clip(out, self.lo, self.hi)
 
 
@@ -253,7 +281,7 @@ class KernelEmulator:
         counts = np.array([s.counts for _, _, s in tc.points])
         dn = self.spec.data_names
         self.counts_fit = [
-            _Quantity(dn, D, counts[:, k], cfg_idx, n_cfg, COUNT_SETTINGS, 0.0, math.inf)
+            _Quantity(dn, D, counts[:, k], cfg_idx, n_cfg, COUNT_SETTINGS, 0.0, math.inf, True)
             for k in range(len(self.classes))
         ]
         for name in (*MEMORY, _TRAFFIC):
