@@ -71,6 +71,29 @@ def test_judge_and_agreement() -> None:
     assert summary["kernels_judged"] == 2 and summary["agreement"] == 0.5
 
 
+def test_the_supplementary_stall_check_judges_latency_bound_calls() -> None:
+    from klaraptor.models.saake.referee import RESOURCE_CLASS, STALL_CLASS, STALL_METRIC
+
+    assert set(RESOURCE_CLASS) == set(RESOURCES)
+    assert set(RESOURCE_CLASS.values()) - {None} <= set(STALL_CLASS.values())
+    # Every unit idle: the top unit (L1/TEX at 13 %) cannot judge an L2-latency call; warps
+    # waiting on global-memory results (long scoreboard) agree with it.
+    raw = {UNIT_METRIC["l1tex"]: 13.0, UNIT_METRIC["l2"]: 3.0}
+    raw |= {STALL_METRIC.format("long_scoreboard"): 9.0, STALL_METRIC.format("wait"): 1.0}
+    got = judge("l2", "latency", raw)
+    assert got["match"] is False and got["ncu_mode"] == "latency"
+    assert got["ncu_top_stall"] == "long_scoreboard" and got["stall_agrees"] is True
+    assert got["ncu_top_stall_share"] == pytest.approx(0.9)
+    assert judge("smem", "latency", raw)["stall_agrees"] is False
+    assert judge("launch", "latency", raw)["stall_agrees"] is None  # not judged by stalls
+    assert "stall_agrees" not in judge("l2", "latency", {UNIT_METRIC["l2"]: 3.0})
+    busy = judge("l2", "throughput", {UNIT_METRIC["l2"]: 81.0})
+    sup = agreement([got, busy, judge("launch", "latency", raw)])["supplementary"]
+    assert sup["throughput_bound_kernels"] == 1 and sup["throughput_bound_agreement"] == 1.0
+    assert sup["latency_bound_kernels"] == 2 and sup["latency_bound_stall_judged"] == 1
+    assert sup["latency_bound_stall_agreement"] == 1.0
+
+
 def _choice(kernel: str, block: list[int], bottleneck: str, mode: str) -> dict:
     return {
         "kernel": kernel,

@@ -24,6 +24,16 @@ launch bound by it leaves every unit idle, so `launch` agrees when no unit reach
 `LATENCY_BOUND_BELOW` (60 %) of its peak. Nsight Compute's guidance that no unit reaching 60 % of its peak
 means a latency problem gives a second, weaker check of SAAKE's latency/throughput call
 (`mode_agrees`).
+
+A supplementary check, NOT the referee (it was added after the first referee runs, to read
+their disagreements): where no unit reaches 60 %, the busiest unit is not what limits the kernel,
+so the top unit cannot judge a latency-bound call. Nsight Compute's warp-state statistics can:
+the stall reason that holds warps longest per issued instruction
+(`smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio`) is mapped to a class of
+SAAKE resources (`STALL_CLASS`, fixed before the run that first collected them), and
+`stall_agrees` says whether SAAKE's resource is in that class. `launch` has no stall reason (a
+dispatcher-bound SM has no warps to stall) and is not judged by it. The L2 sub-unit metrics
+(`L2_PARTS`) are kept to show which part of the L2 makes `lts__throughput` the top unit.
 """
 
 from __future__ import annotations
@@ -54,12 +64,60 @@ UNIT_METRIC: dict[str, str] = {
     "l2": "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     "dram": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
 }
+# Warp stall reason -> the class of SAAKE resources whose latency or throughput it waits on.
+STALL_CLASS: dict[str, str] = {
+    "long_scoreboard": "memory",  # an L1TEX (global/local) result: L2 or DRAM
+    "short_scoreboard": "smem",  # an MIO result: shared memory (and SFU, special registers)
+    "mio_throttle": "smem",
+    "lg_throttle": "smem",  # the local/global queue of the L1/TEX unit
+    "tex_throttle": "smem",
+    "wait": "pipe",  # a fixed-latency dependency
+    "math_pipe_throttle": "pipe",
+    "dispatch_stall": "pipe",
+    "not_selected": "issue",
+    "selected": "issue",
+    "no_instruction": "issue",
+    "branch_resolving": "issue",
+    "imc_miss": "issue",
+    "barrier": "barrier",
+    "membar": "barrier",
+    "drain": "other",
+    "sleeping": "other",
+    "misc": "other",
+}
+RESOURCE_CLASS: dict[str, str | None] = {
+    "l2": "memory",
+    "dram": "memory",
+    "smem": "smem",
+    "fp32": "pipe",
+    "imad": "pipe",
+    "alu": "pipe",
+    "fp64": "pipe",
+    "sfu": "pipe",
+    "issue": "issue",
+    "launch": None,
+}
+STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+L2_PARTS: tuple[str, ...] = tuple(
+    f"{m}.avg.pct_of_peak_sustained_elapsed"
+    for m in (
+        "lts__t_sectors",
+        "lts__t_tag_requests",
+        "lts__d_sectors",
+        "lts__t_sectors_srcunit_tex",
+        "lts__d_sectors_fill_device",
+        "lts__xbar2lts_cycles_active",
+        "lts__lts2xbar_cycles_active",
+    )
+)
 # Context kept with the referee's numbers (not part of the comparison).
 CONTEXT_METRICS: tuple[str, ...] = (
     "gpu__time_duration.sum",
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
+    *L2_PARTS,
+    *(STALL_METRIC.format(r) for r in STALL_CLASS),
 )
 METRICS: tuple[str, ...] = tuple(UNIT_METRIC.values()) + CONTEXT_METRICS
 LATENCY_BOUND_BELOW = 60.0  # percent: Nsight Compute's "latency issue" guidance
@@ -168,14 +226,43 @@ def top_unit(raw: Mapping[str, Any]) -> tuple[str, float] | None:
     return unit, pct[unit]
 
 
+def stall_check(bottleneck: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The supplementary check (module docstring): Nsight Compute's top stall reason, its share
+    of all stall cycles, and whether SAAKE's resource is in its class (None: not judged)."""
+    stalls = {}
+    for reason in STALL_CLASS:
+        v = raw.get(STALL_METRIC.format(reason))
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            stalls[reason] = float(v)
+    total = sum(stalls.values())
+    if not stalls or total <= 0:
+        return {}
+    reason = max(stalls, key=stalls.__getitem__)
+    mine = RESOURCE_CLASS.get(bottleneck)
+    return {
+        "ncu_top_stall": reason,
+        "ncu_top_stall_share": round(stalls[reason] / total, 3),
+        "ncu_stalls": {r: round(v, 3) for r, v in sorted(stalls.items(), key=lambda x: -x[1])},
+        "stall_agrees": None if mine is None else STALL_CLASS[reason] == mine,
+    }
+
+
 def judge(bottleneck: str, mode: str, raw: Mapping[str, Any]) -> dict[str, Any]:
-    """The comparison of one kernel: SAAKE's call against Nsight Compute's top unit."""
+    """The comparison of one kernel: SAAKE's call against Nsight Compute's top unit (and the
+    supplementary stall check where the stall metrics were collected)."""
     top = top_unit(raw)
     if top is None:
         return {"status": "no ncu unit metrics", "match": None}
     unit, pct = top
     ncu_mode = "latency" if pct < LATENCY_BOUND_BELOW else "throughput"
+    l2_parts = {
+        m.split(".")[0]: round(float(raw[m]), 2)
+        for m in L2_PARTS
+        if isinstance(raw.get(m), (int, float)) and math.isfinite(raw[m])
+    }
     return {
+        **({"ncu_l2_parts_pct": l2_parts} if l2_parts else {}),
+        **stall_check(bottleneck, raw),
         "status": "ok",
         "saake_unit": UNIT_OF.get(bottleneck),
         "ncu_top_unit": unit,
@@ -195,23 +282,44 @@ def agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The fraction of judged kernels whose bottleneck matches, and of their modes."""
     judged = [r for r in rows if r.get("match") is not None]
     n = len(judged)
+    busy = [r for r in judged if r.get("ncu_mode") == "throughput"]
+    idle = [r for r in judged if r.get("ncu_mode") == "latency"]
+    stalled = [r for r in idle if r.get("stall_agrees") is not None]
     return {
         "kernels_judged": n,
         "agreement": sum(bool(r["match"]) for r in judged) / n if n else None,
         "mode_agreement": sum(bool(r.get("mode_agrees")) for r in judged) / n if n else None,
+        # Supplementary, not the referee: the top unit where one reaches 60 % of its peak, the
+        # stall reason where none does.
+        "supplementary": {
+            "throughput_bound_kernels": len(busy),
+            "throughput_bound_agreement": (
+                sum(bool(r["match"]) for r in busy) / len(busy) if busy else None
+            ),
+            "latency_bound_kernels": len(idle),
+            "latency_bound_stall_judged": len(stalled),
+            "latency_bound_stall_agreement": (
+                sum(bool(r["stall_agrees"]) for r in stalled) / len(stalled) if stalled else None
+            ),
+        },
     }
 
 
 __all__ = [
     "CONTEXT_METRICS",
+    "L2_PARTS",
     "LATENCY_BOUND_BELOW",
     "METRICS",
+    "RESOURCE_CLASS",
+    "STALL_CLASS",
+    "STALL_METRIC",
     "UNIT_METRIC",
     "UNIT_OF",
     "agreement",
     "counter_units",
     "judge",
     "judge_units",
+    "stall_check",
     "top_unit",
     "unit_percentages",
 ]
