@@ -133,6 +133,12 @@ def test_the_perceptron_fast_path_is_the_pipeline(corpus) -> None:  # noqa: ANN0
     assert len(three.members) == 3 and not np.allclose(each[0], each[1])
     assert np.allclose(three._estimate(cols), np.mean(each, axis=0), rtol=0, atol=1e-5)
     assert three.__dict__["_fast"].first[0].shape[1] == 3 * 16  # one stacked pass
+    # One kernel's rows at one D (static columns shared): the first layer's static part is
+    # computed once, and the result is the same.
+    one = sub.X[sub.group == sub.group[0]][:, three._cols]
+    assert len(one) > 1 and not (one != one[:1]).any(axis=0).all()
+    want = np.mean([m.predict(one) for m in three.members], axis=0)
+    assert np.allclose(three._estimate(one), want, rtol=0, atol=1e-5)
     # Members of different shapes cannot be stacked: each runs its own pipeline.
     other = fit_rows(
         sub, "mlp", {**params, "hidden": [8, 8]}, "per_wave", "all", np.arange(len(sub))

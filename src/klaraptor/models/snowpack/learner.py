@@ -328,10 +328,26 @@ class StackedPerceptrons:
     first: tuple[np.ndarray, np.ndarray]  # (n_features, k*h1), (k*h1,)
     later: tuple[tuple[np.ndarray, np.ndarray], ...]  # per layer (k, h, h'), (k, 1, h')
 
+    _split: dict[bytes, tuple[np.ndarray, np.ndarray]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
     def predict(self, Xc: np.ndarray) -> np.ndarray:
         k = self.later[-1][0].shape[0]
         z = ((Xc - self.mean) / self.scale).astype(np.float32)
-        h = z @ self.first[0] + self.first[1]
+        # One kernel's rows share their static columns: their part of the first layer is one
+        # row, computed once (3DCONV: 44 of 58 columns are the same in all 231 rows).
+        varying = (z != z[:1]).any(axis=0) if len(z) > 1 else np.ones(z.shape[1], dtype=bool)
+        key = varying.tobytes()
+        split = self._split.get(key)
+        if split is None:
+            if len(self._split) >= 16:
+                self._split.clear()
+            split = self._split[key] = (
+                np.ascontiguousarray(self.first[0][varying]),
+                np.ascontiguousarray(self.first[0][~varying]),
+            )
+        h = z[:, varying] @ split[0] + (z[0, ~varying] @ split[1] + self.first[1])
         np.maximum(h, 0.0, out=h)
         h = h.reshape(len(Xc), k, -1).transpose(1, 0, 2)  # (k, rows, h1)
         for i, (w, b) in enumerate(self.later):
