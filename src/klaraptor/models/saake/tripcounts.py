@@ -27,7 +27,9 @@ iterations (so the bulk of an unrolled loop's work goes to its widest unrolled b
 compiler intends), the conservative x_top = 1 and no slow path. The point's relative misfit is
 kept as a diagnostic. `fit_counts` then fits every class count over the training sizes per
 configuration with klaraptor's metric fitter (table or joint rational functions of D, the
-largest size held out), like any other metric.
+largest size held out), like any other metric, except counts that grow faster than linearly
+over the training sizes (a triangular loop's), which get the polynomial of their growth's
+degree (`emulator._Quantity`).
 
 Limits (documented in docs/saake.md): counts are averages over the warps of a launch, so a
 divergent branch or a data-dependent trip count (BFS's frontier, a triangular loop) gets the
