@@ -145,14 +145,20 @@ def test_a_wave_takes_no_less_than_its_blocks_dispatch() -> None:
     assert res.cycles == pytest.approx(res.emulated) and res.cycles > 150 * 1
 
 
-def test_small_blocks_of_a_stencil_are_bound_by_the_dispatcher(recorded, tmp_path) -> None:  # noqa: ANN001
-    # FDTD-2D k1 at its largest training size, 32-thread blocks: 73,728 blocks at 157 cycles a
-    # block per SM (0.60 ns GPU-wide); measured 46.6 us with every 32-thread shape on the H200.
-    spec = suite.get("polybench.fdtd2d.k1")
+def _fitless_emulator(recorded, tmp_path, name: str):  # noqa: ANN001, ANN202
+    """(job, emulator) of a recorded kernel at its training sizes, without static coalescing."""
+    spec = suite.get(name)
     store = recorded.to_store(tmp_path / "s.sqlite", kernels=[spec.name])
     j = make_job(spec, store, recorded.profile(), [spec.size(n) for n in spec.meta["train_sizes"]])
     em = KernelEmulator.from_job(j, only=[])
     store.close()
+    return j, em
+
+
+def test_small_blocks_of_a_stencil_are_bound_by_the_dispatcher(recorded, tmp_path) -> None:  # noqa: ANN001
+    # FDTD-2D k1 at its largest training size, 32-thread blocks: 73,728 blocks at 157 cycles a
+    # block per SM (0.60 ns GPU-wide); measured 46.6 us with every 32-thread shape on the H200.
+    _, em = _fitless_emulator(recorded, tmp_path, "polybench.fdtd2d.k1")
     k = em.candidates.index((32, 1, 1))
     D = (1536,)
     blocks = em.shape(D, k).blocks
@@ -263,11 +269,7 @@ def test_a_triangular_loops_count_is_extrapolated_as_a_quadratic(recorded, tmp_p
     2048 must follow the quadratic (the held-out table fit could only draw a line)."""
     from klaraptor.models.saake import tripcounts
 
-    spec = suite.get("polybench.corr.k4")
-    store = recorded.to_store(tmp_path / "s.sqlite", kernels=[spec.name])
-    j = make_job(spec, store, recorded.profile(), [spec.size(n) for n in spec.meta["train_sizes"]])
-    em = KernelEmulator.from_job(j, only=[])
-    store.close()
+    j, em = _fitless_emulator(recorded, tmp_path, "polybench.corr.k4")
     k = em.candidates.index((256, 1, 1))
     rows = [
         (tuple(j.train.D[i]), (256, 1, 1), dict(d))
