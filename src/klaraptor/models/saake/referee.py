@@ -66,7 +66,7 @@ UNIT_METRIC: dict[str, str] = {
 }
 # Warp stall reason -> the class of SAAKE resources whose latency or throughput it waits on.
 STALL_CLASS: dict[str, str] = {
-    "long_scoreboard": "memory",  # an L1TEX (global/local) result: L2 or DRAM
+    "long_scoreboard": "memory",  # an L1TEX (global/local) result; an L1 hit waits here too
     "short_scoreboard": "smem",  # an MIO result: shared memory (and SFU, special registers)
     "mio_throttle": "smem",
     "lg_throttle": "smem",  # the local/global queue of the L1/TEX unit
