@@ -304,3 +304,21 @@ def test_counts_growing_at_most_linearly_keep_the_table_fit() -> None:
     assert q((2048.0,))[0] == pytest.approx(127.5, rel=1e-6)
     plain = _Quantity(("N",), D, y, cfg, 2, COUNT_SETTINGS, 0.0, np.inf)
     assert not plain.polynomial and plain((2048.0,))[0] == pytest.approx(q((2048.0,))[0])
+
+
+def test_a_loop_whose_enclosing_code_got_no_count_is_still_emulated(recorded, tmp_path) -> None:  # noqa: ANN001
+    """GRAMSCHM k1 (one block, `for (i = tid; i < N; i += blockDim.x)` over a column): the
+    counts give the loop's enclosing code 0 (a tie of the linear program) but the loop itself
+    up to 8.8 iterations a warp. The loop was dropped from the trace, so the emulated time did
+    not grow with N; it must."""
+    _, em = _fitless_emulator(recorded, tmp_path, "polybench.gramschm.k1")
+    k = em.candidates.index((928, 1, 1))
+    x = em.quantities((8192,)).counts[k]
+    loop = next(
+        c for c, cl in enumerate(em.classes) if cl.kind == "loop" and x[c] > 4 and cl.parent
+    )
+    parent = [cl.name for cl in em.classes].index(em.classes[loop].parent)
+    assert x[parent] == 0.0  # the case: the enclosing code has no count
+    assert loop in {lp.cls for lp in em._trace(x).loops}
+    work = [em.wave_parts((n,), k)[0][1] for n in (1024, 4096, 8192)]
+    assert work[0] < work[1] < work[2] and work[2] > 2 * work[0]

@@ -164,7 +164,9 @@ def build_trace(
             return
         lp = cfg.loops[li]
         pc = parent_count(j)
-        n = x[j] / pc if pc > _MIN_COUNT else 0.0
+        # A loop that runs was entered: where the counts give its enclosing code none (the
+        # linear program's tie; GRAMSCHM k1's strided-load loop), take it as entered once.
+        n = x[j] / pc if pc > _MIN_COUNT else x[j]
         if n <= _MIN_COUNT:
             return
         has_inner = bool(children.get(li))
