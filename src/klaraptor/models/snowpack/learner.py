@@ -294,22 +294,22 @@ class Fitted:
         if fast is not None:
             return fast.predict(Xc)
         out = np.zeros(len(Xc))
-        for est in self.members:
-            out += np.asarray(est.predict(Xc), dtype=np.float64)
+        # Callers pass finite rows (unlaunchable blocks are left out): skip sklearn's checks.
+        with sklearn.config_context(assume_finite=True):
+            for est in self.members:
+                out += np.asarray(est.predict(Xc), dtype=np.float64)
         return out / len(self.members)
 
     def predict(self, X: np.ndarray, level_line: tuple[float, float] | None = None) -> np.ndarray:
         """Predicted log time (ms) per row; `level_line` (from `level_line`) when every row is
         of one kernel."""
-        # Callers pass finite rows (unlaunchable blocks are left out): skip sklearn's checks.
-        with sklearn.config_context(assume_finite=True):
-            out = self._estimate(X[:, self._cols])
-            out = out + target_offset(X, self.target)
-            if self.level is not None:
-                if level_line is None:
+        out = self._estimate(X[:, self._cols]) + target_offset(X, self.target)
+        if self.level is not None:
+            if level_line is None:
+                with sklearn.config_context(assume_finite=True):
                     out = out + self.level.predict(X[:, self._group])
-                else:
-                    out = out + (level_line[0] + level_line[1] * X[:, self._group[-1]])
+            else:
+                out = out + (level_line[0] + level_line[1] * X[:, self._group[-1]])
         return out
 
 
