@@ -50,6 +50,7 @@ RESOURCES: tuple[tuple[str, str], ...] = (
     ("smem", "shared memory (LDS.32, conflict-free)"),
     ("issue", "warp instruction issue"),
     ("l2", "L2 hit (128-B warp request)"),
+    ("l2_scatter", "L2 hit, scattered (a warp request of 32 lines, one 32-B sector each)"),
     ("dram", "DRAM (128-B warp request)"),
     ("launch", "block dispatch (a thread block started on an SM)"),
 )
@@ -115,6 +116,8 @@ class DeviceProfile:
     gap_issue_cycles: float | None = None
     lat_l2_cycles: float | None = None
     gap_l2_cycles: float | None = None
+    lat_l2_scatter_cycles: float | None = None
+    gap_l2_scatter_cycles: float | None = None
     lat_dram_cycles: float | None = None
     gap_dram_cycles: float | None = None
     lat_launch_cycles: float | None = None

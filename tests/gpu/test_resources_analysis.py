@@ -55,6 +55,7 @@ TRUE = {
     "smem": (29.0, 1.0),
     "issue": (1.0, 0.25),
     "l2": (280.0, 4.5),
+    "l2_scatter": (330.0, 60.0),
     "dram": (640.0, 7.6),
     "launch": (5600.0, 157.0),
 }
@@ -130,6 +131,8 @@ def full_raw(noise: float = 0.0) -> dict[str, dict]:
     for name, (lat, gap) in TRUE.items():
         if name in ("l2", "dram"):
             out[name] = memory_raw(lat, gap)
+        elif name == "l2_scatter":
+            out[name] = {**memory_raw(lat, gap), "lines_per_request": 32}
         elif name == "launch":
             out[name] = dispatch_raw(lat, gap)
         else:
@@ -184,6 +187,14 @@ def test_memory_analysis() -> None:
     # 128 B × 132 SMs × 1.98 GHz / 7.6 cycles = 4.40 TB/s
     assert res["extra"]["stream_read_gbs"] == pytest.approx(128 * 132 * 1.98e9 / 7.6 / 1e9)
     assert res["extra"]["chase_effective_sm_clock_mhz"] == pytest.approx(1960, rel=0.01)
+
+
+def test_scattered_l2_gives_lines_per_cycle_not_bandwidth() -> None:
+    raw = {**memory_raw(330.0, 60.0), "lines_per_request": 32}
+    res = rs.analyse("l2_scatter", raw, 1980.0)
+    assert res["gap_l2_scatter_cycles"] == pytest.approx(60.0)
+    assert res["extra"]["lines_per_cycle_per_sm"] == pytest.approx(32 / 60.0)
+    assert "stream_read_gbs" not in res["extra"]
 
 
 def test_chase_links_walk_the_lines_in_order() -> None:

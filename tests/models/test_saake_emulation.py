@@ -126,6 +126,40 @@ def test_algorithm_1_latency_and_gap_limited_cases() -> None:
     assert res.emulated == pytest.approx(39 * 8 + 4, rel=0.02)
 
 
+def test_a_scattered_request_costs_the_l2_per_line_and_dram_per_byte() -> None:
+    # The measured pair: a coalesced request (lat 290, gap 4) and one of 32 one-sector lines
+    # (lat 352, gap 64): 0.5 of a coalesced request's gap per line, 2 cycles per extra line.
+    sc = ops.ScatterCost.from_measured((290.0, 4.0), (352.0, 64.0))
+    assert (sc.demand, sc.latency) == (pytest.approx(0.5), pytest.approx(2.0))
+    lat = np.full(len(ops.RESOURCES), 10.0)
+    lat[ops.R["l2"]] = 290.0
+    load, store = ops.StaticOp(ops.GLOAD, -1), ops.StaticOp(ops.GSTORE, -1)
+    mem = ops.MemoryParams(l1_hit=0.5, l2_hit=1.0, dram_frac=0.25)
+    access = {0: (32, 32), 1: (4, 1)}  # a column walk, then a coalesced row
+    for i, (sectors, lines) in access.items():
+        no_lat, no_dem = ops.op_costs([load, store], lat, mem, {0: (sectors, lines)})
+        s_lat, s_dem = ops.op_costs([load, store], lat, mem, {0: (sectors, lines)}, sc)
+        # L2: the larger of bytes (sectors / 4) and lines x 0.5, for the half that misses L1.
+        assert s_dem[0, ops.R["l2"]] == pytest.approx(0.5 * max(sectors / 4, 0.5 * lines)), i
+        assert no_dem[0, ops.R["l2"]] == pytest.approx(0.5 * sectors / 4), i
+        # DRAM: bytes alone, with or without the scatter cost.
+        assert s_dem[0, ops.R["dram"]] == no_dem[0, ops.R["dram"]] == pytest.approx(
+            0.25 * 0.5 * sectors / 4
+        )
+        assert s_lat[0] - no_lat[0] == pytest.approx(0.5 * 2.0 * (lines - 1)), i
+    # The counters' average (no static access): 16 sectors a request is taken as 16 lines.
+    _, dem = ops.op_costs([load], lat, ops.MemoryParams(ld_sectors=16.0), None, sc)
+    assert dem[0, ops.R["l2"]] == pytest.approx(max(16 / 4, 0.5 * 16))
+    # Perturbing the l2 gap keeps the scatter cost (it is in l2 gaps).
+    p = Params(lat, np.ones(len(ops.RESOURCES)), sc)
+    assert p.scaled("l2", "gap", 1.1).scatter == sc
+
+
+def test_the_recorded_profile_measures_the_scattered_l2(recorded) -> None:  # noqa: ANN001
+    p = resource_params(recorded.profile())
+    assert p.scatter.demand > 0 and p.scatter.latency >= 0
+
+
 def test_a_wave_takes_no_less_than_its_blocks_dispatch() -> None:
     # 8 one-warp blocks of 4 independent FFMAs on an SM: ~4 cycles of work, but the dispatcher
     # starts a block every 150 cycles, so the wave takes 8 x 150 (1200) cycles.

@@ -360,6 +360,63 @@ extern "C" __global__ void __launch_bounds__(256, 8)
     }
 }
 
+// Scattered L2 reads: as kp_stream, but lane l of a warp instruction loads word 0 of its own
+// 128-byte line (32 lines of one 32-B sector each, the pattern of a column walk), 8 independent
+// instructions per warp per iteration. Lines wrap within `window_lines` (a power of two; the
+// window fits the L2 and is warmed first). Timed with CUDA events by the host.
+extern "C" __global__ void __launch_bounds__(256, 8)
+    kp_scatter(const unsigned int* __restrict__ buf, unsigned int window_lines, int laps, int flag,
+               unsigned int* __restrict__ sink)
+{
+    const unsigned int lane = threadIdx.x % 32u;
+    const unsigned int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32u;
+    const unsigned int mask = window_lines - 1u;
+    unsigned int acc = 0;
+#pragma unroll 1
+    for (int lap = 0; lap < laps; ++lap) {
+        const unsigned int first = warp * 256u + (unsigned int)lap * 97u * 256u + lane;
+        unsigned int v[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            v[k] = kp_ldcg(buf + 32u * ((first + 32u * k) & mask));
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            acc += v[k];
+        }
+    }
+    if (flag) {
+        sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+    }
+}
+
+// Scattered pointer chase: ONE warp, lane l follows its own pointer (starts[l], word 0 of a
+// line), so every step is one warp instruction touching 32 different lines. The links are those
+// of kp_chase_warp (word 0 of line X holds the address of word 0 of the next line of a cycle);
+// the host spreads the 32 starts evenly along the cycle. out[0] = clock64 cycles, out[1] =
+// globaltimer ns for `steps` loads.
+extern "C" __global__ void kp_chase_scatter(const unsigned long long* __restrict__ starts,
+                                            int steps, int flag, long long* __restrict__ out,
+                                            unsigned long long* __restrict__ sink)
+{
+    unsigned long long p = starts[threadIdx.x % 32u];
+    const unsigned long long g0 = kp_globaltimer();
+    const long long c0 = clock64();
+#pragma unroll 1
+    for (int s = 0; s < steps; ++s) {
+        p = kp_ldcg64(p);
+    }
+    const long long c1 = clock64();
+    const unsigned long long g1 = kp_globaltimer();
+    if (threadIdx.x == 0) {
+        out[0] = c1 - c0;
+        out[1] = (long long)(g1 - g0);
+    }
+    if (flag) {
+        sink[threadIdx.x] = p;
+    }
+}
+
 // Block dispatch: a block that does nothing. The host times grids of G blocks with CUDA events;
 // the slope of time over G is the dispatcher's time per block (GPU-wide), the time of one block
 // per SM is what a launch costs before its blocks' work.

@@ -33,8 +33,15 @@ Resources and how each is measured (kernels in `klaraptor/cuda/resources.cu`):
 | smem  | LDS.32, conflict-free (128 B/warp)    | j = smem[j] (lane l in bank l) | same                        |
 | issue | 12 FFMA + 2 × (LOP3 + IADD3) per step | one warp: cycles / instruction | cycles / instruction per SM |
 | l2    | LDG.64.STRONG.GPU, 128-B line         | warp pointer chase, 8 MiB      | streaming reads of 8.25 MiB |
+| l2_scatter | LDG.E.64/LDG.E, 32 lines × 1 sector | a pointer chase per lane, 8 MiB | scattered reads, 8 MiB |
 | dram  | same                                  | warp chase, fresh lines        | streaming reads of ~1 GiB   |
 | launch| a thread block started (no instruction)| one empty block per SM, events | empty blocks, two grid sizes|
+
+`l2_scatter` is the same L2 under the requests of a column walk: each warp instruction touches 32
+lines, one sector each. Its gap is per such request. A coalesced request moves four sectors under
+one tag lookup; a scattered one needs a lookup per sector, so the L2 serves fewer bytes. The
+emulator charges a request of `lines` lines at least `lines` × gap_l2_scatter / 32 (`ops`). It is
+optional: a profile measured before it has none, and the emulator then charges bytes alone.
 
 `launch` is the block dispatcher, which no instruction uses: its gap is SM cycles per block an
 SM receives with every SM receiving blocks (the SM's share of the GPU-wide rate, as for l2 and
@@ -93,6 +100,8 @@ SMSP_PER_SM = 4  # sub-partitions (warp schedulers) per SM, compute capability 7
 REQUEST_BYTES = 128  # one coalesced warp request: 32 lanes × 4 B, one L2 line
 BENCHMARKS: tuple[str, ...] = tuple(r for r, _ in RESOURCES)
 FIELDS: tuple[str, ...] = tuple(f for f, _, _ in RESOURCE_FIELDS)
+# Measured after the first profiles; a profile without them still emulates (module docstring).
+OPTIONAL_FIELDS: frozenset[str] = frozenset({"lat_l2_scatter_cycles", "gap_l2_scatter_cycles"})
 OPTIONS = ("--std=c++17",)
 
 
@@ -324,8 +333,12 @@ def analyse(name: str, raw: Mapping[str, Any], clock_mhz: float) -> dict[str, An
         out["extra"]["chase_clock64_cycles_per_load"] = float(cyc)
         ns = np.median([s["ns"] for s in chase["samples"]]) / chase["steps"]
         out["extra"]["chase_effective_sm_clock_mhz"] = float(cyc / ns * 1000.0)
-        bw = REQUEST_BYTES * stream["sm_count"] * clock_mhz * 1e6 / out[f"gap_{name}_cycles"]
-        out["extra"]["stream_read_gbs"] = float(bw / 1e9)
+        lines = int(raw.get("lines_per_request", 1))
+        if lines == 1:
+            bw = REQUEST_BYTES * stream["sm_count"] * clock_mhz * 1e6 / out[f"gap_{name}_cycles"]
+            out["extra"]["stream_read_gbs"] = float(bw / 1e9)
+        else:  # scattered: what counts is lines (one sector each) per cycle, not bytes
+            out["extra"]["lines_per_cycle_per_sm"] = float(lines / out[f"gap_{name}_cycles"])
     elif kind == "dispatch":
         out[f"lat_{name}_cycles"] = dispatch_latency(raw["one_per_sm"], clock_mhz)
         out[f"gap_{name}_cycles"] = dispatch_gap(raw["variants"], raw["sm_count"], clock_mhz)
@@ -380,6 +393,15 @@ def expected(profile: DeviceProfile) -> dict[str, Expected]:
         "gap_issue_cycles": Expected(0.25, 0.2, 0.35, "4 schedulers × 1 instruction/clk per SM"),
         "lat_l2_cycles": Expected(None, 150.0, 500.0, "broad bound (Mem_LD chase: 288)"),
         "gap_l2_cycles": Expected(None, 1.0, dram_floor, "broad bound: above 1, below DRAM peak"),
+        "lat_l2_scatter_cycles": Expected(
+            None, 150.0, 1000.0, "broad bound: at least an L2 hit (288), 32 lines in one request"
+        ),
+        "gap_l2_scatter_cycles": Expected(
+            None,
+            4.0,
+            32.0 * dram_floor,
+            "broad bound: above 1 line per cycle per SM, below 32 coalesced DRAM requests",
+        ),
         "lat_dram_cycles": Expected(None, 400.0, 1200.0, "broad bound (Mem_LD chase: 666)"),
         "gap_dram_cycles": Expected(
             dram_floor,
@@ -466,6 +488,21 @@ def method_text(name: str, kind: str, cfg: ResourceConfig) -> str:
             "all SMs stream ld.global.cg loads, each warp instruction one whole 128-B line, "
             f"64 warps/SM × 8 lines in flight; {what}; slope of CUDA-event time over requests "
             "per SM between the two sizes, × sm_clock_mhz"
+        )
+    if name == "l2_scatter":
+        if kind == "lat":
+            return (
+                "one warp, each lane chasing its own pointer through random 128-B lines "
+                f"({cfg.chase_l2_bytes >> 20} MiB, loaded once before; the 32 lanes start evenly "
+                "spaced along one cycle), so each step is one ld.global.cg.u64 touching 32 "
+                "lines, one sector each; globaltimer ns per load × sm_clock_mhz"
+            )
+        return (
+            "all SMs load with ld.global.cg.u32, lane l of each warp instruction word 0 of its "
+            f"own 128-B line (32 lines of one sector), within an L2-resident "
+            f"{cfg.chase_l2_bytes >> 20} MiB window (warmed first), 64 warps/SM × 8 "
+            f"instructions in flight, {cfg.stream_l2_laps} laps; slope of CUDA-event time over "
+            "warp requests per SM between the two lap counts, × sm_clock_mhz"
         )
     if name == "launch":
         threads = "/".join(str(t) for t in cfg.dispatch_threads)
@@ -681,9 +718,11 @@ def analyse_repeats(
                 "unit": "SM cycles"
                 + (
                     " per warp instruction per SM"
-                    if kind == "gap" and name not in ("l2", "dram", "launch")
+                    if kind == "gap" and name not in ("l2", "l2_scatter", "dram", "launch")
                     else " per block per SM (all SMs receiving blocks)"
                     if kind == "gap" and name == "launch"
+                    else " per warp request of 32 one-sector lines per SM (all SMs loading)"
+                    if kind == "gap" and name == "l2_scatter"
                     else " per 128-B request per SM (all SMs loading)"
                     if kind == "gap"
                     else " per launch"
@@ -771,7 +810,7 @@ def run_resource_microbenchmarks(
 
 def resource_params(profile: DeviceProfile) -> dict[str, tuple[float, float]]:
     """{resource: (latency, gap)} in SM cycles, for the emulator; raises naming what is missing."""
-    missing = [f for f in FIELDS if getattr(profile, f) is None]
+    missing = [f for f in FIELDS if getattr(profile, f) is None and f not in OPTIONAL_FIELDS]
     if missing:
         raise CollectError(
             f"device profile {profile.key!r} lacks resource microbenchmarks {missing}; run "
@@ -780,4 +819,6 @@ def resource_params(profile: DeviceProfile) -> dict[str, tuple[float, float]]:
     return {
         r: (float(getattr(profile, f"lat_{r}_cycles")), float(getattr(profile, f"gap_{r}_cycles")))
         for r in BENCHMARKS
+        if getattr(profile, f"gap_{r}_cycles") is not None
+        and getattr(profile, f"lat_{r}_cycles") is not None
     }

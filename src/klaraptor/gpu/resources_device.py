@@ -247,6 +247,64 @@ def bench_l2(d: Device) -> dict[str, Any]:
     }
 
 
+def _scatter(d: Device, buf: Any, window_lines: int, laps: int) -> list[float]:
+    cp = d.cp
+    fn = d.kernel("kp_scatter")
+    blocks = d.prof.sm_count * STREAM_BLOCKS_PER_SM
+    sink = cp.zeros(blocks * STREAM_THREADS, dtype=cp.uint32)
+    args = (buf, np.uint32(window_lines), np.int32(laps), np.int32(0), sink)
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    times = []
+    for i in range(d.cfg.stream_repeats + 1):
+        start.record()
+        d.be.launch(fn, (blocks, 1, 1), (STREAM_THREADS, 1, 1), args)
+        end.record()
+        end.synchronize()
+        if i > 0:  # the first run warms clocks, TLB and the L2
+            times.append(float(cp.cuda.get_elapsed_time(start, end)))
+    return times
+
+
+def bench_l2_scatter(d: Device) -> dict[str, Any]:
+    """The L2 under scattered warp requests: 32 lines of one sector each (kp_scatter,
+    kp_chase_scatter), in the same L2-resident window as `bench_l2`."""
+    cp, cfg = d.cp, d.cfg
+    n_lines = cfg.chase_l2_bytes // REQUEST_BYTES
+    if n_lines & (n_lines - 1):
+        raise ValueError("chase_l2_bytes / 128 must be a power of two (the scatter window)")
+    warps, _ = _stream_shape(d)
+    buf = d.stream_buffer(cfg.chase_l2_bytes)
+    order = d.rng.permutation(n_lines)
+    _write_chase(d, buf, order)
+    step = n_lines // 32
+    base = int(buf.data.ptr)
+    starts = cp.asarray(
+        [base + int(order[lane * step]) * REQUEST_BYTES for lane in range(32)], dtype=cp.uint64
+    )
+    fn = d.kernel("kp_chase_scatter")
+    sink = cp.zeros(32, dtype=cp.uint64)
+
+    def chase(steps: int) -> dict[str, float]:
+        d.be.launch(fn, (1, 1, 1), (32, 1, 1), (starts, np.int32(steps), np.int32(0), d.out, sink))
+        d.be.synchronize("scattered pointer chase")
+        cycles, ns = (int(v) for v in d.out[:2].get())
+        return {"cycles": cycles, "ns": ns}
+
+    steps = step - 1  # every lane stays within its own stretch of the cycle
+    chase(steps)  # loads every line into L2
+    samples = [chase(steps) for _ in range(cfg.chase_l2_laps)]
+    variants = [
+        {"rows": 1, "laps": laps, "ms": _scatter(d, buf, n_lines, laps)}
+        for laps in cfg.stream_l2_laps
+    ]
+    return {
+        "kind": "memory",
+        "chase": {"steps": steps, "bytes": cfg.chase_l2_bytes, "samples": samples},
+        "stream": {"variants": variants, "warps": warps, "sm_count": d.prof.sm_count},
+        "lines_per_request": 32,
+    }
+
+
 def bench_dram(d: Device) -> dict[str, Any]:
     cfg = d.cfg
     warps, row_bytes = _stream_shape(d)
@@ -324,6 +382,7 @@ RUNNERS: dict[str, Callable[[Device], dict[str, Any]]] = {
     "smem": bench_pipe("smem"),
     "issue": bench_issue,
     "l2": bench_l2,
+    "l2_scatter": bench_l2_scatter,
     "dram": bench_dram,
     "launch": bench_launch,
 }

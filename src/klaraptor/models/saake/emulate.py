@@ -43,7 +43,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from klaraptor.models.saake.ops import BARRIER, RESOURCES, MemoryParams, R, StaticOp, op_costs
+from klaraptor.models.saake.ops import (
+    BARRIER,
+    NO_SCATTER,
+    RESOURCES,
+    MemoryParams,
+    R,
+    ScatterCost,
+    StaticOp,
+    op_costs,
+)
 from klaraptor.models.saake.trace import Trace
 
 MAX_WARPS = 4
@@ -52,23 +61,30 @@ _INF = math.inf
 
 @dataclass(frozen=True)
 class Params:
-    """Latency and gap per resource (arrays indexed like RESOURCES), in SM cycles."""
+    """Latency and gap per resource (arrays indexed like RESOURCES), in SM cycles, and what a
+    scattered request costs beyond a coalesced one (`ops.ScatterCost`; none without the
+    profile's l2_scatter figures)."""
 
     lat: np.ndarray
     gap: np.ndarray
+    scatter: ScatterCost = NO_SCATTER
 
     @staticmethod
     def from_pairs(pairs: dict[str, tuple[float, float]]) -> Params:
+        scatter = NO_SCATTER
+        if "l2_scatter" in pairs:
+            scatter = ScatterCost.from_measured(pairs["l2"], pairs["l2_scatter"])
         return Params(
             np.array([pairs[r][0] for r in RESOURCES], dtype=np.float64),
             np.array([pairs[r][1] for r in RESOURCES], dtype=np.float64),
+            scatter,
         )
 
     def scaled(self, resource: str, kind: str, factor: float) -> Params:
         """A copy with one resource's latency ("lat") or gap ("gap") multiplied by factor."""
         lat, gap = self.lat.copy(), self.gap.copy()
         (lat if kind == "lat" else gap)[R[resource]] *= factor
-        return Params(lat, gap)
+        return Params(lat, gap, self.scatter)
 
 
 @dataclass
@@ -122,7 +138,7 @@ def emulate_sm(
     for shared in (R["l2"], R["dram"], R["launch"]):
         gap[shared] *= bandwidth_share
     dispatch = float(gap[R["launch"]]) * active_warps / max(warps_per_block, 1)
-    lat_op, dem_op = op_costs(ops, params.lat, mem, access)
+    lat_op, dem_op = op_costs(ops, params.lat, mem, access, params.scatter)
     lat = lat_op[trace.op].tolist()
     amounts = dem_op[trace.op] * (trace.weight[:, None] * scale) * gap[None, :]
     issue_r = R["issue"]

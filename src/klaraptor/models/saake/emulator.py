@@ -72,10 +72,10 @@ def resource_params(profile: Any) -> Params:
     recorded suite's, made before the resource microbenchmarks) borrows those of the recorded
     profile of the same GPU (same key: name, driver, clock)."""
     from klaraptor.device_profile import recorded_profile
-    from klaraptor.gpu.resources import FIELDS
+    from klaraptor.gpu.resources import FIELDS, OPTIONAL_FIELDS
     from klaraptor.gpu.resources import resource_params as pairs
 
-    if any(getattr(profile, f, None) is None for f in FIELDS):
+    if any(getattr(profile, f, None) is None for f in FIELDS if f not in OPTIONAL_FIELDS):
         try:
             ref = recorded_profile("h200")
         except KlaraptorError:
@@ -449,7 +449,16 @@ class KernelEmulator:
         p = params or self.params
         tr = self._trace(x)
         mkey = (mem.l1_hit, mem.l2_hit, mem.dram_frac, mem.ld_sectors, mem.st_sectors)
-        key = (j, id(tr), mkey, active_warps, round(share, 4), p.lat.tobytes(), p.gap.tobytes())
+        key = (
+            j,
+            id(tr),
+            mkey,
+            active_warps,
+            round(share, 4),
+            p.lat.tobytes(),
+            p.gap.tobytes(),
+            p.scatter,
+        )
         res = self._runs.get(key)
         if res is None:
             bx, by, bz = self.candidates[j]

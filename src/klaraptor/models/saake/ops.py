@@ -184,27 +184,58 @@ def wavefronts(sectors: float) -> float:
     return 1.0 if sectors <= 4.0 else float(sectors)
 
 
+@dataclass(frozen=True)
+class ScatterCost:
+    """What each 128-B line of a request costs the L2 beyond its bytes (module docstring):
+    `demand`, in gaps of the l2 resource, and `latency`, extra cycles per line after the first.
+    From the profile's l2 and l2_scatter microbenchmarks (`from_measured`)."""
+
+    demand: float = 0.0
+    latency: float = 0.0
+
+    @staticmethod
+    def from_measured(l2: tuple[float, float], scatter: tuple[float, float]) -> ScatterCost:
+        """From (latency, gap) of a coalesced request and of a request of 32 one-sector lines."""
+        (lat_l2, gap_l2), (lat_s, gap_s) = l2, scatter
+        return ScatterCost(
+            demand=max(gap_s / 32.0 / gap_l2, 0.0) if gap_l2 > 0 else 0.0,
+            latency=max((lat_s - lat_l2) / 31.0, 0.0),
+        )
+
+
+NO_SCATTER = ScatterCost()
+
+
 def op_costs(
     ops: Sequence[StaticOp],
     lat: np.ndarray,
     mem: MemoryParams,
     access: Mapping[int, tuple[int, int]] | None = None,
+    scatter: ScatterCost = NO_SCATTER,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(latency per op, demand matrix (ops x RESOURCES) in gaps) for latencies `lat` (per
     resource, cycles) and the memory behaviour `mem`. The issue demand is 1 for every op.
 
     `access` gives (sectors, lines) per op index from the static coalescing analysis; those
-    ops use them instead of the counters' average sectors per request and `wavefronts`."""
+    ops use them instead of the counters' average sectors per request and `wavefronts`.
+    `scatter`: the L2's cost per line touched (a request costs the L2 the larger of its
+    bytes and its lines); DRAM is charged bytes alone."""
     n = len(ops)
     latency = np.zeros(n)
     demand = np.zeros((n, len(RESOURCES)))
     demand[:, R["issue"]] = 1.0
-    ld_l2 = (1.0 - mem.l1_hit) * mem.ld_sectors / 4.0
-    ld_wave, st_wave = wavefronts(mem.ld_sectors), wavefronts(mem.st_sectors)
-    st_l2 = mem.st_sectors / 4.0
-    gload_lat = mem.l1_hit * lat[R["smem"]] + (1.0 - mem.l1_hit) * (
+    miss = 1.0 - mem.l1_hit
+    gload_lat = mem.l1_hit * lat[R["smem"]] + miss * (
         mem.l2_hit * lat[R["l2"]] + (1.0 - mem.l2_hit) * lat[R["dram"]]
     )
+
+    def l2_dram(sectors: float, lines: float, share: float) -> tuple[float, float]:
+        """(l2, dram) demand of a request; `share`: the part that leaves the L1."""
+        return (
+            share * max(sectors / 4.0, scatter.demand * lines),
+            mem.dram_frac * share * sectors / 4.0,
+        )
+
     for i, op in enumerate(ops):
         k = op.kind
         if k == COMPUTE:
@@ -214,23 +245,19 @@ def op_costs(
             latency[i] = lat[R["smem"]]
             demand[i, R["smem"]] = 1.0
         elif k == GLOAD:
-            latency[i] = gload_lat
-            wave, l2 = ld_wave, ld_l2
+            sectors, wave = mem.ld_sectors, wavefronts(mem.ld_sectors)
             if access is not None and i in access:
                 sectors, wave = access[i]
-                l2 = (1.0 - mem.l1_hit) * sectors / 4.0
+            latency[i] = gload_lat + miss * scatter.latency * (wave - 1.0)
             demand[i, R["smem"]] = wave
-            demand[i, R["l2"]] = l2
-            demand[i, R["dram"]] = mem.dram_frac * l2
+            demand[i, R["l2"]], demand[i, R["dram"]] = l2_dram(sectors, wave, miss)
         elif k in (GSTORE, GATOMIC):
             latency[i] = lat[R["l2"]] if k == GATOMIC else lat[R["issue"]]
-            wave, l2 = st_wave, st_l2
+            sectors, wave = mem.st_sectors, wavefronts(mem.st_sectors)
             if access is not None and i in access:
                 sectors, wave = access[i]
-                l2 = sectors / 4.0
             demand[i, R["smem"]] = wave
-            demand[i, R["l2"]] = l2
-            demand[i, R["dram"]] = mem.dram_frac * l2
+            demand[i, R["l2"]], demand[i, R["dram"]] = l2_dram(sectors, wave, 1.0)
         elif k in (CONST, SREG):
             latency[i] = lat[R["smem"]]
         else:
@@ -240,8 +267,10 @@ def op_costs(
 
 __all__ = [
     "NO_CACHE",
+    "NO_SCATTER",
     "RESOURCES",
     "MemoryParams",
+    "ScatterCost",
     "StaticOp",
     "dram_fraction",
     "op_costs",
