@@ -12,8 +12,9 @@ The resources (`RESOURCES`, `klaraptor.gpu.resources` measures a latency and a g
 | sfu      | MUFU and the XU conversions (F2I, I2F, F2F, FRND)               | 1                           |
 | smem     | shared-memory accesses, and the L1/LSU data path of every       | 1 (shared); wavefronts(s)   |
 |          | global/local access (one 128-B line, a wavefront, per cycle)    | for s sectors per request   |
-| l2       | L1 misses of global/local accesses                              | (1 - h1) s/4 (loads), s/4   |
-| dram     | the part of the L2 traffic that goes to DRAM                    | f_dram x the l2 demand      |
+| l2       | L1 misses of global/local accesses                              | (1 - h1) max(s/4, q L)      |
+|          |                                                                 | (loads), max(s/4, q L)      |
+| dram     | the part of the L2 traffic that goes to DRAM                    | f_dram x (the l2 bytes s/4) |
 | issue    | every instruction (the warp schedulers)                          | 1                           |
 
 Latencies: compute instructions take their resource's latency; a shared-memory load lat_smem; a
@@ -32,6 +33,13 @@ the pattern of row-per-thread accesses (stride >= 128 B; e.g. polybench.atax.k1 
 block 256: 16.5 sectors per load on average, 32 for A and 1 for x, 4430 cycles per 16-step
 iteration on the H200 against 8 warps x 32 loads x 16.5 = 4224 predicted). A stride of 8 or 16
 bytes (2 or 4 sectors per line) is over-charged by this rule.
+
+Scattered requests (`ScatterCost`): a request that touches L lines (L = wavefronts(s), or the
+static analysis's lines) needs a tag lookup per line, so the L2 serves it at no less than q L
+coalesced-request gaps, q = gap_l2_scatter / 32 / gap_l2 (the profile's microbenchmark of 32
+one-sector lines a request; 0.37 on the H200), and its miss returns (L - 1) x
+(lat_l2_scatter - lat_l2) / 31 cycles later (2.4 cycles a line on the H200). Without the
+l2_scatter figures q = 0 and requests cost their bytes alone.
 
 An opcode the classification table does not know (class "unknown") is emulated as an ALU
 instruction and reported (`unknown_opcodes`), so a new compiler degrades the model instead of
