@@ -108,6 +108,15 @@ L2_PARTS: tuple[str, ...] = tuple(
         "lts__d_sectors_fill_device",
         "lts__xbar2lts_cycles_active",
         "lts__lts2xbar_cycles_active",
+        # Hopper's L2 is two partitions joined by a fabric; what crosses it, atomics, and the
+        # remaining breakdown units (ones this ncu does not know are dropped by usable_metrics).
+        "lts__t_sectors_srcunit_ltcfabric",
+        "lts__ltcfabric2lts_cycles_active",
+        "lts__lts2ltcfabric_cycles_active",
+        "lts__t_sectors_srcnode_gpc",
+        "lts__d_atomic_input_cycles_active",
+        "lts__d_sectors_fill_sysmem",
+        "lts__cycles_active",
     )
 )
 # Context kept with the referee's numbers (not part of the comparison).
