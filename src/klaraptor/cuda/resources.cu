@@ -304,11 +304,11 @@ __device__ __forceinline__ unsigned long long kp_ldcg64(unsigned long long addr)
     return v;
 }
 
-extern "C" __global__ void kp_chase_warp(unsigned long long start, int steps, int flag,
-                                         long long* __restrict__ out,
-                                         unsigned long long* __restrict__ sink)
+// The timed chase from this lane's first address `p` (kp_chase_warp, kp_chase_scatter).
+__device__ __forceinline__ void kp_chase_from(unsigned long long p, int steps, int flag,
+                                              long long* __restrict__ out,
+                                              unsigned long long* __restrict__ sink)
 {
-    unsigned long long p = start + 8u * (threadIdx.x % 16u);
     const unsigned long long g0 = kp_globaltimer();
     const long long c0 = clock64();
 #pragma unroll 1
@@ -324,6 +324,13 @@ extern "C" __global__ void kp_chase_warp(unsigned long long start, int steps, in
     if (flag) {
         sink[threadIdx.x] = p;
     }
+}
+
+extern "C" __global__ void kp_chase_warp(unsigned long long start, int steps, int flag,
+                                         long long* __restrict__ out,
+                                         unsigned long long* __restrict__ sink)
+{
+    kp_chase_from(start + 8u * (threadIdx.x % 16u), steps, flag, out, sink);
 }
 
 // Streaming read: every warp instruction loads one whole 128-byte line (lane l: word l), 8
@@ -399,22 +406,7 @@ extern "C" __global__ void kp_chase_scatter(const unsigned long long* __restrict
                                             int steps, int flag, long long* __restrict__ out,
                                             unsigned long long* __restrict__ sink)
 {
-    unsigned long long p = starts[threadIdx.x % 32u];
-    const unsigned long long g0 = kp_globaltimer();
-    const long long c0 = clock64();
-#pragma unroll 1
-    for (int s = 0; s < steps; ++s) {
-        p = kp_ldcg64(p);
-    }
-    const long long c1 = clock64();
-    const unsigned long long g1 = kp_globaltimer();
-    if (threadIdx.x == 0) {
-        out[0] = c1 - c0;
-        out[1] = (long long)(g1 - g0);
-    }
-    if (flag) {
-        sink[threadIdx.x] = p;
-    }
+    kp_chase_from(starts[threadIdx.x % 32u], steps, flag, out, sink);
 }
 
 // Block dispatch: a block that does nothing. The host times grids of G blocks with CUDA events;

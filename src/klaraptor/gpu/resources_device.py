@@ -197,12 +197,14 @@ def _chase(d: Device, start: int, steps: int) -> dict[str, float]:
     return {"cycles": cycles, "ns": ns}
 
 
-def _stream(d: Device, buf: Any, rows: int, laps: int, flush: bool) -> list[float]:
+def _all_sms(d: Device, kernel: str, first_args: tuple[Any, ...], flush: bool) -> list[float]:
+    """Event times (ms) of `kernel` on 8 blocks of 256 threads per SM, args `first_args` then
+    (flag 0, sink); one untimed run first (it warms clocks, TLB and, for the L2, the cache)."""
     cp = d.cp
-    fn = d.kernel("kp_stream")
+    fn = d.kernel(kernel)
     blocks = d.prof.sm_count * STREAM_BLOCKS_PER_SM
     sink = cp.zeros(blocks * STREAM_THREADS, dtype=cp.uint32)
-    args = (buf, np.int32(rows), np.int32(laps), np.int32(0), sink)
+    args = (*first_args, np.int32(0), sink)
     start, end = cp.cuda.Event(), cp.cuda.Event()
     times = []
     for i in range(d.cfg.stream_repeats + 1):
@@ -212,9 +214,13 @@ def _stream(d: Device, buf: Any, rows: int, laps: int, flush: bool) -> list[floa
         d.be.launch(fn, (blocks, 1, 1), (STREAM_THREADS, 1, 1), args)
         end.record()
         end.synchronize()
-        if i > 0:  # the first run warms clocks, TLB and (for L2) the cache
+        if i > 0:
             times.append(float(cp.cuda.get_elapsed_time(start, end)))
     return times
+
+
+def _stream(d: Device, buf: Any, rows: int, laps: int, flush: bool) -> list[float]:
+    return _all_sms(d, "kp_stream", (buf, np.int32(rows), np.int32(laps)), flush)
 
 
 def _stream_shape(d: Device) -> tuple[int, int]:
@@ -248,21 +254,7 @@ def bench_l2(d: Device) -> dict[str, Any]:
 
 
 def _scatter(d: Device, buf: Any, window_lines: int, laps: int) -> list[float]:
-    cp = d.cp
-    fn = d.kernel("kp_scatter")
-    blocks = d.prof.sm_count * STREAM_BLOCKS_PER_SM
-    sink = cp.zeros(blocks * STREAM_THREADS, dtype=cp.uint32)
-    args = (buf, np.uint32(window_lines), np.int32(laps), np.int32(0), sink)
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    times = []
-    for i in range(d.cfg.stream_repeats + 1):
-        start.record()
-        d.be.launch(fn, (blocks, 1, 1), (STREAM_THREADS, 1, 1), args)
-        end.record()
-        end.synchronize()
-        if i > 0:  # the first run warms clocks, TLB and the L2
-            times.append(float(cp.cuda.get_elapsed_time(start, end)))
-    return times
+    return _all_sms(d, "kp_scatter", (buf, np.uint32(window_lines), np.int32(laps)), False)
 
 
 def bench_l2_scatter(d: Device) -> dict[str, Any]:
