@@ -186,13 +186,15 @@ def _write_chase(d: Device, buf: Any, lines: np.ndarray) -> int:
     return int(buf.data.ptr) + int(lines[0]) * REQUEST_BYTES
 
 
-def _chase(d: Device, start: int, steps: int) -> dict[str, float]:
+def _chase(d: Device, start: Any, steps: int, kernel: str = "kp_chase_warp") -> dict[str, float]:
+    """One warp's timed chase: `start` is the first address (kp_chase_warp) or the device array
+    of each lane's first address (kp_chase_scatter)."""
     sink = d.cp.zeros(32, dtype=d.cp.uint64)
-    fn = d.kernel("kp_chase_warp")
+    first = np.uint64(start) if isinstance(start, int) else start
     d.be.launch(
-        fn, (1, 1, 1), (32, 1, 1), (np.uint64(start), np.int32(steps), np.int32(0), d.out, sink)
+        d.kernel(kernel), (1, 1, 1), (32, 1, 1), (first, np.int32(steps), np.int32(0), d.out, sink)
     )
-    d.be.synchronize("warp pointer chase")
+    d.be.synchronize(f"pointer chase ({kernel})")
     cycles, ns = (int(v) for v in d.out[:2].get())
     return {"cycles": cycles, "ns": ns}
 
@@ -273,18 +275,9 @@ def bench_l2_scatter(d: Device) -> dict[str, Any]:
     starts = cp.asarray(
         [base + int(order[lane * step]) * REQUEST_BYTES for lane in range(32)], dtype=cp.uint64
     )
-    fn = d.kernel("kp_chase_scatter")
-    sink = cp.zeros(32, dtype=cp.uint64)
-
-    def chase(steps: int) -> dict[str, float]:
-        d.be.launch(fn, (1, 1, 1), (32, 1, 1), (starts, np.int32(steps), np.int32(0), d.out, sink))
-        d.be.synchronize("scattered pointer chase")
-        cycles, ns = (int(v) for v in d.out[:2].get())
-        return {"cycles": cycles, "ns": ns}
-
     steps = step - 1  # every lane stays within its own stretch of the cycle
-    chase(steps)  # loads every line into L2
-    samples = [chase(steps) for _ in range(cfg.chase_l2_laps)]
+    _chase(d, starts, steps, "kp_chase_scatter")  # loads every line into L2
+    samples = [_chase(d, starts, steps, "kp_chase_scatter") for _ in range(cfg.chase_l2_laps)]
     variants = [
         {"rows": 1, "laps": laps, "ms": _scatter(d, buf, n_lines, laps)}
         for laps in cfg.stream_l2_laps
