@@ -9,8 +9,7 @@ enter as log(1 + count): kernels differ by orders of magnitude.
 Dynamic features are exact per (D, block): the input size, the total threads launched (the
 paper's "input size"), the block's shape, the grid, and what klaraptor knows exactly about the
 launch on the GPU: occupancy (active blocks and warps per SM), waves and the last wave's fill,
-and padding (threads launched beyond the fewest any candidate launches at this D), and the
-shared memory per thread (the per-block staging each thread carries).
+and padding (threads launched beyond the fewest any candidate launches at this D).
 
 `FEATURE_SET` names the feature set; it includes the ISA feature version it reads, so a change
 on either side makes stored features and fitted models refuse to mix (`SnowpackError`).
@@ -43,7 +42,7 @@ if TYPE_CHECKING:
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
 
-FEATURE_SET = f"snowpack-5/isa-{ISA_FEATURE_VERSION}"
+FEATURE_SET = f"snowpack-4/isa-{ISA_FEATURE_VERSION}"
 ARCH = "sm_90"
 RECORDED_FEATURES = "snowpack_features_sm90.json.gz"
 RETRAIN = "`klaraptor bench train-snowpack` (trains it again from the store)"
@@ -145,10 +144,6 @@ DYNAMIC: tuple[str, ...] = (
     # SMs get work at all and how many threads each carries. 4: added in feature set 4.
     "busy_sms",  # min(grid blocks, SMs) / SMs
     "log_threads_per_busy_sm",  # log2 of threads launched / min(grid blocks, SMs)
-    # Shared memory a block fills is mostly staged by its own threads (tiles, halos, a panel or
-    # centre loaded once per block): bytes per thread is the staging work each thread does
-    # before the barrier, which grows as blocks shrink. 5: added in feature set 5.
-    "log_smem_per_thread",  # log2(1 + (static + dynamic shared bytes per block) / threads)
 )
 
 
@@ -309,7 +304,6 @@ class CandidateFeatures:
         X[:, c["busy_sms"]] = busy / self.device.sm_count
         X[:, c["log_threads_per_busy_sm"]] = np.log2(launched / busy)
         X[:, c["log_dyn_smem"]] = np.log2(1.0 + dyn)
-        X[:, c["log_smem_per_thread"]] = np.log2(1.0 + (self._static_smem + dyn) / self.threads)
         return X
 
 
