@@ -49,13 +49,17 @@ from klaraptor.types import BLOCK_VARS
 
 BEYOND = (2, 4, 8)
 COLD_STEPS = (1.05, 1.5, 2.0, 4.0)
+# Below the crossing, the hot fit gets samples up to it: otherwise sizes between the largest
+# training size and the crossing are extrapolated from the training sizes alone.
+HOT_STEPS = (1.05, 1.5)
 TIME_SETTINGS = FitSettings(max_degree=3, max_den_degree=1)
 HARDWARE: tuple[str, ...] = ("hw_clock_ghz", "hw_l2_bytes", *HW_INPUTS)
 
 
 def emulation_sizes(job: HelperJob, em: KernelEmulator | None = None) -> list[tuple[int, ...]]:
     """The training sizes, the largest one scaled by BEYOND, and when the footprint crosses the
-    L2 beyond the training sizes, sizes just past the crossing (`COLD_STEPS` times it), all
+    L2 beyond the training sizes, sizes just past the crossing (`COLD_STEPS` times it) and just
+    short of it (divided by `HOT_STEPS`, where that is beyond the largest training size), all
     within the spec's range."""
     sizes = [tuple(int(v) for v in D.values()) for D in job.train.sizes()]
     largest = sizes[-1]
@@ -72,6 +76,7 @@ def emulation_sizes(job: HelperJob, em: KernelEmulator | None = None) -> list[tu
                 mid = (lo + hi) / 2
                 lo, hi = (lo, mid) if em.cold(scaled(mid)) else (mid, hi)
             extra += [scaled(hi * g) for g in COLD_STEPS]
+            extra += [scaled(lo / g) for g in HOT_STEPS if lo / g > 1.0]
     for d in extra:
         if d not in sizes:
             sizes.append(d)
