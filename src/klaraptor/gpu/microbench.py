@@ -25,7 +25,10 @@ raw numbers), cached in the store per profile key:
   one SM) each issue one load right after a barrier; the time until all are back grows with k by
   one departure delay per warp. Least-squares slope over k = 1..32 (median of repeats, fresh
   lines after an L2 flush). Coalesced: one 128-B line per warp; uncoalesced: 32 lines per warp,
-  reported per transaction (slope / 32), as MWP-CWP's Mem_L_Uncoal uses it.
+  reported per transaction (slope / 32), as MWP-CWP's Mem_L_Uncoal uses it. A delay cannot be
+  negative: a slope below 0 is noise around a delay too small to resolve (on the H200 the
+  coalesced one is ~0 ± 1.5 cycles against ~±100 cycles of DRAM latency per launch), so it is
+  floored at 0, with the raw slope and its standard error kept (`departure_slope`).
 - `issue_cycles`: one warp issuing 8 independent FMA chains; SM cycles per warp instruction
   (the loop's 3 overhead instructions per 64 FMAs are included).
 
@@ -221,9 +224,9 @@ class _Bench:
             self.be.synchronize("departure-delay launches")
             cycles = self.out[: kmax * reps].get().reshape(kmax, reps).astype(np.float64)
             med = np.median(cycles, axis=1)
-            slope, intercept = np.polyfit(ks.astype(np.float64), med, 1)
-            slopes[uncoal], medians[uncoal] = float(slope), [float(v) for v in med]
-            fits[uncoal] = (float(slope), float(intercept))
+            slope, fit = departure_slope(ks, med)
+            slopes[uncoal], medians[uncoal] = slope, [float(v) for v in med]
+            fits[uncoal] = fit
         del data
         self.be.free_memory()
         coal = slopes[0]
@@ -235,12 +238,8 @@ class _Bench:
             "statistic": "median over repeats per k",
             "coalesced_cycles_by_k": [round(v, 1) for v in medians[0]],
             "uncoalesced_cycles_by_k": [round(v, 1) for v in medians[1]],
-            "coalesced_fit": {"slope": round(fits[0][0], 3), "intercept": round(fits[0][1], 1)},
-            "uncoalesced_fit": {
-                "slope": round(fits[1][0], 3),
-                "intercept": round(fits[1][1], 1),
-                "per_transaction": "slope / 32",
-            },
+            "coalesced_fit": fits[0],
+            "uncoalesced_fit": {**fits[1], "per_transaction": "slope / 32"},
         }
         return coal, uncoal, prov
 
@@ -305,6 +304,26 @@ class _Bench:
             "statistic": "best",
             "cycles_per_inst": [round(v, 3) for v in per],
         }
+
+
+def departure_slope(ks: np.ndarray, cycles: np.ndarray) -> tuple[float, dict[str, Any]]:
+    """(delay per warp, fit record): the least-squares slope of completion cycles over k, floored
+    at 0 (a negative delay is noise); the record keeps the raw slope and its standard error."""
+    k = np.asarray(ks, dtype=np.float64)
+    y = np.asarray(cycles, dtype=np.float64)
+    (slope, intercept), res, *_ = np.polyfit(k, y, 1, full=True)
+    dof = max(len(k) - 2, 1)
+    resid_var = float(res[0]) / dof if len(res) else 0.0
+    stderr = float(np.sqrt(resid_var / np.sum((k - k.mean()) ** 2)))
+    fit = {
+        "slope": round(float(slope), 3),
+        "intercept": round(float(intercept), 1),
+        "slope_stderr": round(stderr, 3),
+        "resolved": bool(slope > 2 * stderr),  # distinguishable from no delay at all
+    }
+    if slope < 0:
+        fit["note"] = "negative slope is noise: delay floored at 0"
+    return max(float(slope), 0.0), fit
 
 
 def _clock_mhz(samples: list[tuple[float, float]]) -> float:
