@@ -143,8 +143,10 @@ def test_a_scattered_request_costs_the_l2_per_line_and_dram_per_byte() -> None:
         assert s_dem[0, ops.R["l2"]] == pytest.approx(0.5 * max(sectors / 4, 0.5 * lines)), i
         assert no_dem[0, ops.R["l2"]] == pytest.approx(0.5 * sectors / 4), i
         # DRAM: bytes alone, with or without the scatter cost.
-        assert s_dem[0, ops.R["dram"]] == no_dem[0, ops.R["dram"]] == pytest.approx(
-            0.25 * 0.5 * sectors / 4
+        assert (
+            s_dem[0, ops.R["dram"]]
+            == no_dem[0, ops.R["dram"]]
+            == pytest.approx(0.25 * 0.5 * sectors / 4)
         )
         assert s_lat[0] - no_lat[0] == pytest.approx(0.5 * 2.0 * (lines - 1)), i
     # The counters' average (no static access): 16 sectors a request is taken as 16 lines.
