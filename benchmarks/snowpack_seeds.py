@@ -1,13 +1,14 @@
 """How much a SNOWPACK perceptron's choices depend on its random initialisation (training sizes).
 
-    python benchmarks/snowpack_seeds.py [OUTDIR] [--seeds 5] [--without busy_sms,...]
+    python benchmarks/snowpack_seeds.py [OUTDIR] [--seeds 5] [--without busy_sms,...] [--risk 0.5,1]
 
 Leave one benchmark out on the TRAINING sizes of the recorded suites alone (as
 `benchmarks/snowpack_procedure.py`), with one fixed candidate: the perceptron 64x64, alpha 0.01,
 `relative` target, all columns (the unseen-kernel search's most frequent pick). Each fold fits it
 with random initialisations 0..seeds-1 and scores each one alone and the average of the first k
 (k = 2..seeds) of their predicted log times. This is what `SearchSettings.final_seeds` rests on;
-no evaluation size is read. `--without NAMES` holds those feature columns constant (no
+no evaluation size is read. `--risk L,...` also scores a risk-averse choice over all the seeds:
+argmin of mean + L x standard deviation of the members' predicted log times. `--without NAMES` holds those feature columns constant (no
 information: what the features add). Writes OUTDIR/snowpack_seeds.json, or
 snowpack_seeds_without.json with `--without` (default OUTDIR: benchmarks/results/h200).
 """
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("outdir", nargs="?", default=str(ROOT / "results" / "h200"))
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--without", default="", help="feature columns held constant")
+    ap.add_argument("--risk", default="", help="weights L of the members' spread (mean + L sd)")
     args = ap.parse_args(argv)
     c, is_train, _ = recorded_corpus()
     c = c.subset(is_train)
@@ -63,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
 
     single = {str(s): score(pred[s]) for s in range(args.seeds)}
     averaged = {str(k): score(pred[:k].mean(axis=0)) for k in range(2, args.seeds + 1)}
+    risk = {
+        lam: score(pred.mean(axis=0) + float(lam) * pred.std(axis=0))
+        for lam in (r for r in args.risk.split(",") if r)
+    }
     means = [v["mean_S_pct"] for v in single.values()]
     result = {
         "sizes": "training sizes only (leave one benchmark out)",
@@ -77,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             "average": float(np.mean(means)),
         },  # fmt: skip
         "average_of_first_k": averaged,
+        **({"risk_averse_all_seeds": risk} if risk else {}),
         "wall_s": time.perf_counter() - t0,
         "provenance": stamp(
             "python benchmarks/snowpack_seeds.py"
@@ -91,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seed {s}: mean S {v['mean_S_pct']:6.2f}%  median {v['median_S_pct']:5.2f}%")
     for k, v in averaged.items():
         print(f"average of {k}: mean S {v['mean_S_pct']:6.2f}%  median {v['median_S_pct']:5.2f}%")
+    for lam, v in risk.items():
+        print(f"mean + {lam} sd: mean S {v['mean_S_pct']:6.2f}%  median {v['median_S_pct']:5.2f}%")
     print(f"wrote {out / name}")
     return 0
 
