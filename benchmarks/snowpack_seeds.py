@@ -7,10 +7,11 @@ Leave one benchmark out on the TRAINING sizes of the recorded suites alone (as
 `relative` target, all columns (the unseen-kernel search's most frequent pick). Each fold fits it
 with random initialisations 0..seeds-1 and scores each one alone and the average of the first k
 (k = 2..seeds) of their predicted log times. This is what `SearchSettings.final_seeds` rests on;
-no evaluation size is read. `--risk L,...` also scores a risk-averse choice over all the seeds:
-argmin of mean + L x standard deviation of the members' predicted log times. `--without NAMES` holds those feature columns constant (no
-information: what the features add). Writes OUTDIR/snowpack_seeds.json, or
-snowpack_seeds_without.json with `--without` (default OUTDIR: benchmarks/results/h200).
+no evaluation size is read. `--without NAMES` holds those feature columns constant (no
+information: what the features add). `--risk L,...` also scores a risk-averse choice over all
+the seeds: argmin of mean + L x standard deviation of the members' predicted log times. Writes
+OUTDIR/snowpack_seeds.json, or snowpack_seeds_without.json with `--without` (default OUTDIR:
+benchmarks/results/h200).
 """
 
 from __future__ import annotations

@@ -342,6 +342,37 @@ def test_counts_growing_at_most_linearly_keep_the_table_fit() -> None:
     assert not plain.polynomial and plain((2048.0,))[0] == pytest.approx(q((2048.0,))[0])
 
 
+def test_a_growing_count_follows_its_power_law_below_the_counter_sizes() -> None:
+    from klaraptor.models.saake.emulator import COUNT_SETTINGS, _Quantity
+
+    # A quadratic through these three points is 0 near N = 400 and negative below it.
+    D = np.array([[512.0], [1024.0], [1536.0]])
+    y = np.array([100.0, 4000.0, 12000.0])
+    q = _Quantity(("N",), D, y, np.zeros(3), 1, COUNT_SETTINGS, 0.0, np.inf, growth=True)
+    poly = q.polynomial[0]
+    assert poly(256.0) < 0  # what the quadratic alone would give
+    p = float(np.polyfit(np.log(D[:, 0]), np.log(y), 1)[0])
+    assert q((256.0,))[0] == pytest.approx(poly(512.0) * 0.5**p)
+    assert 0 < q((256.0,))[0] < q((384.0,))[0] < q((512.0,))[0]
+    assert q((1024.0,))[0] == pytest.approx(poly(1024.0))  # at and above: the polynomial
+
+
+def test_the_hot_fit_gets_samples_just_short_of_the_l2_crossing(recorded, tmp_path) -> None:  # noqa: ANN001
+    """2MM k1's footprint (12 N^2 bytes) passes the H200's 60 MiB L2 near N = 2290, beyond its
+    largest training size (1536): the emulator must also run at sizes just short of the
+    crossing, so that N = 2048 (still hot) is interpolated, not extrapolated from 1536."""
+    from klaraptor.models.saake.model import COLD_STEPS, HOT_STEPS, emulation_sizes
+
+    job, em = _fitless_emulator(recorded, tmp_path, "polybench.mm2.k1")
+    sizes = [d[0] for d in emulation_sizes(job, em)]
+    hot = [n for n in sizes if n > 1536 and not em.cold((n,))]
+    cold = [n for n in sizes if em.cold((n,))]
+    crossing = min(cold) / COLD_STEPS[0]
+    assert len(hot) == sum(crossing / g > 1536 for g in HOT_STEPS) >= 1
+    assert max(hot) == pytest.approx(crossing / HOT_STEPS[0], rel=0.01)
+    assert max(hot) > 2048 > 1536
+
+
 def test_a_loop_whose_enclosing_code_got_no_count_is_still_emulated(recorded, tmp_path) -> None:  # noqa: ANN001
     """GRAMSCHM k1 (one block, `for (i = tid; i < N; i += blockDim.x)` over a column): the
     counts give the loop's enclosing code 0 (a tie of the linear program) but the loop itself
