@@ -138,9 +138,7 @@ def emulate_sm(
     for shared in (R["l2"], R["dram"], R["launch"]):
         gap[shared] *= bandwidth_share
     dispatch = float(gap[R["launch"]]) * active_warps / max(warps_per_block, 1)
-    lat_op, dem_op = op_costs(
-        ops, params.lat, mem, access, params.scatter, float(params.gap[R["smem"]])
-    )
+    lat_op, dem_op = op_costs(ops, params.lat, mem, access, params.scatter)
     lat = lat_op[trace.op].tolist()
     amounts = dem_op[trace.op] * (trace.weight[:, None] * scale) * gap[None, :]
     issue_r = R["issue"]

@@ -39,10 +39,7 @@ static analysis's lines) needs a tag lookup per line, so the L2 serves it at no 
 coalesced-request gaps, q = gap_l2_scatter / 32 / gap_l2 (the profile's microbenchmark of 32
 one-sector lines a request; 0.37 on the H200), and its miss returns (L - 1) x
 (lat_l2_scatter - lat_l2) / 31 cycles later (2.4 cycles a line on the H200). Without the
-l2_scatter figures q = 0 and requests cost their bytes alone. An L1 hit of L lines returns
-(L - 1) x gap_smem cycles after a one-line hit: the L1 hands out one wavefront a cycle, so the
-warp's last line comes L - 1 cycles after its first (the same per-line step the l2_scatter
-latency shows for the L2, where it is 2.4).
+l2_scatter figures q = 0 and requests cost their bytes alone.
 
 An opcode the classification table does not know (class "unknown") is emulated as an ALU
 instruction and reported (`unknown_opcodes`), so a new compiler degrades the model instead of
@@ -223,12 +220,9 @@ def op_costs(
     mem: MemoryParams,
     access: Mapping[int, tuple[int, int]] | None = None,
     scatter: ScatterCost = NO_SCATTER,
-    wavefront_cycles: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(latency per op, demand matrix (ops x RESOURCES) in gaps) for latencies `lat` (per
     resource, cycles) and the memory behaviour `mem`. The issue demand is 1 for every op.
-    `wavefront_cycles`: what each line of a request after the first adds to an L1 hit's latency
-    (the L1 returns one wavefront a cycle: the smem gap).
 
     `access` gives (sectors, lines) per op index from the static coalescing analysis; those
     ops use them instead of the counters' average sectors per request and `wavefronts`.
@@ -262,8 +256,7 @@ def op_costs(
             sectors, wave = mem.ld_sectors, wavefronts(mem.ld_sectors)
             if access is not None and i in access:
                 sectors, wave = access[i]
-            extra = mem.l1_hit * wavefront_cycles + miss * scatter.latency
-            latency[i] = gload_lat + extra * (wave - 1.0)
+            latency[i] = gload_lat + miss * scatter.latency * (wave - 1.0)
             demand[i, R["smem"]] = wave
             demand[i, R["l2"]], demand[i, R["dram"]] = l2_dram(sectors, wave, miss)
         elif k in (GSTORE, GATOMIC):
