@@ -206,6 +206,9 @@ class KernelEmulator:
     # The calibration's factor on each wave's emulated work (`calibrated`); the dispatcher's
     # time and the launch latency are measured times and are not scaled.
     work_scale: float = 1.0
+    # The calibration's factors on resource gaps (`model.calibrated_emulator`), already in
+    # `params`; kept for the report.
+    gap_scale: dict[str, float] = field(default_factory=dict)
     classes: list[tripcounts.CountClass] = field(default_factory=list)
     counts_fit: list[_Quantity] = field(default_factory=list)
     memory_fit: dict[str, _Quantity] = field(default_factory=dict)

@@ -15,6 +15,14 @@ Build (`SaakeModel.make_helper`):
    calibrated, exceeds it). The calibrated emulator (`work_scale` = b) is also what the
    sensitivity analysis perturbs. SAAKE itself reports raw emulated times; `calibrate=False`
    gives those.
+   The calibration also corrects the L1 (`smem`) and L2 gaps of the kernel by a factor in
+   `GAP_FACTORS` each (`calibrated_emulator`). The microbenchmarks measure one access pattern
+   per level; a kernel's may be served faster or slower. Example: the lines that the SMs of both
+   L2 partitions read are served by the near partition (ncu's `ltcfabric` sectors are ~0 for
+   GEMM, against as many as the L1's for the streaming kernels). The factors change how the
+   configurations rank, so they are fitted on the training timings of every candidate, with a
+   and b refitted for each pair. They are kept only when the Bayesian information criterion
+   prefers them over no correction (n ln(L0 / L1) > k ln n, for k = 2 more parameters).
 4. The (calibrated) emulated times of each configuration are fitted as a rational function of
    D (`fit_rational_table`, degrees up to (3, 1), largest size held out), and the helper program
    is those functions (cycles = ms × clock) with the exact occupancy for the tie rule, so
@@ -26,6 +34,7 @@ with the coalescing from the counters or the static analysis.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Sequence
@@ -54,6 +63,10 @@ COLD_STEPS = (1.05, 1.5, 2.0, 4.0)
 HOT_STEPS = (1.05, 1.5)
 TIME_SETTINGS = FitSettings(max_degree=3, max_den_degree=1)
 HARDWARE: tuple[str, ...] = ("hw_clock_ghz", "hw_l2_bytes", *HW_INPUTS)
+# The gaps the calibration corrects per kernel, and the factors it tries (module docstring):
+# within sqrt(2) of the microbenchmark, so the emulator stays anchored to the measured hardware.
+GAP_RESOURCES: tuple[str, ...] = ("l2", "smem")
+GAP_FACTORS: tuple[float, ...] = (2**-0.5, 1.0, 2**0.5)
 
 
 def emulation_sizes(job: HelperJob, em: KernelEmulator | None = None) -> list[tuple[int, ...]]:
@@ -102,10 +115,19 @@ def calibrate(
     searched on a log grid over [1e-3, 1e3] and refined. Where the timings do not pin b down
     (every wave dispatch-bound), the b nearest 1 among the best is kept. (0, 1) when fewer than
     two timings can be used."""
+    a, b, _, _ = _calibrate(parts, measured_ms, clock_khz)
+    return a, b
+
+
+def _calibrate(
+    parts: Sequence[Sequence[tuple[int, float, float]]], measured_ms: np.ndarray, clock_khz: float
+) -> tuple[float, float, float, int]:
+    """`calibrate`'s (a, b), with the mean squared relative error it leaves and the number of
+    timings it used (loss nan and 0 timings when fewer than two can be used)."""
     t = np.asarray(measured_ms, dtype=np.float64)
     keep = [i for i, p in enumerate(parts) if p and math.isfinite(t[i]) and t[i] > 0]
     if len(keep) < 2:
-        return 0.0, 1.0
+        return 0.0, 1.0, math.nan, 0
     pair = np.concatenate([np.full(len(parts[i]), k) for k, i in enumerate(keep)])
     arr = np.array([w for i in keep for w in parts[i]], dtype=np.float64)
     reps, work, disp = arr[:, 0], arr[:, 1] / clock_khz, arr[:, 2] / clock_khz
@@ -124,22 +146,49 @@ def calibrate(
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
     res = minimize_scalar(lambda g: fit(g)[0], bounds=(lo, hi), method="bounded")
     log_b = float(res.x) if res.success and res.fun < loss[k] else float(grid[k])
-    return fit(log_b)[1], math.exp(log_b)
+    total, a = fit(log_b)
+    return a, math.exp(log_b), total / len(keep), len(keep)
 
 
-def calibrated_emulator(em: KernelEmulator, job: HelperJob) -> tuple[KernelEmulator, float, float]:
-    """(the emulator with work scale b, a ms, b), fitted on the job's training timings of the
-    emulator's candidates (`calibrate`)."""
+def calibrated_emulator(
+    em: KernelEmulator, job: HelperJob, *, correct_gaps: bool = True
+) -> tuple[KernelEmulator, float, float]:
+    """(the emulator with work scale b and, where the training timings support them, the
+    corrected L1/L2 gaps (`gap_scale`), a ms, b), fitted on the job's training timings of the
+    emulator's candidates (`calibrate`; the gaps: module docstring). The gaps are left alone
+    with `correct_gaps=False` or timings of fewer than `len(GAP_RESOURCES) + 3` candidates (the
+    factors are pinned by how the candidates rank)."""
     col = {b: j for j, b in enumerate(em.candidates)}
-    parts, t = [], []
+    points, t = [], []
     for i, d in enumerate(job.train.derived):
         b = tuple(int(v) for v in job.train.blocks[i])
         if b in col and "time_ms" in d:
-            D = tuple(int(v) for v in job.train.D[i])
-            parts.append(em.wave_parts(D, col[b]))
+            points.append((tuple(int(v) for v in job.train.D[i]), col[b]))
             t.append(float(d["time_ms"]))
-    a, b = calibrate(parts, np.array(t), float(em.profile.sm_clock_mhz) * 1e3)
-    return replace(em, work_scale=b), a, b
+    clock = float(em.profile.sm_clock_mhz) * 1e3
+    times = np.array(t)
+
+    def fit(e: KernelEmulator) -> tuple[float, float, float, int]:
+        return _calibrate([e.wave_parts(D, j) for D, j in points], times, clock)
+
+    a, b, loss, n = fit(em)
+    best, scale = em, {}
+    if correct_gaps and len({j for _, j in points}) >= len(GAP_RESOURCES) + 3 and loss > 0:
+        found = (loss, em, a, b, scale)
+        for factors in itertools.product(GAP_FACTORS, repeat=len(GAP_RESOURCES)):
+            if all(f == 1.0 for f in factors):
+                continue
+            params = em.params
+            for r, f in zip(GAP_RESOURCES, factors, strict=True):
+                params = params.scaled(r, "gap", f)
+            e = replace(em, params=params)
+            fa, fb, fl, _ = fit(e)
+            if fl < found[0]:
+                found = (fl, e, fa, fb, dict(zip(GAP_RESOURCES, factors, strict=True)))
+        # The Bayesian information criterion: k more parameters must pay k ln n.
+        if found[0] > 0 and n * math.log(loss / found[0]) > len(GAP_RESOURCES) * math.log(n):
+            _, best, a, b, scale = found
+    return replace(best, work_scale=b, gap_scale=scale), a, b
 
 
 class SaakeModel(Model):
@@ -206,13 +255,15 @@ class SaakeModel(Model):
         if calibrated:
             fixed = em.launch_ms()
             scaled, a, b = calibrated_emulator(em, job)
+            gap_scale = dict(scaled.gap_scale)
             clock = float(em.profile.sm_clock_mhz) * 1e3
             pred = a + np.array([scaled.cycles_all(d) / clock for d in sizes]) - fixed
         else:
-            a, b, fixed, pred = 0.0, 1.0, 0.0, ms
+            a, b, fixed, pred, gap_scale = 0.0, 1.0, 0.0, ms, {}
         report["saake"]["calibration"] = {
             "a_us": a * 1e3,
             "b": b,
+            "gap_scale": gap_scale,
             "launch_us": fixed * 1e3,
             "applied": calibrated,
         }
@@ -331,6 +382,8 @@ def _jsonf(v: float) -> float | None:
 
 __all__ = [
     "BEYOND",
+    "GAP_FACTORS",
+    "GAP_RESOURCES",
     "EmulatedGrid",
     "SaakeModel",
     "calibrate",
