@@ -4,6 +4,7 @@ from data/isa_sm90.json.gz, real counters, the measured latency and gap per reso
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
 
 import numpy as np
@@ -246,6 +247,46 @@ def test_the_calibrated_emulator_predicts_the_training_timings(job) -> None:  # 
             lat + sum(r * max(b * w, dd) for r, w, dd in parts)
         )
     assert np.median(err) < 0.25
+
+
+def _timings_of(job, em: KernelEmulator, a_ms: float):  # noqa: ANN001, ANN202
+    """The job with every training timing replaced by `em`'s prediction plus a_ms."""
+    clock = em.profile.sm_clock_mhz * 1e3
+    col = {b: j for j, b in enumerate(em.candidates)}
+    derived = []
+    for i, d in enumerate(job.train.derived):
+        b, D = tuple(int(v) for v in job.train.blocks[i]), tuple(int(v) for v in job.train.D[i])
+        if b in col and "time_ms" in d:
+            launch = em.params.lat[ops.R["launch"]]
+            d = {**d, "time_ms": a_ms + (em.cycles(D, col[b]) - launch) / clock}
+        derived.append(d)
+    return dataclasses.replace(job, train=dataclasses.replace(job.train, derived=derived))
+
+
+@pytest.mark.parametrize("truth", [{"l2": 2**0.5, "smem": 1.0}, {"l2": 1.0, "smem": 2**-0.5}])
+def test_the_calibration_finds_a_kernels_l1_and_l2_gaps(recorded, tmp_path, truth) -> None:  # noqa: ANN001
+    # GEMM's narrow blocks are L2-bound and its tall ones L1-bound, so both gaps move the
+    # ranking: timings emulated with a corrected gap give that correction back.
+    name = "polybench.gemm.gemm"
+    store = recorded.to_store(tmp_path / "s.sqlite", kernels=[name])
+    spec = suite.get(name)
+    job = make_job(
+        spec, store, recorded.profile(), [spec.size(n) for n in spec.meta["train_sizes"]]
+    )
+    em = KernelEmulator.from_job(job)
+    params = em.params
+    for r, f in truth.items():
+        params = params.scaled(r, "gap", f)
+    timed = _timings_of(job, dataclasses.replace(em, params=params, work_scale=1.3), 0.004)
+    scaled, a, b = calibrated_emulator(em, timed)
+    assert scaled.gap_scale == pytest.approx(truth)
+    assert a == pytest.approx(0.004, rel=1e-3) and b == pytest.approx(1.3, rel=1e-3)
+    assert np.allclose(scaled.params.gap, params.gap) and em.gap_scale == {}
+    # Without the correction, or with too few candidates to rank, the gaps stay as measured.
+    assert calibrated_emulator(em, timed, correct_gaps=False)[0].gap_scale == {}
+    few = KernelEmulator.from_job(dataclasses.replace(job, candidates=job.candidates[:4]))
+    assert calibrated_emulator(few, timed)[0].gap_scale == {}
+    store.close()
 
 
 def test_waves_of_a_grid() -> None:

@@ -173,7 +173,7 @@ def calibrated_emulator(
 
     a, b, loss, n = fit(em)
     best, scale = em, {}
-    if correct_gaps and len({j for _, j in points}) >= len(GAP_RESOURCES) + 3 and loss > 0:
+    if correct_gaps and len({j for _, j in points}) >= len(GAP_RESOURCES) + 3:
         found = (loss, em, a, b, scale)
         for factors in itertools.product(GAP_FACTORS, repeat=len(GAP_RESOURCES)):
             if all(f == 1.0 for f in factors):
@@ -185,8 +185,11 @@ def calibrated_emulator(
             fa, fb, fl, _ = fit(e)
             if fl < found[0]:
                 found = (fl, e, fa, fb, dict(zip(GAP_RESOURCES, factors, strict=True)))
-        # The Bayesian information criterion: k more parameters must pay k ln n.
-        if found[0] > 0 and n * math.log(loss / found[0]) > len(GAP_RESOURCES) * math.log(n):
+        # The Bayesian information criterion: k more parameters must pay k ln n (the floor:
+        # timings the emulation fits exactly leave nothing to prefer).
+        floor = 1e-12
+        gain = n * math.log((loss + floor) / (found[0] + floor))
+        if gain > len(GAP_RESOURCES) * math.log(n):
             _, best, a, b, scale = found
     return replace(best, work_scale=b, gap_scale=scale), a, b
 
