@@ -3,7 +3,8 @@
 Only the chosen block's counter points are fitted (a `KernelEmulator` over that one candidate),
 so naming a bottleneck costs a fraction of a build: about 40 emulations of one configuration.
 The emulation is calibrated as the model's (`calibrated_emulator`), on this block's own
-training timings.
+training timings; one block's timings cannot rank blocks, so the L1 and L2 gaps stay as
+measured (the model corrects them per kernel from every candidate's timings).
 Any build of the kernel works (its training sizes and the store's points are used), whatever
 model chose the block.
 """
