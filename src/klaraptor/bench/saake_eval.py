@@ -83,7 +83,7 @@ def evaluate_kernel(data: RecordedDataset, store: Any, name: str) -> KernelEval:
     from klaraptor import suite
     from klaraptor.build import make_job
     from klaraptor.models import get_model
-    from klaraptor.models.saake.model import SaakeModel, calibrated_emulator
+    from klaraptor.models.saake.model import SaakeModel
     from klaraptor.models.saake.sensitivity import analyse
 
     spec = suite.get(name)
@@ -115,7 +115,7 @@ def evaluate_kernel(data: RecordedDataset, store: Any, name: str) -> KernelEval:
         out.errors[key] = _mape(helpers[key], spec, truth) if key in helpers else None
     if truth:
         # The sensitivities and the search use the calibrated emulation, as the model does.
-        em, _, _ = calibrated_emulator(grid.emulator, job)
+        em, _, _ = grid.calibrated(job)
         N = min(truth)
         D = spec.size(N)
         top, _, grid_dims = helpers["saake"].choose(D, 1)

@@ -104,6 +104,14 @@ class EmulatedGrid:
     sizes: list[tuple[int, ...]]
     ms: np.ndarray
     stats: dict[str, Any]
+    _calibrated: tuple[KernelEmulator, float, float] | None = None
+
+    def calibrated(self, job: HelperJob) -> tuple[KernelEmulator, float, float]:
+        """`calibrated_emulator` of this grid's emulator on `job`, searched once (the model and
+        the evaluation both use it)."""
+        if self._calibrated is None:
+            self._calibrated = calibrated_emulator(self.emulator, job)
+        return self._calibrated
 
 
 def calibrate(
@@ -257,7 +265,7 @@ class SaakeModel(Model):
         report: dict[str, Any] = {"saake": {**em.report, "emulation": grid.stats}}
         if calibrated:
             fixed = em.launch_ms()
-            scaled, a, b = calibrated_emulator(em, job)
+            scaled, a, b = grid.calibrated(job)
             gap_scale = dict(scaled.gap_scale)
             clock = float(em.profile.sm_clock_mhz) * 1e3
             pred = a + np.array([scaled.cycles_all(d) / clock for d in sizes]) - fixed
