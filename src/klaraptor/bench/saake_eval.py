@@ -370,6 +370,23 @@ def write_bottlenecks(out: Path, sol_path: Path) -> dict[str, Any]:
     return bj
 
 
+def write_referee_check(out: Path, check_path: Path) -> dict[str, Any]:
+    """referee_check.json in `out`: the referee on scripts/device_referee_check.py's kernels."""
+    from klaraptor.errors import KlaraptorError
+    from klaraptor.models.saake.referee import check_references
+    from klaraptor.provenance import stamp
+
+    if not check_path.is_file():
+        raise KlaraptorError(
+            f"{check_path} does not exist (scripts/device_referee_check.py OUT writes it)"
+        )
+    cj = check_references(json.loads(check_path.read_text()))
+    cj["check_provenance"] = cj.pop("provenance")
+    cj["provenance"] = stamp(f"klaraptor bench saake --out {out} --referee-check {check_path}")
+    (out / "referee_check.json").write_text(json.dumps(cj, indent=1) + "\n")
+    return cj
+
+
 def write_outputs(out: Path, results: Sequence[KernelEval], command: str) -> dict[str, Any]:
     """saake_table1, saake_choices, saake_search and saake_builds in `out`; returns the summary
     numbers (Table 1's geomean and median per variant, the search summary, emulation cost)."""
@@ -431,6 +448,15 @@ def write(args: Any) -> int:
     console = Console()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if getattr(args, "referee_check", None):
+        cj = write_referee_check(out, Path(args.referee_check))
+        console.print(
+            f"the referee names the saturated unit of {cj['named_right']} of "
+            f"{cj['kernels_checked']} reference kernels (with lts__throughput as the L2's "
+            f"metric: {cj['named_right_lts_throughput']}); wrote {out}/referee_check.json"
+        )
+        if not args.sol:
+            return 0
     if args.sol:
         bj = write_bottlenecks(out, Path(args.sol))
         console.print(
@@ -475,4 +501,5 @@ __all__ = [
     "write",
     "write_bottlenecks",
     "write_outputs",
+    "write_referee_check",
 ]

@@ -49,6 +49,12 @@ def add_parser(sub: Any) -> None:
     sk.add_argument(
         "--counters", action="store_true", help="partial referee from recorded counters only"
     )
+    sk.add_argument(
+        "--referee-check",
+        default=None,
+        help="check.json of scripts/device_referee_check.py: the referee on kernels whose "
+        "bottleneck is known (writes referee_check.json)",
+    )
     sk.set_defaults(bench_func=_saake)
     e = bs.add_parser("export", help="write the recorded dataset from a store")
     e.add_argument("--out", required=True)

@@ -1,0 +1,235 @@
+"""The referee's own check: Nsight Compute's throughput breakdown of kernels whose bottleneck is
+known by construction, so that the rule naming a kernel's bottleneck from it can be judged on
+kernels where the answer is not in doubt.
+
+Usage (device machine, repository root):
+    KLARAPTOR_COMMIT=<sha> python3 scripts/device_referee_check.py OUTDIR
+
+The kernels are the resource microbenchmarks (klaraptor/cuda/resources.cu, launched as
+klaraptor.gpu.resources_device launches them to measure each resource's gap: each saturates one
+resource), plus two plain streaming kernels compiled here (a float4 copy and a STREAM triad with
+ordinary cached loads) that are DRAM-bound by construction at 1 GiB per array. Each is launched
+once to warm up, then once inside the NVTX range kp:<id> under ONE ncu with the referee's metrics
+(klaraptor.models.saake.referee.METRICS) and the referee's command line
+(klaraptor.gpu.ncu.build_command). Writes to OUTDIR:
+    check.json  per kernel: the resource it saturates, ncu's metrics, or why there are none
+    ncu.csv, ncu.out, log.txt, env.json
+Expected wall time: 30-60 s. Then, on a CPU:
+    klaraptor bench saake --referee-check OUTDIR/check.json
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p
+)
+
+STREAM_SRC = r"""
+extern "C" __global__ void kc_copy4(const float4* __restrict__ a, float4* __restrict__ b,
+                                    unsigned long long n)
+{
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x) {
+        b[i] = a[i];
+    }
+}
+extern "C" __global__ void kc_triad(const float* __restrict__ a, const float* __restrict__ b,
+                                    float* __restrict__ c, float s, unsigned long long n)
+{
+    unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+    if (i < n) {
+        c[i] = a[i] + s * b[i];
+    }
+}
+"""
+
+# (case, the SAAKE resource it saturates by construction)
+CASES: tuple[tuple[str, str], ...] = (
+    ("thr_fp32", "fp32"),
+    ("thr_imad", "imad"),
+    ("thr_alu", "alu"),
+    ("thr_fp64", "fp64"),
+    ("thr_ex2", "sfu"),
+    ("issue_mix", "issue"),
+    ("thr_smem", "smem"),
+    ("stream_l2", "l2"),
+    ("scatter_l2", "l2"),
+    ("stream_dram", "dram"),
+    ("copy4_dram", "dram"),
+    ("triad_dram", "dram"),
+)
+
+
+def _launchers(d: Any) -> dict[str, Any]:
+    """{case: a function launching it once}, on resources_device's Device `d`."""
+    import numpy as np
+
+    from klaraptor.gpu import resources_device as rd
+    from klaraptor.gpu.resources import REQUEST_BYTES, WARPS_PER_BLOCK
+
+    cp, cfg, n_sm = d.cp, d.cfg, d.prof.sm_count
+    threads = 32 * WARPS_PER_BLOCK
+
+    def chain(name: str, kernel: str) -> Any:
+        fn = d.kernel(kernel)
+        args = rd._pipe_args(d, name, cfg.thr_iters, threads)
+        d.be.opt_in_dynamic_smem(fn, d.one_block_smem)
+        return lambda: d.be.launch(
+            fn, (n_sm, 1, 1), (threads, 1, 1), args, shared_mem=d.one_block_smem
+        )
+
+    out = {
+        f"thr_{n}": chain(n, f"kp_thr_{n}") for n in ("fp32", "imad", "alu", "fp64", "ex2", "smem")
+    }
+    out["issue_mix"] = chain("issue", "kp_issue_mix")
+    blocks = n_sm * rd.STREAM_BLOCKS_PER_SM
+    sink = cp.zeros(blocks * rd.STREAM_THREADS, dtype=cp.uint32)
+    warps, row_bytes = rd._stream_shape(d)
+    l2buf = cp.zeros(row_bytes // 4, dtype=cp.uint32)
+    rows_dram = max(cfg.stream_dram_rows)
+    dbuf = cp.zeros(rows_dram * row_bytes // 4, dtype=cp.uint32)
+    stream = d.kernel("kp_stream")
+    scatter = d.kernel("kp_scatter")
+    window = cfg.chase_l2_bytes // REQUEST_BYTES
+    sbuf = cp.zeros(cfg.chase_l2_bytes // 4, dtype=cp.uint32)
+    laps = max(cfg.stream_l2_laps)
+
+    def grid_launch(fn: Any, args: tuple[Any, ...]) -> Any:
+        return lambda: d.be.launch(
+            fn, (blocks, 1, 1), (rd.STREAM_THREADS, 1, 1), (*args, np.int32(0), sink)
+        )
+
+    out["stream_l2"] = grid_launch(stream, (l2buf, np.int32(1), np.int32(laps)))
+    out["scatter_l2"] = grid_launch(scatter, (sbuf, np.uint32(window), np.int32(laps)))
+    out["stream_dram"] = grid_launch(stream, (dbuf, np.int32(rows_dram), np.int32(1)))
+    n = 1 << 28  # floats: 1 GiB per array
+    a, b, c = (cp.full(n, v, dtype=cp.float32) for v in (1.0, 2.0, 0.0))
+    copy4 = d.be.compile(STREAM_SRC, "kc_copy4", ())
+    triad = d.be.compile(STREAM_SRC, "kc_triad", ())
+    per_sm = d.prof.max_threads_per_sm // 256
+    out["copy4_dram"] = lambda: d.be.launch(
+        copy4, (n_sm * per_sm, 1, 1), (256, 1, 1), (a, c, np.uint64(n // 4))
+    )
+    out["triad_dram"] = lambda: d.be.launch(
+        triad, ((n + 255) // 256, 1, 1), (256, 1, 1), (a, b, c, np.float32(3.0), np.uint64(n))
+    )
+    return out
+
+
+def run_target(events_path: str) -> int:
+    """The process ncu profiles: each case warmed up once, then launched once in kp:<id>."""
+    from klaraptor.gpu.resources import ResourceConfig
+    from klaraptor.gpu.resources_device import Device
+
+    def emit(**e: Any) -> None:
+        with open(events_path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(e) + "\n")
+
+    d = Device(ResourceConfig())
+    launch = _launchers(d)
+    for k, (case, _) in enumerate(CASES):
+        try:
+            launch[case]()
+            d.be.synchronize(case)
+            d.be.profile_one(launch[case], f"kp:{k}")
+            emit(event="launched", id=k, case=case)
+        except Exception as exc:  # noqa: BLE001 - this case fails, the rest go on
+            emit(event="failed", id=k, case=case, reason=f"{type(exc).__name__}: {exc}"[:2000])
+    return 0
+
+
+def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "--target":
+        return run_target(sys.argv[2])
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    t_start = time.monotonic()
+    lines: list[str] = []
+
+    def log(msg: str) -> None:
+        lines.append(f"[{time.monotonic() - t_start:6.1f}s] {msg}")
+        print(lines[-1], flush=True)
+        (out / "log.txt").write_text("\n".join(lines) + "\n")
+
+    from klaraptor.gpu.ncu import (
+        build_command,
+        find_ncu,
+        parse_raw_csv,
+        point_id,
+        raw_values,
+        usable_metrics,
+    )
+    from klaraptor.models.saake.referee import METRICS
+    from klaraptor.provenance import commit
+
+    env: dict[str, Any] = {"python": sys.version, "platform": platform.platform()}
+    for cmd in (
+        ["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm", "--format=csv"],
+        ["ncu", "--version"],
+    ):
+        try:
+            env[cmd[0]] = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            env[cmd[0]] = f"unavailable: {exc}"
+    (out / "env.json").write_text(json.dumps(env, indent=1) + "\n")
+    result: dict[str, Any] = {"kernels": {}}
+    ncu = find_ncu()
+    if ncu is None:
+        log("ncu not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
+        return 1
+    try:
+        metrics = usable_metrics(ncu, (9, 0), METRICS)
+        events = out / "events.jsonl"
+        events.unlink(missing_ok=True)
+        csv = out / "ncu.csv"
+        csv.unlink(missing_ok=True)
+        target = [sys.executable, str(Path(__file__).resolve()), "--target", str(events)]
+        cmd = build_command(ncu, metrics, csv, target)
+        t0 = time.monotonic()
+        with open(out / "ncu.out", "wb") as fh:
+            rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=600).returncode
+        log(f"ncu session: exit {rc}, {time.monotonic() - t0:.1f} s")
+        seen = [json.loads(x) for x in events.read_text().splitlines()] if events.exists() else []
+        rows = parse_raw_csv(csv.read_text(errors="replace")) if csv.is_file() else []
+        by_id = {point_id(r): r for r in rows}
+        for k, (case, resource) in enumerate(CASES):
+            entry: dict[str, Any] = {"resource": resource}
+            failed = [e for e in seen if e.get("id") == k and e.get("event") == "failed"]
+            if failed:
+                entry["status"] = f"failed: {failed[0]['reason']}"
+            elif k not in by_id:
+                entry["status"] = "no ncu row"
+            else:
+                entry.update(status="ok", metrics=raw_values(by_id[k], metrics))
+            result["kernels"][case] = entry
+        result["metrics"] = metrics
+        result["session"] = {"command": cmd, "returncode": rc}
+    except Exception:  # noqa: BLE001 - record what failed
+        log(f"FAILED\n{traceback.format_exc()[-3000:]}")
+    result["provenance"] = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "commit": commit(),
+        "host": platform.node(),
+    }
+    (out / "check.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    ok = sum(1 for v in result["kernels"].values() if v.get("status") == "ok")
+    log(f"check.json: {ok} of {len(CASES)} kernels profiled")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
