@@ -71,6 +71,48 @@ def test_judge_and_agreement() -> None:
     assert summary["kernels_judged"] == 2 and summary["agreement"] == 0.5
 
 
+def test_the_l2_is_judged_by_its_request_parts_and_the_old_rule_is_kept_beside() -> None:
+    from klaraptor.models.saake.referee import L2_THROUGHPUT_METRIC, UNIT_METRICS
+
+    # A DRAM-bound stream as the H200 shows it: the L2's fills and fabric push lts__throughput
+    # to the DRAM percentage while the SMs' requests keep the L2 at 44 %.
+    tags = UNIT_METRICS["l2"][1]
+    raw = {UNIT_METRIC["dram"]: 83.0, L2_THROUGHPUT_METRIC: 88.0, UNIT_METRIC["l2"]: 39.0}
+    raw[tags] = 44.0
+    got = judge("dram", "throughput", raw)
+    assert got["ncu_top_unit"] == "dram" and got["match"] and got["l2_rule"] == "requests"
+    assert got["ncu_units_pct"]["l2"] == 44.0  # the larger part: tag lookups
+    assert got["ncu_top_unit_lts_throughput"] == "l2" and got["match_lts_throughput"] is False
+    # A record made before the request parts were collected is judged by lts__throughput, and
+    # says so; a record without lts__throughput has no old-rule verdict to count.
+    legacy = judge("l2", "throughput", {L2_THROUGHPUT_METRIC: 88.0, UNIT_METRIC["dram"]: 83.0})
+    assert legacy["l2_rule"] == "lts__throughput" and legacy["ncu_top_unit"] == "l2"
+    counters = judge("l2", "throughput", {UNIT_METRIC["l2"]: 70.0})
+    assert "match_lts_throughput" not in counters
+    summary = agreement([got, legacy, counters])
+    assert summary["agreement"] == 1.0 and summary["agreement_lts_throughput"] == 0.5
+
+
+def test_the_referee_names_the_unit_each_reference_kernel_saturates() -> None:
+    """The H200 run of scripts/device_referee_check.py: kernels whose bottleneck is known."""
+    from klaraptor.models.saake.referee import REFERENCE_UNIT, check_references
+
+    check = json.loads(
+        (ROOT / "benchmarks" / "results" / "h200" / "referee_check" / "check.json").read_text()
+    )
+    got = check_references(check)
+    rows = {r["kernel"]: r for r in got["kernels"]}
+    assert set(rows) == set(REFERENCE_UNIT) and got["kernels_checked"] == len(REFERENCE_UNIT)
+    wrong = {k for k, r in rows.items() if not r["right"]}
+    # An FFMA stream fills the issue slots (one warp instruction a cycle) as it fills the FMA
+    # pipe; the counters cannot tell them apart, and the issue reads higher.
+    assert wrong == {"thr_fp32"} and rows["thr_fp32"]["named"] == "issue"
+    # With lts__throughput as the L2's metric every DRAM-bound stream was named the L2.
+    for case in ("stream_dram", "copy4_dram", "triad_dram"):
+        assert rows[case]["named_lts_throughput"] == "l2"
+        assert rows[case]["lts_throughput_pct"] >= rows[case]["units_pct"]["dram"]
+
+
 def test_the_supplementary_stall_check_judges_latency_bound_calls() -> None:
     from klaraptor.models.saake.referee import RESOURCE_CLASS, STALL_CLASS, STALL_METRIC
 

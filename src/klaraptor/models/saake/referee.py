@@ -6,6 +6,7 @@ percentage of its peak (the "Speed Of Light" and "Compute Workload Analysis" sec
 | SAAKE resource   | ncu unit    | metric (percent of peak)                                   |
 |------------------|-------------|------------------------------------------------------------|
 | fp32, imad       | fma_pipe    | sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active |
+|                  |             | or its heavy half, sm__pipe_fmaheavy_cycles_active (larger) |
 | alu              | alu_pipe    | sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active |
 | fp64             | fp64_pipe   | sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active|
 | sfu              | xu_pipe     | sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active  |
@@ -78,6 +79,12 @@ UNIT_METRIC: dict[str, str] = {
 # A unit's percentage is the largest of its metrics (those collected).
 UNIT_METRICS: dict[str, tuple[str, ...]] = {
     **{u: (m,) for u, m in UNIT_METRIC.items()},
+    # IMAD issues to the heavy half of the FMA pipe only: an IMAD-bound reference reads 50 % on
+    # the pipe as a whole and 100 % on its heavy half.
+    "fma_pipe": (
+        UNIT_METRIC["fma_pipe"],
+        "sm__pipe_fmaheavy_cycles_active.avg.pct_of_peak_sustained_active",
+    ),
     "l2": (UNIT_METRIC["l2"], "lts__t_tag_requests.avg.pct_of_peak_sustained_elapsed"),
 }
 # The L2's top-level throughput: the referee's L2 metric until the reference check (docstring);
@@ -157,8 +164,6 @@ L2_PARTS: tuple[str, ...] = tuple(
 CONTEXT_METRICS: tuple[str, ...] = (
     "gpu__time_duration.sum",
     L2_THROUGHPUT_METRIC,
-    # IMAD runs on the heavy half of the FMA pipe only (the reference check reads it).
-    "sm__pipe_fmaheavy_cycles_active.avg.pct_of_peak_sustained_active",
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
