@@ -11,7 +11,7 @@ resource), plus two plain streaming kernels compiled here (a float4 copy and a S
 ordinary cached loads) that are DRAM-bound by construction at 1 GiB per array. Each is launched
 once to warm up, then once inside the NVTX range kp:<id> under ONE ncu with the referee's metrics
 (klaraptor.models.saake.referee.METRICS) and the referee's command line
-(klaraptor.gpu.ncu.build_command). Writes to OUTDIR:
+(klaraptor.gpu.ncu.build_command, `--cache-control none`, as scripts/device_saake_sol.py). Writes to OUTDIR:
     check.json  per kernel: the resource it saturates, ncu's metrics, or why there are none
     ncu.csv, ncu.out, log.txt, env.json
 Expected wall time: 30-60 s. Then, on a CPU:
@@ -197,7 +197,7 @@ def main() -> int:
         csv = out / "ncu.csv"
         csv.unlink(missing_ok=True)
         target = [sys.executable, str(Path(__file__).resolve()), "--target", str(events)]
-        cmd = build_command(ncu, metrics, csv, target)
+        cmd = build_command(ncu, metrics, csv, target, cache_control="none")
         t0 = time.monotonic()
         with open(out / "ncu.out", "wb") as fh:
             rc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, timeout=600).returncode

@@ -16,7 +16,9 @@ Writes to OUTDIR:
 How: one worker job per kernel (klaraptor.gpu.worker, mode "ncu": one warm-up launch, then one
 launch in the NVTX range kp:<id> between cudaProfilerStart/Stop), all run by ONE process under
 ONE ncu (`--profile-from-start off`, `--clock-control none`, the same command line the collector
-uses, klaraptor.gpu.ncu.build_command). Past --limit seconds the job runner is killed and ncu
+uses, klaraptor.gpu.ncu.build_command, but with `--cache-control none`: each replay pass finds the
+L2 as the launch before left it, as in the timed repeats whose bottleneck SAAKE names; the
+collection flushes it). Past --limit seconds the job runner is killed and ncu
 reports what it profiled. Every step is independent; failures are recorded, not fatal.
 Expected wall time: 60-120 s (44 kernels: NVRTC compile, inputs at the evaluation size, one
 warm-up and one profiled launch with a few replay passes each). Then, on a CPU:
@@ -199,7 +201,9 @@ def _session(
     log_file = out / "ncu.csv"
     log_file.unlink(missing_ok=True)
     target = [sys.executable, str(Path(__file__).resolve()), "--run-jobs"]
-    cmd = build_command(ncu, metrics, log_file, target + [j["path"] for j in jobs])
+    cmd = build_command(
+        ncu, metrics, log_file, target + [j["path"] for j in jobs], cache_control="none"
+    )
     reader = EventReader(jobs[0]["events"])
     seen: list[dict[str, Any]] = []
     t0 = time.monotonic()

@@ -219,8 +219,13 @@ def test_build_command() -> None:
     assert cmd[cmd.index("--print-nvtx-rename") + 1] == "kernel"
     assert cmd[cmd.index("--metrics") + 1] == "a.sum,b.avg"
     assert cmd[cmd.index("--log-file") + 1] == "/tmp/log.csv"
+    assert cmd[cmd.index("--cache-control") + 1] == "all"  # the collection's counters: cold L2
+    warm = ncu.build_command("/x/ncu", ["a.sum"], "/tmp/l", ["t"], cache_control="none")
+    assert warm[warm.index("--cache-control") + 1] == "none"
     with pytest.raises(CollectError):
         ncu.build_command("/x/ncu", [], "/tmp/l", ["t"])
+    with pytest.raises(CollectError, match="cache_control"):
+        ncu.build_command("/x/ncu", ["a.sum"], "/tmp/l", ["t"], cache_control="some")
 
 
 def test_find_ncu_explicit_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -382,11 +382,22 @@ def usable_metrics(
 
 
 def build_command(
-    ncu: str, metrics: Sequence[str], log_file: str | os.PathLike[str], target: Sequence[str]
+    ncu: str,
+    metrics: Sequence[str],
+    log_file: str | os.PathLike[str],
+    target: Sequence[str],
+    *,
+    cache_control: str = "all",
 ) -> list[str]:
-    """The ncu command line profiling every `kp:<id>` range of `target` in one process."""
+    """The ncu command line profiling every `kp:<id>` range of `target` in one process.
+
+    `cache_control` "all" (the collection's): the caches are flushed before each pass, so the
+    counters describe a launch from a cold L2, which the models correct for. "none" (SAAKE's
+    referee): each pass finds the L2 as the launch before left it, as in the timed repeats."""
     if not metrics:
         raise CollectError("no ncu metrics to collect")
+    if cache_control not in ("all", "none"):
+        raise CollectError(f"cache_control must be 'all' or 'none', not {cache_control!r}")
     return [
         ncu,
         "--csv",
@@ -395,6 +406,8 @@ def build_command(
         # The timing pass runs at the GPU's own clocks; profile under the same conditions.
         "--clock-control",
         "none",
+        "--cache-control",
+        cache_control,
         "--profile-from-start",
         "off",
         "--target-processes",

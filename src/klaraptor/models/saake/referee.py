@@ -31,7 +31,12 @@ microbenchmarks and two plain streams, `REFERENCE_UNIT`). Three DRAM-bound strea
 between Hopper's two L2 partitions, so with it the top unit named the L2 for all three. Their
 request parts stay at 34-44 % against DRAM's 72-94 %, while the two L2-bound references reach
 81 % (sectors) and 99 % (tags). `lts__throughput` is still collected, and the agreement under it
-is reported beside the referee's (`match_lts_throughput`). Nsight Compute has no unit for the block dispatcher (`launch`): a
+is reported beside the referee's (`match_lts_throughput`).
+
+The referee profiles without flushing the caches (`--cache-control none`, after a warm-up
+launch): SAAKE names the bottleneck of the timed launches, which repeat on the same arguments
+and find the L2 as the launch before left it. The collection's counters are taken from a
+flushed L2, which the emulator corrects for (`emulator` module docstring). Nsight Compute has no unit for the block dispatcher (`launch`): a
 launch bound by it leaves every unit idle, so `launch` agrees when no unit reaches
 `LATENCY_BOUND_BELOW` (60 %) of its peak. Nsight Compute's guidance that no unit reaching 60 % of its peak
 means a latency problem gives a second, weaker check of SAAKE's latency/throughput call
