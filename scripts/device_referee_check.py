@@ -164,6 +164,8 @@ def main() -> int:
         print(lines[-1], flush=True)
         (out / "log.txt").write_text("\n".join(lines) + "\n")
 
+    from device_saake_sol import write_environment  # this script's folder is on sys.path
+
     from klaraptor.gpu.ncu import (
         build_command,
         find_ncu,
@@ -175,22 +177,14 @@ def main() -> int:
     from klaraptor.models.saake.referee import METRICS
     from klaraptor.provenance import commit
 
-    env: dict[str, Any] = {"python": sys.version, "platform": platform.platform()}
-    for cmd in (
-        ["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm", "--format=csv"],
-        ["ncu", "--version"],
-    ):
-        try:
-            env[cmd[0]] = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
-        except (OSError, subprocess.SubprocessError) as exc:
-            env[cmd[0]] = f"unavailable: {exc}"
-    (out / "env.json").write_text(json.dumps(env, indent=1) + "\n")
-    result: dict[str, Any] = {"kernels": {}}
-    ncu = find_ncu()
-    if ncu is None:
-        log("ncu not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
-        return 1
+    write_environment(out)
+    result: dict[str, Any] = {
+        "kernels": {c: {"resource": r, "status": "not profiled (see log.txt)"} for c, r in CASES}
+    }
     try:
+        ncu = find_ncu()
+        if ncu is None:
+            raise RuntimeError("ncu not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")
         metrics = usable_metrics(ncu, (9, 0), METRICS)
         events = out / "events.jsonl"
         events.unlink(missing_ok=True)

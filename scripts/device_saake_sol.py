@@ -99,7 +99,7 @@ def main() -> int:
             log(f"{name}: FAILED ({time.monotonic() - t0:.1f} s)\n{traceback.format_exc()[-3000:]}")
             return None
 
-    step("environment", _environment, out)
+    step("environment", write_environment, out)
     choices = step("choices", lambda: json.loads(a.choices.read_text())["kernels"])
     if not choices:
         log(f"no choices in {a.choices}: make them with `klaraptor bench saake`")
@@ -132,7 +132,8 @@ def main() -> int:
     return 0
 
 
-def _environment(out: Path) -> None:
+def write_environment(out: Path) -> None:
+    """env.json in `out`: GPU, driver, clocks, ncu and CuPy versions (also the referee check's)."""
     env: dict[str, Any] = {"python": sys.version, "platform": platform.platform()}
     for cmd in (
         ["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm", "--format=csv"],

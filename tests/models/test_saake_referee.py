@@ -189,6 +189,22 @@ def test_device_script_without_ncu_records_the_failure(tmp_path: Path) -> None:
     assert (out / "jobs" / "job00.pkl").is_file()
 
 
+def test_referee_check_without_ncu_records_the_failure(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    env = {"PATH": "/usr/bin:/bin", "CUDA_HOME": str(tmp_path / "no-cuda"), "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "device_referee_check.py"), str(out)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    check = json.loads((out / "check.json").read_text())
+    assert all(v["status"].startswith("not profiled") for v in check["kernels"].values())
+    assert "ncu not found" in (out / "log.txt").read_text()
+    from klaraptor.models.saake.referee import check_references
+
+    assert check_references(check)["kernels_checked"] == 0
+
+
 def test_neighbours_are_one_doubling_or_halving_away() -> None:
     cands = [(32, 8, 1), (64, 8, 1), (16, 8, 1), (32, 16, 1), (32, 4, 1), (64, 4, 1)]
     assert sorted(_neighbours((32, 8, 1), cands)) == sorted(
