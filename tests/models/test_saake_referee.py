@@ -189,6 +189,21 @@ def test_device_script_without_ncu_records_the_failure(tmp_path: Path) -> None:
     assert (out / "jobs" / "job00.pkl").is_file()
 
 
+def test_bench_saake_writes_the_referee_check(tmp_path: Path) -> None:
+    from klaraptor.bench.saake_eval import write_referee_check
+
+    check = ROOT / "benchmarks" / "results" / "h200" / "referee_check" / "check.json"
+    got = write_referee_check(tmp_path, check)
+    written = json.loads((tmp_path / "referee_check.json").read_text())
+    assert written["named_right"] == got["named_right"] == 11 / 12
+    assert (
+        written["check_provenance"]["commit"]
+        and "--referee-check" in written["provenance"]["command"]
+    )
+    with pytest.raises(KlaraptorError, match="device_referee_check"):
+        write_referee_check(tmp_path, tmp_path / "missing.json")
+
+
 def test_referee_check_without_ncu_records_the_failure(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {"PATH": "/usr/bin:/bin", "CUDA_HOME": str(tmp_path / "no-cuda"), "HOME": str(tmp_path)}

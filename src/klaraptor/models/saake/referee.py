@@ -29,17 +29,19 @@ whose bottleneck is known by construction (scripts/device_referee_check.py: the 
 microbenchmarks and two plain streams, `REFERENCE_UNIT`). Three DRAM-bound streams drive
 `lts__throughput` to 1.0-1.14x their DRAM percentage, through the L2's DRAM fills and the fabric
 between Hopper's two L2 partitions, so with it the top unit named the L2 for all three. Their
-request parts stay at 34-44 % against DRAM's 72-94 %, while the two L2-bound references reach
+request parts stay at 34-43 % against DRAM's 73-92 %, while the two L2-bound references reach
 81 % (sectors) and 99 % (tags). `lts__throughput` is still collected, and the agreement under it
 is reported beside the referee's (`match_lts_throughput`).
 
 The referee profiles without flushing the caches (`--cache-control none`, after a warm-up
 launch): SAAKE names the bottleneck of the timed launches, which repeat on the same arguments
 and find the L2 as the launch before left it. The collection's counters are taken from a
-flushed L2, which the emulator corrects for (`emulator` module docstring). Nsight Compute has no unit for the block dispatcher (`launch`): a
-launch bound by it leaves every unit idle, so `launch` agrees when no unit reaches
-`LATENCY_BOUND_BELOW` (60 %) of its peak. Nsight Compute's guidance that no unit reaching 60 % of its peak
-means a latency problem gives a second, weaker check of SAAKE's latency/throughput call
+flushed L2, which the emulator corrects for (`emulator` module docstring).
+
+Nsight Compute has no unit for the block dispatcher (`launch`): a launch bound by it leaves
+every unit idle, so `launch` agrees when no unit reaches `LATENCY_BOUND_BELOW` (60 %) of its
+peak. Nsight Compute's guidance that no unit reaching 60 % of its peak means a latency problem
+gives a second, weaker check of SAAKE's latency/throughput call
 (`mode_agrees`).
 
 A supplementary check, NOT the referee (it was added after the first referee runs, to read
@@ -365,7 +367,9 @@ def judge(bottleneck: str, mode: str, raw: Mapping[str, Any]) -> dict[str, Any]:
     if top is None:
         return {"status": "no ncu unit metrics", "match": None}
     unit, pct = top
-    old = top_unit(raw, l2_throughput=True) if _value(raw, L2_THROUGHPUT_METRIC) else None
+    old = (
+        top_unit(raw, l2_throughput=True) if _value(raw, L2_THROUGHPUT_METRIC) is not None else None
+    )
     ncu_mode = "latency" if pct < LATENCY_BOUND_BELOW else "throughput"
     l2_parts = {
         m.split(".")[0]: round(float(raw[m]), 2)
