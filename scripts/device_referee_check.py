@@ -12,7 +12,7 @@ ordinary cached loads) that are DRAM-bound by construction at 1 GiB per array. E
 once to warm up, then once inside the NVTX range kp:<id> under ONE ncu with the referee's metrics
 (klaraptor.models.saake.referee.METRICS) and the referee's command line
 (klaraptor.gpu.ncu.build_command, `--cache-control none`, as scripts/device_saake_sol.py). Writes to OUTDIR:
-    check.json  per kernel: the resource it saturates, ncu's metrics, or why there are none
+    check.json  per kernel: the ncu unit it saturates, ncu's metrics, or why there are none
     ncu.csv, ncu.out, log.txt, env.json
 Expected wall time: 30-60 s. Then, on a CPU:
     klaraptor bench saake --referee-check OUTDIR/check.json
@@ -56,21 +56,9 @@ extern "C" __global__ void kc_triad(const float* __restrict__ a, const float* __
 }
 """
 
-# (case, the SAAKE resource it saturates by construction)
-CASES: tuple[tuple[str, str], ...] = (
-    ("thr_fp32", "fp32"),
-    ("thr_imad", "imad"),
-    ("thr_alu", "alu"),
-    ("thr_fp64", "fp64"),
-    ("thr_ex2", "sfu"),
-    ("issue_mix", "issue"),
-    ("thr_smem", "smem"),
-    ("stream_l2", "l2"),
-    ("scatter_l2", "l2"),
-    ("stream_dram", "dram"),
-    ("copy4_dram", "dram"),
-    ("triad_dram", "dram"),
-)
+# The cases, in launch order, and the Nsight Compute unit each saturates by construction: the
+# referee's own table, so that the check and its judgement cannot drift apart.
+from klaraptor.models.saake.referee import REFERENCE_UNIT as CASES  # noqa: E402
 
 
 def _launchers(d: Any) -> dict[str, Any]:
@@ -140,7 +128,7 @@ def run_target(events_path: str) -> int:
 
     d = Device(ResourceConfig())
     launch = _launchers(d)
-    for k, (case, _) in enumerate(CASES):
+    for k, case in enumerate(CASES):
         try:
             launch[case]()
             d.be.synchronize(case)
@@ -179,7 +167,9 @@ def main() -> int:
 
     write_environment(out)
     result: dict[str, Any] = {
-        "kernels": {c: {"resource": r, "status": "not profiled (see log.txt)"} for c, r in CASES}
+        "kernels": {
+            c: {"unit": u, "status": "not profiled (see log.txt)"} for c, u in CASES.items()
+        }
     }
     try:
         ncu = find_ncu()
@@ -199,8 +189,8 @@ def main() -> int:
         seen = [json.loads(x) for x in events.read_text().splitlines()] if events.exists() else []
         rows = parse_raw_csv(csv.read_text(errors="replace")) if csv.is_file() else []
         by_id = {point_id(r): r for r in rows}
-        for k, (case, resource) in enumerate(CASES):
-            entry: dict[str, Any] = {"resource": resource}
+        for k, (case, unit) in enumerate(CASES.items()):
+            entry: dict[str, Any] = {"unit": unit}
             failed = [e for e in seen if e.get("id") == k and e.get("event") == "failed"]
             if failed:
                 entry["status"] = f"failed: {failed[0]['reason']}"
