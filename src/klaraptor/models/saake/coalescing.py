@@ -17,19 +17,19 @@ else unknown; a predicated write merges with the old value; control-flow joins m
 equality (same thread coefficients, value kept only if equal). The address of a global load or
 store (`[R.64+off]`) then has thread coefficients, and for a block shape the warp's 32 threads
 (x fastest) give the exact set of sectors and lines, assuming the array base is 128-B aligned.
-A SYM coefficient is taken as a stride beyond one line (N x 4 bytes with N >= 32, as for every
-row length of the suite at its sizes), so each distinct value of that thread index lands in its
-own lines.
+A SYM coefficient is taken as a stride of whole lines (N x 4 bytes with N a multiple of 32, as
+for every row length of the suite at its sizes), so each distinct value of that thread index
+lands in its own lines, at the same offset in them (the L1's worst case, `l1_wavefronts`).
 
-`warp_access` returns per access instruction (sectors, lines) for a block, or None where the
-address is unknown; the model checks the predicted sectors per request against the counters at
+`warp_access` returns per access instruction (sectors, lines, wavefronts) for a block, or None
+where the address is unknown; the model checks the predicted sectors per request against the counters at
 every training point and only uses the static lines where they agree (`agrees_with`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from klaraptor.isa.analysis import KernelISA
@@ -273,10 +273,13 @@ def _size(ins: Instruction) -> int:
 
 @dataclass(frozen=True)
 class Access:
-    """Sectors and lines one warp request of an access instruction touches."""
+    """Sectors and lines one warp request of an access instruction touches, and the cycles
+    (wavefronts) the L1's data stage needs for it: the largest number of its sectors that sit
+    in the same 32-B slot of their lines (`l1_wavefronts`)."""
 
     sectors: int
     lines: int
+    wavefronts: int
 
 
 def warp_access(isa: KernelISA, block: Sequence[int]) -> dict[int, Access | None]:
@@ -299,6 +302,20 @@ def warp_access(isa: KernelISA, block: Sequence[int]) -> dict[int, Access | None
     return out
 
 
+def l1_wavefronts(sectors: Iterable[int]) -> int:
+    """Cycles of the L1 data stage for a request touching these sectors (global indices of 32-B
+    sectors): it reads one sector from each of the four 32-B slots of a line per cycle, so the
+    largest count in one slot. Measured on the H200 (scripts/explore_l1_stride.py,
+    benchmarks/results/h200/resources/l1_slots.json): a warp reading one float per lane at a
+    stride of 33, 34 or 1025 floats (32 lines, 8 sectors per slot) takes 8.8-9.2 cycles a
+    request; 64, 1024 or 1056 floats (32 lines, all in slot 0) 32.4 cycles; 48 floats (two
+    slots) 16.3."""
+    per_slot = [0, 0, 0, 0]
+    for s in set(sectors):
+        per_slot[s % 4] += 1
+    return max(per_slot)
+
+
 def _touch(coef: tuple, off: int, size: int, lanes: Sequence[tuple[int, int, int]]) -> Access:
     sectors: set[int] = set()
     lines: set[int] = set()
@@ -308,7 +325,7 @@ def _touch(coef: tuple, off: int, size: int, lanes: Sequence[tuple[int, int, int
         for byte in (o, o + size - 1):
             sectors.add(byte // 32)
             lines.add(byte // 128)
-    return Access(len(sectors), len(lines))
+    return Access(len(sectors), len(lines), l1_wavefronts(sectors))
 
 
 def agrees_with(predicted: float, measured: float, rtol: float = 0.25) -> bool:
@@ -316,4 +333,12 @@ def agrees_with(predicted: float, measured: float, rtol: float = 0.25) -> bool:
     return abs(predicted - measured) <= max(rtol * measured, 0.5)
 
 
-__all__ = ["AV", "SYM", "Access", "address_forms", "agrees_with", "warp_access"]
+__all__ = [
+    "AV",
+    "SYM",
+    "Access",
+    "address_forms",
+    "agrees_with",
+    "l1_wavefronts",
+    "warp_access",
+]

@@ -122,7 +122,7 @@ def emulate_sm(
     warps_per_block: int,
     bandwidth_share: float = 1.0,
     max_warps: int = MAX_WARPS,
-    access: dict[int, tuple[int, int]] | None = None,
+    access: dict[int, tuple[int, int, int]] | None = None,
 ) -> SMResult:
     """Emulate `active_warps` warps running `trace` on one SM (see the module docstring).
 
@@ -301,7 +301,7 @@ def emulate_grid(
     shape: GridShape,
     *,
     max_warps: int = MAX_WARPS,
-    access: dict[int, tuple[int, int]] | None = None,
+    access: dict[int, tuple[int, int, int]] | None = None,
 ) -> float:
     """Predicted cycles of the whole launch (full waves plus the tail wave)."""
     if shape.active_blocks <= 0 or shape.blocks <= 0:

@@ -212,7 +212,7 @@ class KernelEmulator:
     classes: list[tripcounts.CountClass] = field(default_factory=list)
     counts_fit: list[_Quantity] = field(default_factory=list)
     memory_fit: dict[str, _Quantity] = field(default_factory=dict)
-    access: list[dict[int, tuple[int, int]] | None] = field(default_factory=list)
+    access: list[dict[int, tuple[int, int, int]] | None] = field(default_factory=list)
     report: dict[str, Any] = field(default_factory=dict)
     _ops: list[ops.StaticOp] = field(default_factory=list)
     _traces: dict[tuple, Trace] = field(default_factory=dict)
@@ -326,8 +326,8 @@ class KernelEmulator:
 
     def _static_access(
         self, j: int, points: Sequence[tuple[Mapping[str, float], np.ndarray]]
-    ) -> dict[int, tuple[int, int]] | None:
-        """The static (sectors, lines) of configuration j's accesses, when every counter point
+    ) -> dict[int, tuple[int, int, int]] | None:
+        """The static (sectors, lines, L1 wavefronts) of configuration j's accesses, when every counter point
         of j agrees with them (else None: the counters' averages are used)."""
         if not points:
             return None
@@ -348,7 +348,7 @@ class KernelEmulator:
                 meas = metrics.get(f"{key}_sectors_per_req")
                 if den > 0 and meas and not coalescing.agrees_with(num / den, meas):
                     return None
-        return {i: (a.sectors, a.lines) for i, a in acc.items() if a is not None}
+        return {i: (a.sectors, a.lines, a.wavefronts) for i, a in acc.items() if a is not None}
 
     # -- evaluation --------------------------------------------------------------------------
 

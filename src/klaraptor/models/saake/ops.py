@@ -11,7 +11,7 @@ The resources (`RESOURCES`, `klaraptor.gpu.resources` measures a latency and a g
 | fp64     | DADD, DFMA, DMUL, DSETP                                         | 1                           |
 | sfu      | MUFU and the XU conversions (F2I, I2F, F2F, FRND)               | 1                           |
 | smem     | shared-memory accesses, and the L1/LSU data path of every       | 1 (shared); wavefronts(s)   |
-|          | global/local access (one 128-B line, a wavefront, per cycle)    | for s sectors per request   |
+|          | global/local access (a wavefront per cycle)                     | for s sectors per request   |
 | l2       | L1 misses of global/local accesses                              | (1 - h1) max(s/4, q L)      |
 |          |                                                                 | (loads), max(s/4, q L)      |
 | dram     | the part of the L2 traffic that goes to DRAM                    | f_dram x (the l2 bytes s/4) |
@@ -26,13 +26,16 @@ of global loads, h2 = L2 hit rate of reads, f_dram = DRAM bytes / L1-to-L2 bytes
 per request: from the counters (`MemoryParams`), or none of them (every access a coalesced
 DRAM access: h1 = h2 = 0, f_dram = 1, s = 4) for the model "without the cache term".
 
-wavefronts(s): the 128-B lines a request touches, which the L1 handles one per cycle. The
-counters give sectors per request (averaged over a kernel's loads), not lines: s <= 4 is one
-line (a coalesced warp of 4-byte words); beyond, every sector is taken to lie in its own line,
-the pattern of row-per-thread accesses (stride >= 128 B; e.g. polybench.atax.k1 at N = 1024,
-block 256: 16.5 sectors per load on average, 32 for A and 1 for x, 4430 cycles per 16-step
-iteration on the H200 against 8 warps x 32 loads x 16.5 = 4224 predicted). A stride of 8 or 16
-bytes (2 or 4 sectors per line) is over-charged by this rule.
+wavefronts(s): the cycles the L1's data stage needs for a request. It reads one sector from
+each of the four 32-B slots of a line per cycle, so a request costs the largest number of its
+sectors in one slot (`coalescing.l1_wavefronts`, measured: 8.8-9.2 cycles for 32 lines spread
+over the four slots, 32.4 for 32 lines in one slot). The static analysis gives that number
+exactly. The counters give only sectors per request (averaged over a kernel's loads): s <= 4 is
+one line (a coalesced warp of 4-byte words); beyond, every sector is taken to sit in the same
+slot of its own line, the pattern of row-per-thread accesses with rows a multiple of 128 B
+(e.g. polybench.atax.k1 at N = 1024, block 256: 16.5 sectors per load on average, 32 for A and
+1 for x, 4430 cycles per 16-step iteration on the H200 against 8 warps x 32 loads x 16.5 = 4224
+predicted). Other strides are over-charged by this rule, up to 4 times.
 
 Scattered requests (`ScatterCost`): a request that touches L lines (L = wavefronts(s), or the
 static analysis's lines) needs a tag lookup per line, so the L2 serves it at no less than q L
@@ -218,14 +221,15 @@ def op_costs(
     ops: Sequence[StaticOp],
     lat: np.ndarray,
     mem: MemoryParams,
-    access: Mapping[int, tuple[int, int]] | None = None,
+    access: Mapping[int, tuple[int, int, int]] | None = None,
     scatter: ScatterCost = NO_SCATTER,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(latency per op, demand matrix (ops x RESOURCES) in gaps) for latencies `lat` (per
     resource, cycles) and the memory behaviour `mem`. The issue demand is 1 for every op.
 
-    `access` gives (sectors, lines) per op index from the static coalescing analysis; those
-    ops use them instead of the counters' average sectors per request and `wavefronts`.
+    `access` gives (sectors, lines, L1 wavefronts) per op index from the static coalescing
+    analysis; those ops use them instead of the counters' average sectors per request and
+    `wavefronts`.
     `scatter`: the L2's cost per line touched (a request costs the L2 the larger of its
     bytes and its lines); DRAM is charged bytes alone."""
     n = len(ops)
@@ -253,19 +257,21 @@ def op_costs(
             latency[i] = lat[R["smem"]]
             demand[i, R["smem"]] = 1.0
         elif k == GLOAD:
-            sectors, wave = mem.ld_sectors, wavefronts(mem.ld_sectors)
+            sectors, lines = mem.ld_sectors, wavefronts(mem.ld_sectors)
+            wave = lines
             if access is not None and i in access:
-                sectors, wave = access[i]
-            latency[i] = gload_lat + miss * scatter.latency * (wave - 1.0)
+                sectors, lines, wave = access[i]
+            latency[i] = gload_lat + miss * scatter.latency * (lines - 1.0)
             demand[i, R["smem"]] = wave
-            demand[i, R["l2"]], demand[i, R["dram"]] = l2_dram(sectors, wave, miss)
+            demand[i, R["l2"]], demand[i, R["dram"]] = l2_dram(sectors, lines, miss)
         elif k in (GSTORE, GATOMIC):
             latency[i] = lat[R["l2"]] if k == GATOMIC else lat[R["issue"]]
-            sectors, wave = mem.st_sectors, wavefronts(mem.st_sectors)
+            sectors, lines = mem.st_sectors, wavefronts(mem.st_sectors)
+            wave = lines
             if access is not None and i in access:
-                sectors, wave = access[i]
+                sectors, lines, wave = access[i]
             demand[i, R["smem"]] = wave
-            demand[i, R["l2"]], demand[i, R["dram"]] = l2_dram(sectors, wave, 1.0)
+            demand[i, R["l2"]], demand[i, R["dram"]] = l2_dram(sectors, lines, 1.0)
         elif k in (CONST, SREG):
             latency[i] = lat[R["smem"]]
         else:
