@@ -136,10 +136,14 @@ def test_a_scattered_request_costs_the_l2_per_line_and_dram_per_byte() -> None:
     lat[ops.R["l2"]] = 290.0
     load, store = ops.StaticOp(ops.GLOAD, -1), ops.StaticOp(ops.GSTORE, -1)
     mem = ops.MemoryParams(l1_hit=0.5, l2_hit=1.0, dram_frac=0.25)
-    access = {0: (32, 32), 1: (4, 1)}  # a column walk, then a coalesced row
-    for i, (sectors, lines) in access.items():
-        no_lat, no_dem = ops.op_costs([load, store], lat, mem, {0: (sectors, lines)})
-        s_lat, s_dem = ops.op_costs([load, store], lat, mem, {0: (sectors, lines)}, sc)
+    # A column walk (all lines at one offset, then spread over the four sector slots), then a
+    # coalesced row: (sectors, lines, L1 wavefronts).
+    access = {0: (32, 32, 32), 1: (32, 32, 8), 2: (4, 1, 1)}
+    for i, (sectors, lines, waves) in access.items():
+        no_lat, no_dem = ops.op_costs([load, store], lat, mem, {0: (sectors, lines, waves)})
+        s_lat, s_dem = ops.op_costs([load, store], lat, mem, {0: (sectors, lines, waves)}, sc)
+        # L1: a cycle per wavefront; the L2 pays per line whatever the slots.
+        assert s_dem[0, ops.R["smem"]] == no_dem[0, ops.R["smem"]] == waves, i
         # L2: the larger of bytes (sectors / 4) and lines x 0.5, for the half that misses L1.
         assert s_dem[0, ops.R["l2"]] == pytest.approx(0.5 * max(sectors / 4, 0.5 * lines)), i
         assert no_dem[0, ops.R["l2"]] == pytest.approx(0.5 * sectors / 4), i
