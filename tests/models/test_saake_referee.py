@@ -130,7 +130,9 @@ def test_the_supplementary_stall_check_judges_latency_bound_calls() -> None:
     assert judge("launch", "latency", raw)["stall_agrees"] is None  # not judged by stalls
     assert "stall_agrees" not in judge("l2", "latency", {UNIT_METRIC["l2"]: 3.0})
     busy = judge("l2", "throughput", {UNIT_METRIC["l2"]: 81.0})
-    sup = agreement([got, busy, judge("launch", "latency", raw)])["supplementary"]
+    whole = agreement([got, busy, judge("launch", "latency", raw)])
+    assert whole["matched_by_launch_rule"] == 1  # every unit below 60 %: `launch` agrees
+    sup = whole["supplementary"]
     assert sup["throughput_bound_kernels"] == 1 and sup["throughput_bound_agreement"] == 1.0
     assert sup["latency_bound_kernels"] == 2 and sup["latency_bound_stall_judged"] == 1
     assert sup["latency_bound_stall_agreement"] == 1.0

@@ -416,6 +416,10 @@ def agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "kernels_judged": n,
         "agreement": sum(bool(r["match"]) for r in judged) / n if n else None,
         "mode_agreement": sum(bool(r.get("mode_agrees")) for r in judged) / n if n else None,
+        # `launch` matches on "no unit reaches 60 %" alone, weaker evidence than a named unit.
+        "matched_by_launch_rule": sum(
+            bool(r["match"]) and r.get("saake_unit") == "none" for r in judged
+        ),
         # The same kernels judged with lts__throughput as the L2's metric (module docstring).
         "agreement_lts_throughput": (
             sum(bool(r["match_lts_throughput"]) for r in both) / len(both) if both else None
