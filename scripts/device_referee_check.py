@@ -46,6 +46,25 @@ extern "C" __global__ void kc_copy4(const float4* __restrict__ a, float4* __rest
         b[i] = a[i];
     }
 }
+// One warp of 32 independent pointer chases (latency-bound by construction): each lane
+// follows next[] from its own start, one 8-byte load per 128-B line, cached in the L1
+// (kc_chase_ca) or past it (kc_chase_cg).
+extern "C" __global__ void kc_chase_ca(const unsigned long long* next,
+                                       const unsigned long long* __restrict__ starts, int steps,
+                                       unsigned long long* __restrict__ sink)
+{
+    unsigned long long i = starts[threadIdx.x];
+    for (int s = 0; s < steps; ++s) i = next[i];
+    sink[threadIdx.x] = i;
+}
+extern "C" __global__ void kc_chase_cg(const unsigned long long* next,
+                                       const unsigned long long* __restrict__ starts, int steps,
+                                       unsigned long long* __restrict__ sink)
+{
+    unsigned long long i = starts[threadIdx.x];
+    for (int s = 0; s < steps; ++s) i = __ldcg(next + i);
+    sink[threadIdx.x] = i;
+}
 extern "C" __global__ void kc_triad(const float* __restrict__ a, const float* __restrict__ b,
                                     float* __restrict__ c, float s, unsigned long long n)
 {
@@ -58,7 +77,9 @@ extern "C" __global__ void kc_triad(const float* __restrict__ a, const float* __
 
 # The cases, in launch order, and the Nsight Compute unit each saturates by construction: the
 # referee's own table, so that the check and its judgement cannot drift apart.
-from klaraptor.models.saake.referee import REFERENCE_UNIT as CASES  # noqa: E402
+from klaraptor.models.saake.referee import REFERENCE_LATENCY, REFERENCE_UNIT  # noqa: E402
+
+CASES = {**REFERENCE_UNIT, **REFERENCE_LATENCY}
 
 
 def _launchers(d: Any) -> dict[str, Any]:
@@ -114,6 +135,38 @@ def _launchers(d: Any) -> dict[str, Any]:
     out["triad_dram"] = lambda: d.be.launch(
         triad, ((n + 255) // 256, 1, 1), (256, 1, 1), (a, b, c, np.float32(3.0), np.uint64(n))
     )
+    out.update(_chases(d, n_sm))
+    return out
+
+
+# (lines in the cycle, steps per lane, kernel): 32 KiB stays in the L1; 8 MiB passes it and
+# stays in the L2; 2 GiB with 2^16 steps a lane touches 256 MiB a launch, past the 60 MB L2
+# even when Nsight Compute replays the launch without flushing it.
+CHASES = {
+    "chase_l1": (256, 4096, "kc_chase_ca"),
+    "chase_l2": (65536, 4096, "kc_chase_cg"),
+    "chase_dram": (1 << 24, 1 << 16, "kc_chase_ca"),
+}
+
+
+def _chases(d: Any, n_sm: int) -> dict[str, Any]:
+    """{case: launch} for the latency references: a random cycle through `lines` 128-B lines
+    (next[] holds the index of the next line's first word), the 32 lanes starting evenly
+    spaced along it."""
+    import numpy as np
+
+    cp, out = d.cp, {}
+    rng = np.random.default_rng(7)
+    sink = cp.zeros(32, dtype=cp.uint64)
+    for case, (lines, steps, kernel) in CHASES.items():
+        order = rng.permutation(lines).astype(np.uint64) * 16  # 16 words of 8 B a line
+        nxt = cp.zeros(lines * 16, dtype=cp.uint64)
+        nxt[cp.asarray(order)] = cp.asarray(np.roll(order, -1))
+        starts = cp.asarray(order[:: lines // 32][:32])
+        fn = d.be.compile(STREAM_SRC, kernel, ())
+        out[case] = lambda fn=fn, nxt=nxt, starts=starts, steps=steps: d.be.launch(
+            fn, (1, 1, 1), (32, 1, 1), (nxt, starts, np.int32(steps), sink)
+        )
     return out
 
 

@@ -242,3 +242,34 @@ def test_explain_prints_the_bottleneck(tmp_path: Path, capsys, monkeypatch) -> N
         r"^bottleneck: none stands out", text, re.M
     )
     assert "sensitivities ΔT/T per ±10%" in text
+
+
+def test_the_second_referee_names_the_level_a_latency_bound_kernels_loads_wait_on() -> None:
+    from klaraptor.models.saake.referee import HIT_RATE_METRICS, STALL_METRIC, latency_level
+
+    lat = {"smem": 23.0, "l2": 290.0, "dram": 705.0}
+    l1, l2 = HIT_RATE_METRICS["l1"][0], HIT_RATE_METRICS["l2"][0]
+    # Half the sectors hit the L1, but each L2 hit waits 12x longer: the L2 is named.
+    got = latency_level({l1: 50.0, l2: 95.0}, lat)
+    assert got["ncu_latency_level"] == "l2"
+    assert got["ncu_load_shares"] == {"smem": 0.5, "l2": 0.475, "dram": 0.025}
+    assert latency_level({l1: 99.0, l2: 50.0}, lat)["ncu_latency_level"] == "smem"
+    assert latency_level({l1: 0.0, l2: 20.0}, lat)["ncu_latency_level"] == "dram"
+    # The fallback metrics serve where the first are missing; no hit rates, no verdict.
+    assert latency_level({HIT_RATE_METRICS["l1"][1]: 0.0, l2: 100.0}, lat)
+    assert latency_level({l2: 100.0}, lat) == {}
+    # judge: only a latency-bound kernel whose warps wait longest on memory results is leveled.
+    raw = {UNIT_METRIC["l1tex"]: 31.0, l1: 5.0, l2: 98.0}
+    raw |= {STALL_METRIC.format("long_scoreboard"): 9.0, STALL_METRIC.format("wait"): 1.0}
+    got = judge("l2", "latency", raw, lat)
+    assert got["match"] is False and got["level_agrees"] is True
+    assert judge("dram", "latency", raw, lat)["level_agrees"] is False
+    assert judge("launch", "latency", raw, lat)["level_agrees"] is None
+    assert "level_agrees" not in judge("l2", "latency", raw)  # no latencies given
+    busy = raw | {UNIT_METRIC["l1tex"]: 81.0}
+    assert "level_agrees" not in judge("smem", "throughput", busy, lat)
+    waits = raw | {STALL_METRIC.format("wait"): 20.0}
+    assert "level_agrees" not in judge("l2", "latency", waits, lat)
+    sup = agreement([got, judge("smem", "throughput", busy, lat)])["supplementary"]
+    assert sup["latency_bound_level_judged"] == 1 and sup["latency_bound_level_agreement"] == 1.0
+    assert sup["agreement_with_level_referee"] == 1.0

@@ -324,8 +324,10 @@ def _search_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def bottlenecks(choices: Sequence[Mapping[str, Any]], sol: Mapping[str, Any]) -> dict[str, Any]:
     """bottlenecks.json from saake_choices.json's kernels and the device script's sol.json."""
-    from klaraptor.models.saake.referee import agreement, judge
+    from klaraptor.device_profile import recorded_profile
+    from klaraptor.models.saake.referee import agreement, judge, profile_latencies
 
+    latencies = profile_latencies(recorded_profile("h200"))
     rows = []
     for c in choices:
         s = c["sensitivity"]
@@ -342,7 +344,7 @@ def bottlenecks(choices: Sequence[Mapping[str, Any]], sol: Mapping[str, Any]) ->
             if list(entry.get("block", [])) != list(c["block"]):
                 row.update({"status": "ncu profiled another block", "match": None})
             else:
-                row.update(judge(s["bottleneck"], s["mode"], entry.get("metrics", {})))
+                row.update(judge(s["bottleneck"], s["mode"], entry.get("metrics", {}), latencies))
         else:
             row.update({"status": entry.get("status", "not in sol.json"), "match": None})
         rows.append(row)
@@ -380,7 +382,11 @@ def write_referee_check(out: Path, check_path: Path) -> dict[str, Any]:
         raise KlaraptorError(
             f"{check_path} does not exist (scripts/device_referee_check.py OUT writes it)"
         )
-    cj = check_references(json.loads(check_path.read_text()))
+    from klaraptor.device_profile import recorded_profile
+    from klaraptor.models.saake.referee import profile_latencies
+
+    latencies = profile_latencies(recorded_profile("h200"))
+    cj = check_references(json.loads(check_path.read_text()), latencies)
     cj["check_provenance"] = cj.pop("provenance")
     cj["provenance"] = stamp(f"klaraptor bench saake --out {out} --referee-check {check_path}")
     (out / "referee_check.json").write_text(json.dumps(cj, indent=1) + "\n")

@@ -167,6 +167,22 @@ L2_PARTS: tuple[str, ...] = tuple(
         "lts__cycles_active",
     )
 )
+# Where the loads of a latency-bound kernel are served (`latency_level`): the L1 hit rate of
+# global loads and the L2 hit rate of reads, each with a broader fallback.
+HIT_RATE_METRICS: dict[str, tuple[str, ...]] = {
+    "l1": (
+        "l1tex__t_sector_pipe_lsu_mem_global_op_ld_hit_rate.pct",
+        "l1tex__t_sector_hit_rate.pct",
+    ),
+    "l2": ("lts__t_sector_op_read_hit_rate.pct", "lts__t_sector_hit_rate.pct"),
+}
+# The unit a latency-bound reference kernel of scripts/device_referee_check.py waits on: one
+# warp of 32 independent pointer chases, within the L1, the L2 (past the L1) and DRAM.
+REFERENCE_LATENCY: dict[str, str] = {
+    "chase_l1": "smem",
+    "chase_l2": "l2",
+    "chase_dram": "dram",
+}
 # Context kept with the referee's numbers (not part of the comparison).
 CONTEXT_METRICS: tuple[str, ...] = (
     "gpu__time_duration.sum",
@@ -176,6 +192,7 @@ CONTEXT_METRICS: tuple[str, ...] = (
     "sm__warps_active.avg.pct_of_peak_sustained_active",
     *L2_PARTS,
     *(STALL_METRIC.format(r) for r in STALL_CLASS),
+    *(m for ms in HIT_RATE_METRICS.values() for m in ms),
 )
 METRICS: tuple[str, ...] = tuple(
     dict.fromkeys((*(m for ms in UNIT_METRICS.values() for m in ms), *CONTEXT_METRICS))
@@ -301,12 +318,49 @@ def l2_rule(raw: Mapping[str, Any]) -> str:
     return "requests" if has_parts else "lts__throughput"
 
 
-def check_references(check: Mapping[str, Any]) -> dict[str, Any]:
+def profile_latencies(profile: Any) -> dict[str, float] | None:
+    """{smem, l2, dram: latency in cycles} of a device profile (None if one is missing)."""
+    lat = {
+        "smem": profile.lat_smem_cycles,
+        "l2": profile.lat_l2_cycles,
+        "dram": profile.lat_dram_cycles,
+    }
+    return None if any(v is None for v in lat.values()) else {k: float(v) for k, v in lat.items()}
+
+
+def check_references(
+    check: Mapping[str, Any], latencies: Mapping[str, float] | None = None
+) -> dict[str, Any]:
     """The referee on the reference kernels of scripts/device_referee_check.py (check.json):
     per kernel the unit it saturates, the unit the referee names, and the same under the
-    `lts__throughput` rule; the fraction named right under each."""
-    rows = []
+    `lts__throughput` rule; the fraction named right under each. The latency-bound references
+    (`REFERENCE_LATENCY`) are judged by the second referee (`latency_level`, needs
+    `latencies`) and counted apart."""
+    rows, latency_rows = [], []
     for case, entry in check.get("kernels", {}).items():
+        if case in REFERENCE_LATENCY:
+            want = REFERENCE_LATENCY[case]
+            if entry.get("status") != "ok" or latencies is None:
+                latency_rows.append(
+                    {"kernel": case, "level": want, "status": entry.get("status", "no latencies")}
+                )
+                continue
+            raw = entry.get("metrics", {})
+            top = top_unit(raw)
+            got = judge(want, "latency", raw, latencies)
+            latency_rows.append(
+                {
+                    "kernel": case,
+                    "level": want,
+                    "status": "ok",
+                    "ncu_top_pct": top and round(top[1], 2),
+                    "ncu_top_stall": got.get("ncu_top_stall"),
+                    "ncu_load_shares": got.get("ncu_load_shares"),
+                    "named": got.get("ncu_latency_level"),
+                    "right": got.get("level_agrees") is True,
+                }
+            )
+            continue
         want = REFERENCE_UNIT.get(case)
         if want is None or entry.get("status") != "ok":
             rows.append({"kernel": case, "unit": want, "status": entry.get("status", "unknown")})
@@ -328,7 +382,11 @@ def check_references(check: Mapping[str, Any]) -> dict[str, Any]:
         )
     ok = [r for r in rows if r["status"] == "ok"]
     n = len(ok)
+    lat_ok = [r for r in latency_rows if r["status"] == "ok"]
     return {
+        "latency_kernels_checked": len(lat_ok),
+        "latency_named_right": (sum(r["right"] for r in lat_ok) / len(lat_ok) if lat_ok else None),
+        "latency_kernels": latency_rows,
         "kernels_checked": n,
         "named_right": sum(r["right"] for r in ok) / n if n else None,
         "named_right_lts_throughput": (
@@ -360,9 +418,41 @@ def stall_check(bottleneck: str, raw: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def judge(bottleneck: str, mode: str, raw: Mapping[str, Any]) -> dict[str, Any]:
+def _first(raw: Mapping[str, Any], metrics: Sequence[str]) -> float | None:
+    for m in metrics:
+        v = _value(raw, m)
+        if v is not None:
+            return v
+    return None
+
+
+def latency_level(raw: Mapping[str, Any], latencies: Mapping[str, float]) -> dict[str, Any]:
+    """The memory level whose latency the loads wait on (the second referee, module
+    docstring): shares of the load sectors served by the L1 (h1), the L2 ((1 - h1) h2) and DRAM
+    ((1 - h1)(1 - h2)), each weighted by that level's measured latency (`latencies`: smem, l2,
+    dram in cycles); the largest names the level as SAAKE's resource. {} without hit rates."""
+    h1, h2 = (_first(raw, HIT_RATE_METRICS[k]) for k in ("l1", "l2"))
+    if h1 is None or h2 is None:
+        return {}
+    h1, h2 = min(max(h1 / 100.0, 0.0), 1.0), min(max(h2 / 100.0, 0.0), 1.0)
+    shares = {"smem": h1, "l2": (1.0 - h1) * h2, "dram": (1.0 - h1) * (1.0 - h2)}
+    wait = {k: v * float(latencies[k]) for k, v in shares.items()}
+    return {
+        "ncu_load_shares": {k: round(v, 3) for k, v in shares.items()},
+        "ncu_latency_level": max(wait, key=wait.__getitem__),
+    }
+
+
+def judge(
+    bottleneck: str,
+    mode: str,
+    raw: Mapping[str, Any],
+    latencies: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
     """The comparison of one kernel: SAAKE's call against Nsight Compute's top unit (and the
-    supplementary stall check where the stall metrics were collected)."""
+    supplementary stall check where the stall metrics were collected). With `latencies`
+    (smem, l2, dram in cycles) a latency-bound kernel whose warps wait longest on memory
+    results also gets the second referee's level (`latency_level`, `level_agrees`)."""
     top = top_unit(raw)
     if top is None:
         return {"status": "no ncu unit metrics", "match": None}
@@ -371,6 +461,19 @@ def judge(bottleneck: str, mode: str, raw: Mapping[str, Any]) -> dict[str, Any]:
         top_unit(raw, l2_throughput=True) if _value(raw, L2_THROUGHPUT_METRIC) is not None else None
     )
     ncu_mode = "latency" if pct < LATENCY_BOUND_BELOW else "throughput"
+    stalls = stall_check(bottleneck, raw)
+    level: dict[str, Any] = {}
+    if (
+        latencies is not None
+        and ncu_mode == "latency"
+        and STALL_CLASS.get(stalls.get("ncu_top_stall", "")) == "memory"
+    ):
+        level = latency_level(raw, latencies)
+        if level:
+            mine = UNIT_OF.get(bottleneck)
+            level["level_agrees"] = (
+                None if mine == "none" else bottleneck == level["ncu_latency_level"]
+            )
     l2_parts = {
         m.split(".")[0]: round(float(raw[m]), 2)
         for m in L2_PARTS
@@ -378,7 +481,8 @@ def judge(bottleneck: str, mode: str, raw: Mapping[str, Any]) -> dict[str, Any]:
     }
     return {
         **({"ncu_l2_parts_pct": l2_parts} if l2_parts else {}),
-        **stall_check(bottleneck, raw),
+        **stalls,
+        **level,
         "status": "ok",
         "saake_unit": UNIT_OF.get(bottleneck),
         "ncu_top_unit": unit,
@@ -411,6 +515,7 @@ def agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     busy = [r for r in judged if r.get("ncu_mode") == "throughput"]
     idle = [r for r in judged if r.get("ncu_mode") == "latency"]
     stalled = [r for r in idle if r.get("stall_agrees") is not None]
+    leveled = [r for r in idle if r.get("level_agrees") is not None]
     both = [r for r in judged if "match_lts_throughput" in r]
     return {
         "kernels_judged": n,
@@ -436,16 +541,33 @@ def agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "latency_bound_stall_agreement": (
                 sum(bool(r["stall_agrees"]) for r in stalled) / len(stalled) if stalled else None
             ),
+            # The second referee (module docstring): the memory level a latency-bound kernel's
+            # loads wait on, where its warps wait longest on memory results.
+            "latency_bound_level_judged": len(leveled),
+            "latency_bound_level_agreement": (
+                sum(bool(r["level_agrees"]) for r in leveled) / len(leveled) if leveled else None
+            ),
+            "agreement_with_level_referee": (
+                sum(
+                    bool(r["level_agrees"] if r.get("level_agrees") is not None else r["match"])
+                    for r in judged
+                )
+                / n
+                if n
+                else None
+            ),
         },
     }
 
 
 __all__ = [
     "CONTEXT_METRICS",
+    "HIT_RATE_METRICS",
     "L2_PARTS",
     "L2_THROUGHPUT_METRIC",
     "LATENCY_BOUND_BELOW",
     "METRICS",
+    "REFERENCE_LATENCY",
     "REFERENCE_UNIT",
     "RESOURCE_CLASS",
     "STALL_CLASS",
@@ -458,6 +580,8 @@ __all__ = [
     "counter_units",
     "judge",
     "judge_units",
+    "latency_level",
+    "profile_latencies",
     "l2_rule",
     "stall_check",
     "top_unit",
