@@ -53,6 +53,18 @@ SAAKE resources (`STALL_CLASS`, fixed before the run that first collected them),
 `stall_agrees` says whether SAAKE's resource is in that class. `launch` has no stall reason (a
 dispatcher-bound SM has no warps to stall) and is not judged by it. The L2 sub-unit metrics
 (`L2_PARTS`) are kept to show which part of the L2 makes `lts__throughput` the top unit.
+
+A second referee, also supplementary (`latency_level`): a latency-bound kernel (no unit at
+60 %) whose warps wait longest on memory results (`long_scoreboard`) waits on the latency of the
+level that serves its loads. From the L1 hit rate of global loads h1 and the L2 read hit rate h2
+(`HIT_RATE_METRICS`), the shares of load sectors served by the L1, the L2 and DRAM are h1,
+(1 - h1) h2 and (1 - h1)(1 - h2); each is weighted by that level's measured latency (the device
+profile's lat_smem, lat_l2, lat_dram) and the largest names the level, as a SAAKE resource (smem,
+l2, dram). `level_agrees` says whether SAAKE named it. It was checked on three latency-bound
+references before the suite was judged with it (`REFERENCE_LATENCY`: one warp of 32 pointer
+chases within the L1, the L2 and DRAM). It does not replace the top unit: the issue defines the
+referee as the throughput breakdown, and this one was added after the top unit's disagreements
+were known; both are reported (`agreement_with_level_referee`).
 """
 
 from __future__ import annotations
