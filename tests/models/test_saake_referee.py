@@ -101,6 +101,7 @@ def test_the_referee_names_the_unit_each_reference_kernel_saturates() -> None:
         (ROOT / "benchmarks" / "results" / "h200" / "referee_check" / "check.json").read_text()
     )
     got = check_references(check)
+    assert got["latency_kernels_checked"] == 0  # no latencies given: not judged
     rows = {r["kernel"]: r for r in got["kernels"]}
     assert set(rows) == set(REFERENCE_UNIT) and got["kernels_checked"] == len(REFERENCE_UNIT)
     wrong = {k for k, r in rows.items() if not r["right"]}
@@ -111,6 +112,14 @@ def test_the_referee_names_the_unit_each_reference_kernel_saturates() -> None:
     for case in ("stream_dram", "copy4_dram", "triad_dram"):
         assert rows[case]["named_lts_throughput"] == "l2"
         assert rows[case]["lts_throughput_pct"] >= rows[case]["units_pct"]["dram"]
+    # The latency references: one warp of pointer chases, every unit far below 60 %; the
+    # second referee names the level each chase runs through.
+    lat = {"smem": 23.0, "l2": 290.0, "dram": 705.0}
+    got = check_references(check, lat)
+    assert got["latency_kernels_checked"] == 3 and got["latency_named_right"] == 1.0
+    for r in got["latency_kernels"]:
+        assert r["ncu_top_pct"] < 60 and r["ncu_top_stall"] == "long_scoreboard", r
+        assert r["ncu_load_shares"][r["level"]] > 0.95, r
 
 
 def test_the_supplementary_stall_check_judges_latency_bound_calls() -> None:

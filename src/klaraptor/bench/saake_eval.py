@@ -459,7 +459,9 @@ def write(args: Any) -> int:
         console.print(
             f"the referee names the saturated unit of {cj['named_right']} of "
             f"{cj['kernels_checked']} reference kernels (with lts__throughput as the L2's "
-            f"metric: {cj['named_right_lts_throughput']}); wrote {out}/referee_check.json"
+            f"metric: {cj['named_right_lts_throughput']}); the memory level of "
+            f"{cj['latency_named_right']} of {cj['latency_kernels_checked']} latency-bound "
+            f"references; wrote {out}/referee_check.json"
         )
         if not args.sol:
             return 0

@@ -353,9 +353,8 @@ def check_references(
         if case in REFERENCE_LATENCY:
             want = REFERENCE_LATENCY[case]
             if entry.get("status") != "ok" or latencies is None:
-                latency_rows.append(
-                    {"kernel": case, "level": want, "status": entry.get("status", "no latencies")}
-                )
+                status = entry.get("status", "unknown") if latencies else "no latencies given"
+                latency_rows.append({"kernel": case, "level": want, "status": status})
                 continue
             raw = entry.get("metrics", {})
             top = top_unit(raw)
