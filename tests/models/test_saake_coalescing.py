@@ -48,3 +48,47 @@ def test_strided_columns_spread_over_slots_row_walks_do_not() -> None:
     atax = coalescing.warp_access(recorded_isa("polybench.atax.k1"), (256, 1, 1))
     assert coalescing.Access(32, 32, 32) in atax.values()
     assert coalescing.Access(1, 1, 1) in atax.values()  # x[j]: the same word for every lane
+
+
+@pytest.mark.parametrize(
+    ("stride_words", "lanes", "want"),
+    [(1, 32, 1), (2, 32, 2), (17, 32, 1), (16, 32, 16), (32, 32, 32), (0, 32, 1), (16, 16, 8)],
+)
+def test_a_shared_request_costs_its_busiest_bank(stride_words: int, lanes: int, want: int) -> None:
+    # Lanes reading the same word share it (stride 0: a broadcast).
+    assert coalescing.bank_wavefronts(k * stride_words for k in range(lanes)) == want
+
+
+def test_shared_bank_conflicts_of_the_suite() -> None:
+    # LUD internal reads its L panel at ty x 16 + m: a warp of 8-wide rows holds 4 of them,
+    # 2 per bank; 4-wide rows 8 of them, 4 per bank. 32-wide rows: one row, a broadcast.
+    def worst(kernel: str, block: tuple[int, int, int]) -> int:
+        isa = recorded_isa(kernel)
+        acc = coalescing.warp_access(isa, block)
+        return max(
+            a.wavefronts
+            for i, a in acc.items()
+            if a is not None and isa.instructions[i].opcode in coalescing.SHARED_OPCODES
+        )
+
+    assert worst("rodinia.lud.internal", (32, 32, 1)) == 1
+    assert worst("rodinia.lud.internal", (8, 8, 1)) == 2
+    assert worst("rodinia.lud.internal", (4, 64, 1)) == 4
+    # NW walks a tile's anti-diagonal at (d - c) x 17 + c = 17 d - 16 c: 16 lanes of a tile
+    # fall in two banks (the analysis does not see that lanes past 16 skip the loop).
+    assert worst("rodinia.nw.diagonal", (16, 16, 1)) == 8
+    # Pathfinder's row buffers are read at consecutive words.
+    assert worst("rodinia.pathfinder.dynproc", (256, 1, 1)) == 1
+
+
+def test_the_emulator_charges_a_shared_access_its_bank_conflicts() -> None:
+    import numpy as np
+
+    from klaraptor.models.saake import ops
+
+    lat = np.full(len(ops.RESOURCES), 10.0)
+    shared = [ops.StaticOp(ops.SHARED, -1)]
+    mem = ops.MemoryParams()
+    _, conflicted = ops.op_costs(shared, lat, mem, {0: (16, 0, 8)})
+    _, unknown = ops.op_costs(shared, lat, mem, None)
+    assert conflicted[0, ops.R["smem"]] == 8 and unknown[0, ops.R["smem"]] == 1

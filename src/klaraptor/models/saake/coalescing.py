@@ -38,6 +38,8 @@ from klaraptor.isa.sass import Instruction
 SYM = "sym"  # an unknown uniform coefficient
 _SYM_STRIDE = 1 << 20  # bytes: what one unit of a SYM-coefficient thread index moves
 _ACCESS = frozenset({"LDG", "STG", "LD", "ST", "ATOMG", "REDG", "ATOM", "RED"})
+SHARED_OPCODES = frozenset({"LDS", "STS"})
+_BANKS = 32  # 4-byte shared-memory banks
 _REG = re.compile(r"^(-)?(U?R\d+|URZ|RZ)(?:\.reuse|\.64|\.X4)*$")
 _IMM = re.compile(r"^(-)?(0x[0-9a-fA-F]+|\d+)$")
 _CONST = re.compile(r"^c\[0x0\]\[(0x[0-9a-fA-F]+)\]$")
@@ -249,6 +251,8 @@ def address_forms(isa: KernelISA, block: Sequence[int]) -> dict[int, tuple[AV, i
                         result[i] = (base, int(disp, 16) if disp else 0)
                     else:
                         result[i] = (TOP, 0)
+                elif ins.opcode in SHARED_OPCODES and ins.mem:
+                    result[i] = _shared_address(ins.mem, state)
                 interp.step(ins, state)
             if out_state.get(b) != state:
                 out_state[b] = state
@@ -256,6 +260,23 @@ def address_forms(isa: KernelISA, block: Sequence[int]) -> dict[int, tuple[AV, i
         if not changed:
             break
     return result
+
+
+def _shared_address(mem: str, state: Mapping[str, AV]) -> tuple[AV, int]:
+    """A shared-memory operand ([R8], [R2+UR4+0x40], [UR4+0x44]): the sum of its registers
+    (uniform ones only shift every lane alike) and its immediate offset."""
+    terms = mem.strip().strip("[]").split("+")
+    value, off = UNIFORM, 0
+    for t in terms:
+        t = t.strip()
+        reg = t.split(".")[0]
+        if re.fullmatch(r"-?0x[0-9a-fA-F]+", t):
+            off += int(t, 16)
+        elif re.fullmatch(r"R\d+", reg):
+            value = add(value, state.get(reg, TOP))
+        elif not re.fullmatch(r"U?RZ|UR\d+", reg):
+            return TOP, 0
+    return value, off
 
 
 def _size(ins: Instruction) -> int:
@@ -273,9 +294,11 @@ def _size(ins: Instruction) -> int:
 
 @dataclass(frozen=True)
 class Access:
-    """Sectors and lines one warp request of an access instruction touches, and the cycles
-    (wavefronts) the L1's data stage needs for it: the largest number of its sectors that sit
-    in the same 32-B slot of their lines (`l1_wavefronts`)."""
+    """Sectors and lines one warp request of a global access instruction touches, and the
+    cycles (wavefronts) the L1's data stage needs for it: the largest number of its sectors that
+    sit in the same 32-B slot of their lines (`l1_wavefronts`). For a shared-memory access:
+    the distinct 4-byte words (as `sectors`), no lines, and the largest number of distinct
+    words in one of the 32 banks (`bank_wavefronts`)."""
 
     sectors: int
     lines: int
@@ -295,11 +318,32 @@ def warp_access(isa: KernelISA, block: Sequence[int]) -> dict[int, Access | None
             out[i] = None
             continue
         size = _size(isa.instructions[i])
+        if isa.instructions[i].opcode in SHARED_OPCODES:
+            # An unknown stride could put the lanes in any banks: no claim.
+            out[i] = None if SYM in av.coef else _banks(av.coef, off, size, lanes)
+            continue
         key = (av.coef, off % 128, size)
         if key not in seen:
             seen[key] = _touch(av.coef, off % 128, size, lanes)
         out[i] = seen[key]
     return out
+
+
+def bank_wavefronts(words: Iterable[int]) -> int:
+    """Cycles of a shared-memory request touching these 4-byte words: one word per bank per
+    cycle (lanes reading the same word share it), so the most distinct words in one bank."""
+    per_bank = [0] * _BANKS
+    for w in set(words):
+        per_bank[w % _BANKS] += 1
+    return max(per_bank)
+
+
+def _banks(coef: tuple, off: int, size: int, lanes: Sequence[tuple[int, int, int]]) -> Access:
+    words: set[int] = set()
+    for tx, ty, tz in lanes:
+        o = off + int(coef[0]) * tx + int(coef[1]) * ty + int(coef[2]) * tz
+        words.update(range(o // 4, (o + size - 1) // 4 + 1))
+    return Access(len(words), 0, bank_wavefronts(words))
 
 
 def l1_wavefronts(sectors: Iterable[int]) -> int:
@@ -335,10 +379,12 @@ def agrees_with(predicted: float, measured: float, rtol: float = 0.25) -> bool:
 
 __all__ = [
     "AV",
+    "SHARED_OPCODES",
     "SYM",
     "Access",
     "address_forms",
     "agrees_with",
+    "bank_wavefronts",
     "l1_wavefronts",
     "warp_access",
 ]

@@ -320,20 +320,35 @@ class KernelEmulator:
         for j in wanted:
             acc = self._static_access(j, [(rows[k][2], counts[k]) for k in by_cfg.get(j, [])])
             self.access[j] = acc
-            agree += acc is not None
+            agree += acc is not None and any(
+                self.isa.instructions[i].opcode not in coalescing.SHARED_OPCODES for i in acc
+            )
         self.report["coalescing"] = {"static_used": agree, "of": len(list(wanted))}
         self.report["fit_s"] = time.perf_counter() - t0
 
     def _static_access(
         self, j: int, points: Sequence[tuple[Mapping[str, float], np.ndarray]]
     ) -> dict[int, tuple[int, int, int]] | None:
-        """The static (sectors, lines, L1 wavefronts) of configuration j's accesses, when every counter point
-        of j agrees with them (else None: the counters' averages are used)."""
+        """The static (sectors, lines, L1 wavefronts) of configuration j's global accesses,
+        when every counter point of j agrees with them, and the bank conflicts of its known
+        shared-memory accesses (None when neither applies: the counters' averages are used)."""
         if not points:
             return None
-        acc = coalescing.warp_access(self.isa, self.candidates[j])
+        every = coalescing.warp_access(self.isa, self.candidates[j])
+        # Shared-memory accesses stand alone: each known one gets its bank conflicts, and an
+        # unknown one keeps one wavefront without voiding the global accesses' analysis.
+        shared = {
+            i: (a.sectors, a.lines, a.wavefronts)
+            for i, a in every.items()
+            if a is not None and self.isa.instructions[i].opcode in coalescing.SHARED_OPCODES
+        }
+        acc = {
+            i: a
+            for i, a in every.items()
+            if self.isa.instructions[i].opcode not in coalescing.SHARED_OPCODES
+        }
         if any(a is None for a in acc.values()):
-            return None
+            return shared or None
         cfg = self.isa.sass_cfg
         assert cfg is not None
         cls_of = {b: k for k, c in enumerate(self.classes) for b in c.blocks}
@@ -347,8 +362,10 @@ class KernelEmulator:
                     num, den = num + w * a.sectors, den + w
                 meas = metrics.get(f"{key}_sectors_per_req")
                 if den > 0 and meas and not coalescing.agrees_with(num / den, meas):
-                    return None
-        return {i: (a.sectors, a.lines, a.wavefronts) for i, a in acc.items() if a is not None}
+                    return shared or None
+        return shared | {
+            i: (a.sectors, a.lines, a.wavefronts) for i, a in acc.items() if a is not None
+        }
 
     # -- evaluation --------------------------------------------------------------------------
 

@@ -10,8 +10,8 @@ The resources (`RESOURCES`, `klaraptor.gpu.resources` measures a latency and a g
 | alu      | integer/logic/compare/select/move/predicate, F2FP (ALU pipe)    | 1                           |
 | fp64     | DADD, DFMA, DMUL, DSETP                                         | 1                           |
 | sfu      | MUFU and the XU conversions (F2I, I2F, F2F, FRND)               | 1                           |
-| smem     | shared-memory accesses, and the L1/LSU data path of every       | 1 (shared); wavefronts(s)   |
-|          | global/local access (a wavefront per cycle)                     | for s sectors per request   |
+| smem     | shared-memory accesses, and the L1/LSU data path of every       | bank conflicts (shared);    |
+|          | global/local access (a wavefront per cycle)                     | wavefronts(s) for s sectors |
 | l2       | L1 misses of global/local accesses                              | (1 - h1) max(s/4, q L)      |
 |          |                                                                 | (loads), max(s/4, q L)      |
 | dram     | the part of the L2 traffic that goes to DRAM                    | f_dram x (the l2 bytes s/4) |
@@ -255,7 +255,8 @@ def op_costs(
             demand[i, op.resource] = 1.0
         elif k == SHARED:
             latency[i] = lat[R["smem"]]
-            demand[i, R["smem"]] = 1.0
+            # Bank conflicts from the static analysis, else one wavefront.
+            demand[i, R["smem"]] = access[i][2] if access is not None and i in access else 1.0
         elif k == GLOAD:
             sectors, lines = mem.ld_sectors, wavefronts(mem.ld_sectors)
             wave = lines
