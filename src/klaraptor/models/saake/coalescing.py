@@ -351,9 +351,9 @@ def l1_wavefronts(sectors: Iterable[int]) -> int:
     sectors): it reads one sector from each of the four 32-B slots of a line per cycle, so the
     largest count in one slot. Measured on the H200 (scripts/explore_l1_stride.py,
     benchmarks/results/h200/resources/l1_slots.json): a warp reading one float per lane at a
-    stride of 33, 34 or 1025 floats (32 lines, 8 sectors per slot) takes 8.8-9.2 cycles a
-    request; 64, 1024 or 1056 floats (32 lines, all in slot 0) 32.4 cycles; 48 floats (two
-    slots) 16.3."""
+    stride of 33, 34, 36, 1025 or 4097 floats (32 lines, 8 sectors per slot) takes 8.6-9.0
+    cycles a request; 32, 64, ..., 4096 floats (32 lines, all in one slot) 32.1-32.3 cycles; 48
+    floats (two slots) 16.2."""
     per_slot = [0, 0, 0, 0]
     for s in set(sectors):
         per_slot[s % 4] += 1

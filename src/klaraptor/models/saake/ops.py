@@ -28,8 +28,8 @@ DRAM access: h1 = h2 = 0, f_dram = 1, s = 4) for the model "without the cache te
 
 wavefronts(s): the cycles the L1's data stage needs for a request. It reads one sector from
 each of the four 32-B slots of a line per cycle, so a request costs the largest number of its
-sectors in one slot (`coalescing.l1_wavefronts`, measured: 8.8-9.2 cycles for 32 lines spread
-over the four slots, 32.4 for 32 lines in one slot). The static analysis gives that number
+sectors in one slot (`coalescing.l1_wavefronts`, measured: 8.6-9.0 cycles for 32 lines spread
+over the four slots, 32.1-32.3 for 32 lines in one slot). The static analysis gives that number
 exactly. The counters give only sectors per request (averaged over a kernel's loads): s <= 4 is
 one line (a coalesced warp of 4-byte words); beyond, every sector is taken to sit in the same
 slot of its own line, the pattern of row-per-thread accesses with rows a multiple of 128 B
