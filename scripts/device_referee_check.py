@@ -8,7 +8,9 @@ Usage (device machine, repository root):
 The kernels are the resource microbenchmarks (klaraptor/cuda/resources.cu, launched as
 klaraptor.gpu.resources_device launches them to measure each resource's gap: each saturates one
 resource), plus two plain streaming kernels compiled here (a float4 copy and a STREAM triad with
-ordinary cached loads) that are DRAM-bound by construction at 1 GiB per array. Each is launched
+ordinary cached loads) that are DRAM-bound by construction at 1 GiB per array, and three
+latency-bound pointer chases (one warp, 32 lanes; `CHASES`) through the L1, the L2 and DRAM for
+the second referee (referee.REFERENCE_LATENCY). Each is launched
 once to warm up, then once inside the NVTX range kp:<id> under ONE ncu with the referee's metrics
 (klaraptor.models.saake.referee.METRICS) and the referee's command line
 (klaraptor.gpu.ncu.build_command, `--cache-control none`, as scripts/device_saake_sol.py). Writes to OUTDIR:

@@ -22,8 +22,10 @@ for every row length of the suite at its sizes), so each distinct value of that 
 lands in its own lines, at the same offset in them (the L1's worst case, `l1_wavefronts`).
 
 `warp_access` returns per access instruction (sectors, lines, wavefronts) for a block, or None
-where the address is unknown; the model checks the predicted sectors per request against the counters at
-every training point and only uses the static lines where they agree (`agrees_with`).
+where the address is unknown; the model checks the predicted sectors per request against the
+counters at every training point and only uses the static lines where they agree
+(`agrees_with`). Shared-memory accesses (LDS, STS) are followed the same way and get their bank
+conflicts (`bank_wavefronts`); no counter checks them.
 """
 
 from __future__ import annotations
@@ -220,7 +222,8 @@ class _Interp:
 
 
 def address_forms(isa: KernelISA, block: Sequence[int]) -> dict[int, tuple[AV, int]]:
-    """{instruction index: (address value, immediate offset)} of every global access."""
+    """{instruction index: (address value, immediate offset)} of every global and shared-memory
+    access."""
     cfg = isa.sass_cfg
     assert cfg is not None
     interp = _Interp(block)
@@ -329,13 +332,18 @@ def warp_access(isa: KernelISA, block: Sequence[int]) -> dict[int, Access | None
     return out
 
 
+def _busiest(keys: Iterable[int], buckets: int) -> int:
+    """The most distinct keys that fall in one bucket (key mod buckets)."""
+    counts = [0] * buckets
+    for k in set(keys):
+        counts[k % buckets] += 1
+    return max(counts)
+
+
 def bank_wavefronts(words: Iterable[int]) -> int:
     """Cycles of a shared-memory request touching these 4-byte words: one word per bank per
     cycle (lanes reading the same word share it), so the most distinct words in one bank."""
-    per_bank = [0] * _BANKS
-    for w in set(words):
-        per_bank[w % _BANKS] += 1
-    return max(per_bank)
+    return _busiest(words, _BANKS)
 
 
 def _banks(coef: tuple, off: int, size: int, lanes: Sequence[tuple[int, int, int]]) -> Access:
@@ -349,15 +357,12 @@ def _banks(coef: tuple, off: int, size: int, lanes: Sequence[tuple[int, int, int
 def l1_wavefronts(sectors: Iterable[int]) -> int:
     """Cycles of the L1 data stage for a request touching these sectors (global indices of 32-B
     sectors): it reads one sector from each of the four 32-B slots of a line per cycle, so the
-    largest count in one slot. Measured on the H200 (scripts/explore_l1_stride.py,
+    largest count in one slot. Measured on the H200 (scripts/device_l1_slots.py,
     benchmarks/results/h200/resources/l1_slots.json): a warp reading one float per lane at a
     stride of 33, 34, 36, 1025 or 4097 floats (32 lines, 8 sectors per slot) takes 8.6-9.0
     cycles a request; 32, 64, ..., 4096 floats (32 lines, all in one slot) 32.1-32.3 cycles; 48
     floats (two slots) 16.2."""
-    per_slot = [0, 0, 0, 0]
-    for s in set(sectors):
-        per_slot[s % 4] += 1
-    return max(per_slot)
+    return _busiest(sectors, 4)
 
 
 def _touch(coef: tuple, off: int, size: int, lanes: Sequence[tuple[int, int, int]]) -> Access:
