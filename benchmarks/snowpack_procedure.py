@@ -9,6 +9,12 @@ sizes and chooses the held-out benchmark's blocks at its training sizes. Beside 
 as configured it scores each learner family's best candidate (a search restricted to that
 family), so a choice between procedures can be made without the evaluation sizes. Writes
 OUTDIR/snowpack_procedure.json (default benchmarks/results/) and prints the means.
+
+It also scores two ensembles of those family-best models, their predicted log times averaged
+row by row (`ENSEMBLES`: the trees with the perceptron, and all three learners). They were
+added, and the rule that would adopt one fixed, before this script first ran with them: an
+ensemble replaces the perceptron for unseen kernels only if its mean S here is lower by more
+than one standard error of the paired difference over these (kernel, D) pairs.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from klaraptor.models.snowpack.search import SearchSettings, default_grids, fit_
 from klaraptor.provenance import stamp
 
 ROOT = Path(__file__).resolve().parent
+ENSEMBLES = {"ens_hgb_mlp": ("hgb", "mlp"), "ens_all": ("svr", "hgb", "mlp")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     c = c.subset(is_train)
     groups = np.unique(c.group)
     per: dict[str, np.ndarray] = {
-        m: np.full(len(groups), math.nan) for m in ("procedure", *settings.grids)
+        m: np.full(len(groups), math.nan)
+        for m in ("procedure", *settings.grids, *ENSEMBLES)
+        if m not in ENSEMBLES or set(ENSEMBLES[m]) <= set(settings.grids)
     }
     kept = []
     t0 = time.perf_counter()
@@ -56,19 +65,35 @@ def main(argv: list[str] | None = None) -> int:
         reg, rep = train(tr, "recorded", "kernels", settings)
         at = np.searchsorted(groups, np.unique(te.group))
         per["procedure"][at] = suboptimality(te, reg.predict_log(te.X))
+        logs = {}
         for learner, cv in rep["learners"].items():
             best = fit_fixed(
                 tr, "recorded", learner, cv["params"], cv["target"], cv["view"], settings
             )
-            per[learner][at] = suboptimality(te, best.predict_log(te.X))
+            logs[learner] = best.predict_log(te.X)
+            per[learner][at] = suboptimality(te, logs[learner])
+        for name, members in ENSEMBLES.items():
+            if name in per:
+                mean_log = np.mean([logs[m] for m in members], axis=0)
+                per[name][at] = suboptimality(te, mean_log)
         kept.append(f"{reg.learner}/{reg.target}/{reg.view}")
         print(
             f"{bench}: kept {kept[-1]}, S "
             + ", ".join(f"{m} {np.nanmean(v[at]):.1f}%" for m, v in per.items()),
             flush=True,
         )
+    paired = {}
+    for name in ENSEMBLES:
+        if name in per and "mlp" in per:
+            d = per[name] - per["mlp"]
+            paired[name] = {
+                "mean_diff_vs_mlp_pct": float(np.nanmean(d)),
+                "se_pct": float(np.nanstd(d, ddof=1) / math.sqrt(np.isfinite(d).sum())),
+            }
     result: dict[str, Any] = {
         "sizes": "training sizes only",
+        "ensembles": {k: list(v) for k, v in ENSEMBLES.items()},
+        "ensemble_vs_mlp": paired,
         "pairs": len(groups),
         "mean_S_pct": {m: float(np.nanmean(v)) for m, v in per.items()},
         "median_S_pct": {m: float(np.nanmedian(v)) for m, v in per.items()},
