@@ -14,7 +14,9 @@ learners (`keep`): for unseen kernels only the perceptron, because choosing betw
 by this noisy cross-validation lost to every single learner when the whole procedure was
 validated leaving one benchmark out on the training sizes alone
 (`benchmarks/snowpack_procedure.py`: mean S 17.2 % against 11.9 % perceptron, 12.5 % trees,
-19.8 % SVR; trees and perceptron within one standard error, the perceptron cheaper).
+19.8 % SVR; trees and perceptron within one standard error, the perceptron cheaper; rerun at
+25b104b: 13.0 % against 5.2 % perceptron, 10.7 % trees, 19.6 % SVR). Blends of learners or of
+targets did not validate better (docs/snowpack.md).
 
 The rule that keeps one candidate (`choose`), with the prediction cost as tie-breaker:
 1. the best is the lowest mean S% (then mean squared log error);
