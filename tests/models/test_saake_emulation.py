@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
+from klaraptor.bench.dataset import load_recorded, recorded_path
 from klaraptor.build import make_job
 from klaraptor.isa.analysis import KernelISA
 from klaraptor.models.saake import ops
 from klaraptor.models.saake.emulate import GridShape, Params, emulate_sm
 from klaraptor.models.saake.emulator import KernelEmulator, resource_params
 from klaraptor.models.saake.isa_source import _recorded_raw, recorded_isa
-from klaraptor.models.saake.model import calibrate, calibrated_emulator
+from klaraptor.models.saake.model import calibrate, calibrated_emulator, gap_resources
 from klaraptor.models.saake.sensitivity import analyse, format_sensitivity
 from klaraptor.models.saake.trace import LoopInfo, Trace
 
@@ -291,6 +292,32 @@ def test_the_calibration_finds_a_kernels_l1_and_l2_gaps(recorded, tmp_path, trut
     few = KernelEmulator.from_job(dataclasses.replace(job, candidates=job.candidates[:4]))
     assert calibrated_emulator(few, timed)[0].gap_scale == {}
     store.close()
+
+
+def test_the_calibration_corrects_dram_where_a_training_size_is_cold(recorded, tmp_path) -> None:  # noqa: ANN001
+    # kmeans swap's training footprints reach past the L2 (4 of 5 sizes), so its timings see
+    # DRAM's rate and DRAM's gap is corrected too; GEMM's fit in the L2 and stay L1/L2 only.
+    rodinia = load_recorded(recorded_path("rodinia"))
+    name = "rodinia.kmeans.swap"
+    store = rodinia.to_store(tmp_path / "s.sqlite", kernels=[name])
+    spec = suite.get(name)
+    sizes = [spec.size(n) for n in spec.meta["train_sizes"]]
+    job = make_job(spec, store, rodinia.profile(), sizes)
+    em = KernelEmulator.from_job(job)
+    assert gap_resources(em, [D.values() for D in sizes]) == ("l2", "smem", "dram")
+    assert gap_resources(em, [sizes[0].values()]) == ("l2", "smem")
+    gemm = suite.get("polybench.gemm.gemm")
+    gemm_store = recorded.to_store(tmp_path / "g.sqlite", kernels=[gemm.name])
+    gemm_sizes = [gemm.size(n) for n in gemm.meta["train_sizes"]]
+    gemm_em = KernelEmulator.from_job(make_job(gemm, gemm_store, recorded.profile(), gemm_sizes))
+    assert gap_resources(gemm_em, [D.values() for D in gemm_sizes]) == ("l2", "smem")
+    slower_dram = dataclasses.replace(em, params=em.params.scaled("dram", "gap", 2**0.5))
+    timed = _timings_of(job, slower_dram, 0.004)
+    assert calibrated_emulator(em, timed)[0].gap_scale == pytest.approx(
+        {"l2": 1.0, "smem": 1.0, "dram": 2**0.5}
+    )
+    store.close()
+    gemm_store.close()
 
 
 def test_waves_of_a_grid() -> None:

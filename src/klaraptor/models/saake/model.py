@@ -16,7 +16,9 @@ Build (`SaakeModel.make_helper`):
    sensitivity analysis perturbs. SAAKE itself reports raw emulated times; `calibrate=False`
    gives those.
    The calibration also corrects the L1 (`smem`) and L2 gaps of the kernel by a factor in
-   `GAP_FACTORS` each (`calibrated_emulator`). The microbenchmarks measure one access pattern
+   `GAP_FACTORS` each (`calibrated_emulator`), and DRAM's gap too when a training size's
+   footprint exceeds the L2 (`gap_resources`: 8 suite kernels, e.g. kmeans and backprop's
+   adjust_weights; elsewhere the timings never see DRAM's rate). The microbenchmarks measure one access pattern
    per level; a kernel's may be served faster or slower. Example: the lines that the SMs of both
    L2 partitions read are served by the near partition (ncu's `ltcfabric` sectors are ~0 for
    GEMM, against as many as the L1's for the streaming kernels). The factors change how the
@@ -158,13 +160,21 @@ def _calibrate(
     return a, math.exp(log_b), total / len(keep), len(keep)
 
 
+def gap_resources(em: KernelEmulator, sizes: Sequence[Sequence[int]]) -> tuple[str, ...]:
+    """The resources whose gaps the calibration may correct: the L1 and the L2, and DRAM when
+    a training size's footprint exceeds the L2 (only then do the timings see DRAM's rate)."""
+    if any(em.cold(D) for D in dict.fromkeys(tuple(D) for D in sizes)):
+        return (*GAP_RESOURCES, "dram")
+    return GAP_RESOURCES
+
+
 def calibrated_emulator(
     em: KernelEmulator, job: HelperJob, *, correct_gaps: bool = True
 ) -> tuple[KernelEmulator, float, float]:
     """(the emulator with work scale b and, where the training timings support them, the
     corrected L1/L2 gaps (`gap_scale`), a ms, b), fitted on the job's training timings of the
     emulator's candidates (`calibrate`; the gaps: module docstring). The gaps are left alone
-    with `correct_gaps=False` or timings of fewer than `len(GAP_RESOURCES) + 3` candidates (the
+    with `correct_gaps=False` or timings of fewer than (corrected resources + 3) candidates (the
     factors are pinned by how the candidates rank)."""
     col = {b: j for j, b in enumerate(em.candidates)}
     points, t = [], []
@@ -181,23 +191,24 @@ def calibrated_emulator(
 
     a, b, loss, n = fit(em)
     best, scale = em, {}
-    if correct_gaps and len({j for _, j in points}) >= len(GAP_RESOURCES) + 3:
+    resources = gap_resources(em, [D for D, _ in points])
+    if correct_gaps and len({j for _, j in points}) >= len(resources) + 3:
         found = (loss, em, a, b, scale)
-        for factors in itertools.product(GAP_FACTORS, repeat=len(GAP_RESOURCES)):
+        for factors in itertools.product(GAP_FACTORS, repeat=len(resources)):
             if all(f == 1.0 for f in factors):
                 continue
             params = em.params
-            for r, f in zip(GAP_RESOURCES, factors, strict=True):
+            for r, f in zip(resources, factors, strict=True):
                 params = params.scaled(r, "gap", f)
             e = replace(em, params=params)
             fa, fb, fl, _ = fit(e)
             if fl < found[0]:
-                found = (fl, e, fa, fb, dict(zip(GAP_RESOURCES, factors, strict=True)))
+                found = (fl, e, fa, fb, dict(zip(resources, factors, strict=True)))
         # The Bayesian information criterion: k more parameters must pay k ln n (the floor:
         # timings the emulation fits exactly leave nothing to prefer).
         floor = 1e-12
         gain = n * math.log((loss + floor) / (found[0] + floor))
-        if gain > len(GAP_RESOURCES) * math.log(n):
+        if gain > len(resources) * math.log(n):
             _, best, a, b, scale = found
     return replace(best, work_scale=b, gap_scale=scale), a, b
 
