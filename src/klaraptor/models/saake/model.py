@@ -18,8 +18,8 @@ Build (`SaakeModel.make_helper`):
    The calibration also corrects the L1 (`smem`) and L2 gaps of the kernel by a factor in
    `GAP_FACTORS` each (`calibrated_emulator`), and DRAM's gap too when a training size's
    footprint exceeds the L2 (`gap_resources`: 8 suite kernels, e.g. kmeans and backprop's
-   adjust_weights; elsewhere the timings never see DRAM's rate). The microbenchmarks measure one access pattern
-   per level; a kernel's may be served faster or slower. Example: the lines that the SMs of both
+   adjust_weights; elsewhere the timings never see DRAM's rate). The microbenchmarks measure
+   one access pattern per level; a kernel's may be served faster or slower. Example: the lines that the SMs of both
    L2 partitions read are served by the near partition (ncu's `ltcfabric` sectors are ~0 for
    GEMM, against as many as the L1's for the streaming kernels). The factors change how the
    configurations rank, so they are fitted on the training timings of every candidate, with a
@@ -172,7 +172,7 @@ def calibrated_emulator(
     em: KernelEmulator, job: HelperJob, *, correct_gaps: bool = True
 ) -> tuple[KernelEmulator, float, float]:
     """(the emulator with work scale b and, where the training timings support them, the
-    corrected L1/L2 gaps (`gap_scale`), a ms, b), fitted on the job's training timings of the
+    corrected L1/L2 (and DRAM) gaps (`gap_scale`), a ms, b), fitted on the job's training timings of the
     emulator's candidates (`calibrate`; the gaps: module docstring). The gaps are left alone
     with `correct_gaps=False` or timings of fewer than (corrected resources + 3) candidates (the
     factors are pinned by how the candidates rank)."""
