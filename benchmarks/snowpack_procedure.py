@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor.bench.snowpack_eval import recorded_corpus
-from klaraptor.models.snowpack.learner import suboptimality
+from klaraptor.models.snowpack.learner import Corpus, suboptimality
 from klaraptor.models.snowpack.search import SearchSettings, default_grids, fit_fixed, train
 from klaraptor.provenance import stamp
 
@@ -100,22 +101,28 @@ def main(argv: list[str] | None = None) -> int:
         "kept": {k: kept.count(k) for k in sorted(set(kept))},
         "settings": settings.describe(),
         "wall_s": time.perf_counter() - t0,
-        "per_pair": [
-            {"kernel": c.sizes[g][0], "D": c.sizes[g][1].values()[0]}
-            | {m: float(v[i]) for m, v in per.items()}
-            for i, g in enumerate(groups)
-        ],
-        "provenance": stamp("python benchmarks/snowpack_procedure.py"),
     }
-    out = Path(args.outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "snowpack_procedure.json").write_text(json.dumps(result, indent=1) + "\n")
-    for m in per:
-        print(
-            f"{m:10s} mean S {result['mean_S_pct'][m]:6.2f}%  median {result['median_S_pct'][m]:5.2f}%"
-        )
-    print(f"wrote {out / 'snowpack_procedure.json'}")
+    write(Path(args.outdir) / "snowpack_procedure.json", result, c, groups, per)
     return 0
+
+
+def write(
+    path: Path, result: dict[str, Any], c: Corpus, groups: np.ndarray, per: dict[str, np.ndarray]
+) -> None:
+    """Add the per-pair S% and the provenance to `result`, write it to `path`, print the means
+    (shared with `snowpack_targets.py`)."""
+    result["per_pair"] = [
+        {"kernel": c.sizes[g][0], "D": c.sizes[g][1].values()[0]}
+        | {m: float(v[i]) for m, v in per.items()}
+        for i, g in enumerate(groups)
+    ]
+    result["provenance"] = stamp(f"python benchmarks/{Path(sys.argv[0]).name}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    for m in per:
+        mean, median = result["mean_S_pct"][m], result["median_S_pct"][m]
+        print(f"{m:12s} mean S {mean:6.2f}%  median {median:5.2f}%")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from snowpack_procedure import write  # the sibling script (benchmarks/ is on sys.path)
 
 from klaraptor.bench.snowpack_eval import recorded_corpus
 from klaraptor.models.snowpack.learner import suboptimality
 from klaraptor.models.snowpack.search import SearchSettings, default_grids, fit_fixed
-from klaraptor.provenance import stamp
 
 ROOT = Path(__file__).resolve().parent
 TARGETS = ("log_time", "relative", "per_wave")
@@ -112,21 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         "median_S_pct": {m: float(np.nanmedian(v)) for m, v in per.items()},
         "vs_procedure_mlp": against_procedure(keys, per),
         "wall_s": time.perf_counter() - t0,
-        "per_pair": [
-            {"kernel": c.sizes[g][0], "D": c.sizes[g][1].values()[0]}
-            | {m: float(v[i]) for m, v in per.items()}
-            for i, g in enumerate(groups)
-        ],
-        "provenance": stamp("python benchmarks/snowpack_targets.py"),
     }
-    out = Path(args.outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "snowpack_targets.json").write_text(json.dumps(result, indent=1) + "\n")
-    for m in columns:
-        print(
-            f"{m:10s} mean S {result['mean_S_pct'][m]:6.2f}%  median {result['median_S_pct'][m]:5.2f}%"
-        )
-    print(f"wrote {out / 'snowpack_targets.json'}")
+    write(Path(args.outdir) / "snowpack_targets.json", result, c, groups, per)
     return 0
 
 
