@@ -8,8 +8,8 @@ Every fold runs the whole training procedure (learner, target and hyper-paramete
 cross-validation on that fold's training rows only). Beside SNOWPACK: OCC (median time over the
 max-occupancy blocks, the paper's protocol), tune-once (the best block measured at the largest
 training size), `auto` (klaraptor's build from the training sizes) and exhaustive search (S = 0).
-`predict_ms` is the mean wall time of one prediction for a new D over all candidates (features
-and regressor). Writes snowpack.json and snowpack_cdf.png (like the paper's Figure 2).
+`predict_ms` is the mean, over the (kernel, D) pairs, of the wall time of one prediction for a
+new D over all candidates (features and regressor; per pair the median of 5 calls). Writes snowpack.json and snowpack_cdf.png (like the paper's Figure 2).
 """
 
 from __future__ import annotations
@@ -116,7 +116,8 @@ def _predict_times(
     reps: int = 5,
 ) -> list[float]:
     """Wall ms of predicting every candidate for a new D (features + regressor), per (kernel,
-    evaluation size) of `kernels` (all by default): the mean of `reps` after one warm call."""
+    evaluation size) of `kernels` (all by default): the median of `reps` calls after one warm
+    call (a median, so that one scheduling stall of the machine is not read as the cost)."""
     from klaraptor import suite
     from klaraptor.models.snowpack.model import Predictor
 
@@ -132,10 +133,12 @@ def _predict_times(
             for n in spec.meta["eval_sizes"]:
                 D = spec.size(n)
                 pred.predict_ms(D, blocks)  # warm
-                t0 = time.perf_counter()
+                calls = []
                 for _ in range(reps):
+                    t0 = time.perf_counter()
                     pred.predict_ms(D, blocks)
-                times.append((time.perf_counter() - t0) / reps * 1e3)
+                    calls.append(time.perf_counter() - t0)
+                times.append(float(np.median(calls)) * 1e3)
     return times
 
 
