@@ -86,11 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     paired = {}
     for name in ENSEMBLES:
         if name in per and "mlp" in per:
-            d = per[name] - per["mlp"]
-            paired[name] = {
-                "mean_diff_vs_mlp_pct": float(np.nanmean(d)),
-                "se_pct": float(np.nanstd(d, ddof=1) / math.sqrt(np.isfinite(d).sum())),
-            }
+            mean, se = paired_difference(per[name] - per["mlp"])
+            paired[name] = {"mean_diff_vs_mlp_pct": mean, "se_pct": se}
     result: dict[str, Any] = {
         "sizes": "training sizes only",
         "ensembles": {k: list(v) for k, v in ENSEMBLES.items()},
@@ -104,6 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     write(Path(args.outdir) / "snowpack_procedure.json", result, c, groups, per)
     return 0
+
+
+def paired_difference(d: np.ndarray) -> tuple[float, float]:
+    """Mean and standard error of paired S% differences (pairs scored by both sides only)."""
+    d = d[np.isfinite(d)]
+    return float(d.mean()), float(d.std(ddof=1) / math.sqrt(len(d)))
 
 
 def write(

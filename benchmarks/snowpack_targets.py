@@ -31,7 +31,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from snowpack_procedure import write  # the sibling script (benchmarks/ is on sys.path)
+from snowpack_procedure import (  # the sibling script (benchmarks/ is on sys.path)
+    paired_difference,
+    write,
+)
 
 from klaraptor.bench.snowpack_eval import recorded_corpus
 from klaraptor.models.snowpack.learner import suboptimality
@@ -52,13 +55,8 @@ def against_procedure(keys: list[tuple[str, int]], per: dict[str, np.ndarray]) -
     base = np.array([ref.get(k, math.nan) for k in keys])
     out: dict[str, Any] = {"procedure_commit": doc.get("provenance", {}).get("commit")}
     for m, v in per.items():
-        d = v - base
-        ok = np.isfinite(d)
-        out[m] = {
-            "mean_diff_pct": float(d[ok].mean()),
-            "se_pct": float(d[ok].std(ddof=1) / math.sqrt(ok.sum())),
-            "adopted": bool(d[ok].mean() < -d[ok].std(ddof=1) / math.sqrt(ok.sum())),
-        }
+        mean, se = paired_difference(v - base)
+        out[m] = {"mean_diff_pct": mean, "se_pct": se, "adopted": mean < -se}
     return out
 
 

@@ -9,7 +9,8 @@ cross-validation on that fold's training rows only). Beside SNOWPACK: OCC (media
 max-occupancy blocks, the paper's protocol), tune-once (the best block measured at the largest
 training size), `auto` (klaraptor's build from the training sizes) and exhaustive search (S = 0).
 `predict_ms` is the mean, over the (kernel, D) pairs, of the wall time of one prediction for a
-new D over all candidates (features and regressor; per pair the median of 5 calls). Writes snowpack.json and snowpack_cdf.png (like the paper's Figure 2).
+new D over all candidates (features and regressor; per pair the median of 5 calls). Writes
+snowpack.json and snowpack_cdf.png (like the paper's Figure 2).
 """
 
 from __future__ import annotations
