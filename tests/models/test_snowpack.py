@@ -153,26 +153,48 @@ def test_the_perceptron_fast_path_is_the_pipeline(corpus) -> None:  # noqa: ANN0
     )
 
 
+def test_the_prediction_cost_is_a_count_of_parameters(corpus) -> None:  # noqa: ANN001
+    """The tie-break's cost is counted from the fitted model, so two fits of the same candidate
+    cost the same on any machine: weights and biases, support vectors and dual coefficients,
+    two numbers per split and one per leaf."""
+    c, _, _ = corpus
+    sub = c.subset(np.isin(c.bench, ["polybench.GEMM", "rodinia.srad"]))
+    rows = np.arange(0, len(sub), 3)
+    params = {"hidden": [16, 8], "alpha": 0.01, "max_iter": 20}
+    mlp = fit_rows(sub, "mlp", params, "log_time", "all", rows, seeds=2)
+    n = len(mlp._cols)
+    assert mlp.parameters() == 2 * (n * 16 + 16 + 16 * 8 + 8 + 8 + 1)
+    svr_params = {"C": 3.0, "gamma_scale": 0.5, "epsilon": 0.05}
+    svr = fit_rows(sub, "svr", svr_params, "log_time", "bounded", rows[:400])
+    est = svr.estimator.steps[-1][1]
+    assert svr.parameters() == len(est.support_) * (len(svr._cols) + 1) + 1
+    trees = fit_rows(sub, "hgb", {"max_iter": 7}, "relative", "all", rows)
+    leaves = sum(t.get_n_leaf_nodes() for [t] in trees.estimator._predictors)
+    assert trees.parameters() == 2 * (leaves - 7) + leaves  # a binary tree: leaves - 1 splits
+    again = fit_rows(sub, "hgb", {"max_iter": 7}, "relative", "all", rows)
+    assert again.parameters() == trees.parameters()
+
+
 def test_training_reports_every_learner_and_keeps_one_by_the_rule(small) -> None:  # noqa: ANN001
     sub, reg, report = small
     assert set(report["learners"]) == {"svr", "hgb", "mlp"}
     kept = report["kept_candidate"]
     assert (reg.learner, reg.target, reg.view) == (kept["learner"], kept["target"], kept["view"])
-    # The kept one is within one standard error of the best and no slower than 1.5x the cheapest
-    # such candidate.
+    # The kept one is within one standard error of the best and reads at most 1.5x the
+    # parameters of the smallest such candidate.
     cands = report["candidates"]
-    assert all(np.isfinite(x["mean_S_pct"]) and x["cost_ms"] > 0 for x in cands)
+    assert all(np.isfinite(x["mean_S_pct"]) and x["parameters"] > 0 for x in cands)
     assert kept["gap_pct"] <= kept["gap_se_pct"]
     within = [x for x in cands if x["gap_pct"] <= x["gap_se_pct"]]
-    assert kept["cost_ms"] <= 1.5 * min(x["cost_ms"] for x in within)
+    assert kept["parameters"] <= 1.5 * min(x["parameters"] for x in within)
     s = suboptimality(sub, reg.predict_log(sub.X))
     assert s.shape == (len(np.unique(sub.group)),) and (s >= 0).all()
     # Trained rows: most argmins land within 25% of the best block.
     assert np.median(s) < 25.0
 
 
-def _cand(s: list[float], cost: float) -> Candidate:
-    return Candidate("mlp", {}, "relative", "all", np.array(s), mse_log=0.0, cost_ms=cost)
+def _cand(s: list[float], cost: int) -> Candidate:
+    return Candidate("mlp", {}, "relative", "all", np.array(s), mse_log=0.0, parameters=cost)
 
 
 def test_the_kept_model_comes_from_the_learners_allowed(corpus) -> None:  # noqa: ANN001
@@ -185,12 +207,12 @@ def test_the_kept_model_comes_from_the_learners_allowed(corpus) -> None:  # noqa
 
 
 def test_choose_takes_the_cheapest_within_the_noise_of_the_best() -> None:
-    best = _cand([1.0, 2.0, 3.0, 4.0], cost=10.0)
-    close = _cand([1.5, 1.5, 3.5, 4.0], cost=1.0)  # mean +0.125, paired SE 0.24: a tie
-    worse = _cand([9.0, 9.0, 9.0, 9.0], cost=0.1)  # cheapest, but clearly worse
+    best = _cand([1.0, 2.0, 3.0, 4.0], cost=1000)
+    close = _cand([1.5, 1.5, 3.5, 4.0], cost=100)  # mean +0.125, paired SE 0.24: a tie
+    worse = _cand([9.0, 9.0, 9.0, 9.0], cost=10)  # cheapest, but clearly worse
     assert choose([best, close, worse], cost_tolerance=1.5) is close
     # Costs within the tolerance count as equal: the better score wins.
-    assert choose([best, _cand([1.5, 1.5, 3.5, 4.0], 9.0)], cost_tolerance=1.5) is best
+    assert choose([best, _cand([1.5, 1.5, 3.5, 4.0], 900)], cost_tolerance=1.5) is best
     # Without a tie the best is kept, whatever it costs.
     assert choose([best, worse], cost_tolerance=1.5) is best
 

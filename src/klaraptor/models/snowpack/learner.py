@@ -279,6 +279,14 @@ class Fitted:
         at0, at1 = self.level.predict(g)
         return float(at0), float(at1 - at0)
 
+    def parameters(self) -> int:
+        """The numbers one row's prediction reads, over all members: a perceptron's weights and
+        biases, an SVR's support vectors and dual coefficients, a tree ensemble's split features
+        and thresholds (two per split) and leaf values. A count, so the same on every machine:
+        the cross-validation's tie-break uses it as the prediction cost (a timed cost made the
+        kept model depend on the machine's load)."""
+        return sum(_parameters(est) for est in self.members)
+
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_fast"}
 
@@ -436,6 +444,22 @@ def fit_rows(
     for est in members:
         _drop_training_state(est)
     return Fitted(tuple(members), level, target, view)
+
+
+def _parameters(est: Any) -> int:
+    """`Fitted.parameters` of one fitted estimator (its final step when a pipeline)."""
+    model = est.steps[-1][1] if hasattr(est, "steps") else est
+    if isinstance(model, MLPRegressor):
+        return sum(w.size for w in model.coefs_) + sum(b.size for b in model.intercepts_)
+    if isinstance(model, SVR):
+        return int(model.support_vectors_.size + model.dual_coef_.size + 1)
+    if isinstance(model, HistGradientBoostingRegressor):
+        # `_predictors` is private, but the only place the fitted trees are kept.
+        leaves = [
+            tree.nodes["is_leaf"].astype(bool) for trees in model._predictors for tree in trees
+        ]
+        return sum(int(2 * (~leaf).sum() + leaf.sum()) for leaf in leaves)
+    raise SnowpackError(f"cannot count the parameters of {type(model).__name__}")
 
 
 def _drop_training_state(est: Any) -> None:

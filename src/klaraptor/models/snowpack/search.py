@@ -22,11 +22,12 @@ The rule that keeps one candidate (`choose`), with the prediction cost as tie-br
 1. the best is the lowest mean S% (then mean squared log error);
 2. a candidate is within the cross-validation noise of the best when its mean paired difference
    in S% over the same validated (kernel, D) is at most one standard error of that difference;
-3. among those, the cheapest to predict is kept. Cost: the fastest of several predictions of
-   `cost_rows` candidate rows of one kernel (the regressor alone, one thread, as `Predictor`
-   calls it), every candidate timed in turn in each round so that all see the same machine
-   load; costs within `cost_tolerance`x of the cheapest count as equal, and among them the
-   lower mean S% wins (timing noise between similar models does not decide, the score does).
+3. among those, the cheapest to predict is kept. Cost: the numbers one row's prediction reads
+   (`Fitted.parameters` of the first fold's model: weights, support vectors, tree splits and
+   leaves), a count and not a timing, so that the kept model does not depend on the machine's
+   load (it did while the cost was timed: the GRAMSCHM fold's kept model differed between two
+   runs of the same commit). Costs within `cost_tolerance`x of the cheapest count as equal, and
+   among them the lower mean S% wins.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ from klaraptor.models.snowpack.learner import (
 
 RULE = (
     "lowest mean S% over the validation folds; among the candidates within one standard error "
-    "of the paired S% difference to it, the cheapest to predict (costs within {tol}x count as "
-    "equal, then the lower mean S%)"
+    "of the paired S% difference to it, the cheapest to predict (parameters read per predicted "
+    "row; costs within {tol}x count as equal, then the lower mean S%)"
 )
 
 
@@ -111,7 +112,6 @@ class SearchSettings:
     targets: tuple[str, ...] = ("log_time", "relative", "per_wave")
     views: tuple[str, ...] = VIEWS
     grids: dict[str, list[dict[str, Any]]] = field(default_factory=default_grids)
-    cost_rows: int = 256  # candidates per timed prediction (the largest candidate list is 231)
     cost_tolerance: float = 1.5
     keep: tuple[str, ...] | None = ("mlp",)  # learners the kept model may be (None: any)
     seed: int = 0
@@ -132,7 +132,6 @@ class SearchSettings:
             "targets": list(self.targets),
             "views": list(self.views),
             "grids": self.grids,
-            "cost_rows": self.cost_rows,
             "keep": list(self.keep) if self.keep is not None else "any",
             "final_seeds": self.final_seeds,
             "rule": RULE.format(tol=self.cost_tolerance),
@@ -171,8 +170,8 @@ class Candidate:
     view: str
     S: np.ndarray  # S% per validated (kernel, D), in fold order (the same for every candidate)
     mse_log: float
-    fitted: Fitted | None = None  # the first fold's model, timed for the cost
-    cost_ms: float = math.nan
+    fitted: Fitted | None = None  # the first fold's model, whose size is the cost
+    parameters: int = 0
     gap: float = 0.0  # mean paired S% difference to the best
     gap_se: float = 0.0
 
@@ -192,26 +191,10 @@ class Candidate:
             "mean_S_pct": self.mean_S,
             "median_S_pct": float(np.median(self.S)),
             "mse_log": self.mse_log,
-            "cost_ms": self.cost_ms,
+            "parameters": self.parameters,
             "gap_pct": self.gap,
             "gap_se_pct": self.gap_se,
         }
-
-
-def measure_costs(cands: list[Candidate], X: np.ndarray, rows: int, rounds: int = 9) -> None:
-    """Set every candidate's `cost_ms`: the fastest of `rounds` predictions of `rows` rows (one
-    kernel's rows of X, repeated), the candidates timed in turn within each round."""
-    batch = np.resize(X, (rows, X.shape[1]))
-    timed = [(c, c.fitted, c.fitted.level_line(batch[0])) for c in cands if c.fitted is not None]
-    best = {id(c): math.inf for c, _, _ in timed}
-    for r in range(rounds + 1):
-        for c, fitted, line in timed:
-            t0 = time.perf_counter()
-            fitted.predict(batch, line)
-            if r:  # round 0 warms up
-                best[id(c)] = min(best[id(c)], time.perf_counter() - t0)
-    for c, _, _ in timed:
-        c.cost_ms = best[id(c)] * 1e3
 
 
 def cross_validate(
@@ -245,6 +228,7 @@ def cross_validate(
         np.concatenate(s_all),
         float(np.concatenate(se).mean()),
         first,
+        first.parameters() if first is not None else 0,
     )
 
 
@@ -258,8 +242,8 @@ def choose(cands: list[Candidate], cost_tolerance: float) -> Candidate:
         cand.gap_se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0
         if cand.gap <= cand.gap_se:
             within.append(cand)
-    cheapest = min(c.cost_ms for c in within)
-    return min((c for c in within if c.cost_ms <= cost_tolerance * cheapest), key=Candidate.key)
+    cheapest = min(c.parameters for c in within)
+    return min((c for c in within if c.parameters <= cost_tolerance * cheapest), key=Candidate.key)
 
 
 def search(c: Corpus, kind: str, settings: SearchSettings) -> list[Candidate]:
@@ -279,9 +263,6 @@ def search(c: Corpus, kind: str, settings: SearchSettings) -> list[Candidate]:
             cross_validate(c, learner, params, top.target, top.view, kind, settings)
             for params in grid[1:]
         ]
-    # Timed on the rows of the (kernel, D) with the most candidates.
-    groups, counts = np.unique(c.group, return_counts=True)
-    measure_costs(cands, c.X[c.group == groups[np.argmax(counts)]], settings.cost_rows)
     return cands
 
 
@@ -354,7 +335,6 @@ __all__ = [
     "default_grids",
     "fit_fixed",
     "folds",
-    "measure_costs",
     "search",
     "train",
 ]
