@@ -282,10 +282,14 @@ class Fitted:
     def parameters(self) -> int:
         """The numbers one row's prediction reads, over all members: a perceptron's weights and
         biases, an SVR's support vectors and dual coefficients, a tree ensemble's split features
-        and thresholds (two per split) and leaf values. A count, so the same on every machine:
-        the cross-validation's tie-break uses it as the prediction cost (a timed cost made the
-        kept model depend on the machine's load)."""
+        and thresholds (two per split) and leaf values."""
         return sum(_parameters(est) for est in self.members)
+
+    def cost_ns(self) -> float:
+        """The estimated prediction cost per candidate row in ns (`COST_NS`), from the fitted
+        model's size alone: the same on every machine. The cross-validation's tie-break uses it
+        (a timed cost made the kept model depend on the machine's load)."""
+        return COST_NS["fixed"] + sum(_cost_ns(est) for est in self.members)
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "_fast"}
@@ -444,6 +448,24 @@ def fit_rows(
     for est in members:
         _drop_training_state(est)
     return Fitted(tuple(members), level, target, view)
+
+
+# Prediction cost per candidate row in ns, on one thread: a fixed part (features, scaling, the
+# level line) and per member what it scales with: a perceptron's stacked float32 pass per weight,
+# an SVR per stored number (libsvm's kernel loop), trees per tree (sklearn's predictor walks every
+# tree for each row, whatever its leaves). Fitted by relative least squares to every grid entry
+# timed on 256 rows, twice, on the 2-core CPU (`benchmarks/bench_snowpack_predict.py
+# --learners-only`, `results/h200/snowpack_cost_model.json`): estimates within 0.66-1.19x of the
+# timings, which themselves moved up to 1.5x between the two runs. Only ratios matter.
+COST_NS: dict[str, float] = {"fixed": 470.0, "mlp": 0.027, "svr": 0.89, "hgb": 75.0}
+
+
+def _cost_ns(est: Any) -> float:
+    """A member's part of `Fitted.cost_ns` (without the fixed part)."""
+    model = est.steps[-1][1] if hasattr(est, "steps") else est
+    if isinstance(model, HistGradientBoostingRegressor):
+        return COST_NS["hgb"] * sum(len(trees) for trees in model._predictors)
+    return COST_NS["mlp" if isinstance(model, MLPRegressor) else "svr"] * _parameters(est)
 
 
 def _parameters(est: Any) -> int:

@@ -22,12 +22,12 @@ The rule that keeps one candidate (`choose`), with the prediction cost as tie-br
 1. the best is the lowest mean S% (then mean squared log error);
 2. a candidate is within the cross-validation noise of the best when its mean paired difference
    in S% over the same validated (kernel, D) is at most one standard error of that difference;
-3. among those, the cheapest to predict is kept. Cost: the numbers one row's prediction reads
-   (`Fitted.parameters` of the first fold's model: weights, support vectors, tree splits and
-   leaves), a count and not a timing, so that the kept model does not depend on the machine's
-   load (it did while the cost was timed: the GRAMSCHM fold's kept model differed between two
-   runs of the same commit). Costs within `cost_tolerance`x of the cheapest count as equal, and
-   among them the lower mean S% wins.
+3. among those, the cheapest to predict is kept. Cost: `Fitted.cost_ns` of the first fold's
+   model, estimated from its size (weights, support vectors, trees) with per-unit costs measured
+   once, not timed, so that the kept model does not depend on the machine's load (it did while
+   the cost was timed: the GRAMSCHM fold's kept model differed between two runs of the same
+   commit). Costs within `cost_tolerance`x of the cheapest count as equal, and among them the
+   lower mean S% wins.
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ from klaraptor.models.snowpack.learner import (
 
 RULE = (
     "lowest mean S% over the validation folds; among the candidates within one standard error "
-    "of the paired S% difference to it, the cheapest to predict (parameters read per predicted "
-    "row; costs within {tol}x count as equal, then the lower mean S%)"
+    "of the paired S% difference to it, the cheapest to predict (estimated from the model's size, "
+    "not timed; costs within {tol}x count as equal, then the lower mean S%)"
 )
 
 
@@ -170,8 +170,9 @@ class Candidate:
     view: str
     S: np.ndarray  # S% per validated (kernel, D), in fold order (the same for every candidate)
     mse_log: float
-    fitted: Fitted | None = None  # the first fold's model, whose size is the cost
+    fitted: Fitted | None = None  # the first fold's model, whose size gives the cost
     parameters: int = 0
+    cost_ns: float = math.nan  # estimated per predicted row (`Fitted.cost_ns`)
     gap: float = 0.0  # mean paired S% difference to the best
     gap_se: float = 0.0
 
@@ -192,6 +193,7 @@ class Candidate:
             "median_S_pct": float(np.median(self.S)),
             "mse_log": self.mse_log,
             "parameters": self.parameters,
+            "cost_ns": self.cost_ns,
             "gap_pct": self.gap,
             "gap_se_pct": self.gap_se,
         }
@@ -229,6 +231,7 @@ def cross_validate(
         float(np.concatenate(se).mean()),
         first,
         first.parameters() if first is not None else 0,
+        first.cost_ns() if first is not None else math.nan,
     )
 
 
@@ -242,8 +245,8 @@ def choose(cands: list[Candidate], cost_tolerance: float) -> Candidate:
         cand.gap_se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else 0.0
         if cand.gap <= cand.gap_se:
             within.append(cand)
-    cheapest = min(c.parameters for c in within)
-    return min((c for c in within if c.parameters <= cost_tolerance * cheapest), key=Candidate.key)
+    cheapest = min(c.cost_ns for c in within)
+    return min((c for c in within if c.cost_ns <= cost_tolerance * cheapest), key=Candidate.key)
 
 
 def search(c: Corpus, kind: str, settings: SearchSettings) -> list[Candidate]:
