@@ -454,9 +454,10 @@ def fit_rows(
 # level line) and per member what it scales with: a perceptron's stacked float32 pass per weight,
 # an SVR per stored number (libsvm's kernel loop), trees per tree (sklearn's predictor walks every
 # tree for each row, whatever its leaves). Fitted by relative least squares to every grid entry
-# timed on 256 rows, twice, on the 2-core CPU (`benchmarks/bench_snowpack_predict.py
-# --learners-only`, `results/h200/snowpack_cost_model.json`): estimates within 0.66-1.19x of the
-# timings, which themselves moved up to 1.5x between the two runs. Only ratios matter.
+# timed on 256 rows, in two runs on the 2-core CPU; a third run (`benchmarks/
+# bench_snowpack_predict.py --learners-only`, `results/h200/snowpack_cost_model.json`) timed
+# 0.86-1.36x these estimates, and timings of one entry moved up to 1.6x between runs. Only
+# ratios matter.
 COST_NS: dict[str, float] = {"fixed": 470.0, "mlp": 0.027, "svr": 0.89, "hgb": 75.0}
 
 
