@@ -15,7 +15,8 @@ by this noisy cross-validation lost to every single learner when the whole proce
 validated leaving one benchmark out on the training sizes alone
 (`benchmarks/snowpack_procedure.py`: mean S 17.2 % against 11.9 % perceptron, 12.5 % trees,
 19.8 % SVR; trees and perceptron within one standard error, the perceptron cheaper; rerun at
-25b104b: 13.0 % against 5.2 % perceptron, 10.7 % trees, 19.6 % SVR). Blends of learners or of
+25b104b: 13.0 % against 5.2 % perceptron, 10.7 % trees, 19.6 % SVR; 12.6 % with the estimated
+cost at dace8bd, the learners unchanged). Blends of learners or of
 targets did not validate better (docs/snowpack.md).
 
 The rule that keeps one candidate (`choose`), with the prediction cost as tie-breaker:
