@@ -465,7 +465,7 @@ def _cost_ns(est: Any) -> float:
     """A member's part of `Fitted.cost_ns` (without the fixed part)."""
     model = est.steps[-1][1] if hasattr(est, "steps") else est
     if isinstance(model, HistGradientBoostingRegressor):
-        return COST_NS["hgb"] * sum(len(trees) for trees in model._predictors)
+        return COST_NS["hgb"] * model.n_iter_ * model.n_trees_per_iteration_
     return COST_NS["mlp" if isinstance(model, MLPRegressor) else "svr"] * _parameters(est)
 
 
@@ -477,11 +477,10 @@ def _parameters(est: Any) -> int:
     if isinstance(model, SVR):
         return int(model.support_vectors_.size + model.dual_coef_.size + 1)
     if isinstance(model, HistGradientBoostingRegressor):
-        # `_predictors` is private, but the only place the fitted trees are kept.
-        leaves = [
-            tree.nodes["is_leaf"].astype(bool) for trees in model._predictors for tree in trees
-        ]
-        return sum(int(2 * (~leaf).sum() + leaf.sum()) for leaf in leaves)
+        # `_predictors` is private, but where sklearn keeps the trees (its `n_iter_` reads it).
+        trees = model._predictors
+        is_leaf = [tree.nodes["is_leaf"].astype(bool) for per_iter in trees for tree in per_iter]
+        return sum(int(2 * (~leaf).sum() + leaf.sum()) for leaf in is_leaf)
     raise SnowpackError(f"cannot count the parameters of {type(model).__name__}")
 
 
