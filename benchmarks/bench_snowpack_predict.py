@@ -40,6 +40,7 @@ from klaraptor.provenance import stamp
 
 ROOT = Path(__file__).resolve().parent
 TARGET_MS = 1.0
+LEARNER_ROWS = 256  # candidate rows each learner is timed on
 
 
 def stats(ms: list[float] | np.ndarray) -> dict[str, float]:
@@ -110,7 +111,7 @@ def bench_learners(reg: Any) -> dict[str, Any]:
 
     c, _, _ = recorded_corpus()
     groups, counts = np.unique(c.group, return_counts=True)
-    batch = np.resize(c.X[c.group == groups[np.argmax(counts)]], (256, c.X.shape[1]))
+    batch = np.resize(c.X[c.group == groups[np.argmax(counts)]], (LEARNER_ROWS, c.X.shape[1]))
     out = {}
     for learner, grid in default_grids().items():
         rows = np.arange(len(c)) if learner != "svr" else np.arange(0, len(c), len(c) // 2500)
@@ -145,7 +146,7 @@ def fit_cost_model(timed_learners: dict[str, Any]) -> dict[str, Any]:
         learner = key.split("[")[0]
         units = e["params"]["max_iter"] if learner == "hgb" else e["parameters"]
         A.append([1.0] + [units if learner == x else 0.0 for x in learners])
-        y.append(e["median_ms"] * 1e6 / 256)
+        y.append(e["median_ms"] * 1e6 / LEARNER_ROWS)
     a, t = np.array(A), np.array(y)
     sol, _ = nnls(a / t[:, None], np.ones(len(t)))
     in_code = np.array([COST_NS["fixed"], *(COST_NS[x] for x in learners)])
