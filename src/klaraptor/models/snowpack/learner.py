@@ -423,9 +423,12 @@ def fit_rows(
     view: str,
     rows: np.ndarray,
     seeds: int = 1,
+    balanced: bool = False,
 ) -> Fitted:
     """`learner` fitted on rows of `c` for `target` and `view`; a perceptron with `seeds` random
-    initialisations (members averaged). The other learners are deterministic: one member."""
+    initialisations (members averaged). The other learners are deterministic: one member.
+    `balanced`: every (kernel, D) group weighs the same in the loss, as in S% (each row
+    1 / its group's size in `c`), instead of by its number of candidate blocks (10 to 231)."""
     if target not in TARGETS:
         raise SnowpackError(f"unknown SNOWPACK target {target!r} (use one of {TARGETS})")
     cols = view_columns(view)
@@ -433,21 +436,36 @@ def fit_rows(
     level = None
     n = max(int(seeds), 1) if learner == "mlp" else 1
     members = [make_estimator(learner, params, len(cols), seed) for seed in range(n)]
+    weight = None
+    if balanced:
+        _, inv, size = np.unique(c.group, return_inverse=True, return_counts=True)
+        weight = 1.0 / size[inv][rows]
+        weight /= weight.mean()
     with threadpool_limits(THREADS), warnings.catch_warnings():
         # A perceptron stopped at max_iter is still a fitted model; CV judges it.
         warnings.simplefilter("ignore", ConvergenceWarning)
         if target == "log_time":
             for est in members:
-                est.fit(c.X[rows][:, cols], y[rows])
+                _fit_weighted(est, c.X[rows][:, cols], y[rows], weight)
         else:
             mean = _group_mean(y, c.group)
             for est in members:
-                est.fit(c.X[rows][:, cols], (y - mean)[rows])
+                _fit_weighted(est, c.X[rows][:, cols], (y - mean)[rows], weight)
             level = make_pipeline(StandardScaler(), Ridge(alpha=1.0))
-            level.fit(c.X[rows][:, _group_columns()], mean[rows])
+            _fit_weighted(level, c.X[rows][:, _group_columns()], mean[rows], weight)
     for est in members:
         _drop_training_state(est)
     return Fitted(tuple(members), level, target, view)
+
+
+def _fit_weighted(est: Any, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None) -> None:
+    """`est.fit`, with per-row weights for the final step when given (pipelines route them)."""
+    if weight is None:
+        est.fit(X, y)
+    elif hasattr(est, "steps"):
+        est.fit(X, y, **{f"{est.steps[-1][0]}__sample_weight": weight})
+    else:
+        est.fit(X, y, sample_weight=weight)
 
 
 # Prediction cost per candidate row in ns, on one thread: a fixed part (features, scaling, the

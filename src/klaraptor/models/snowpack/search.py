@@ -120,6 +120,8 @@ class SearchSettings:
     # (cross-validation fits one). One initialisation's unseen-kernel mean S ranged 7.0-15.4 %
     # over 5 seeds on the training sizes alone (benchmarks/snowpack_seeds.py).
     final_seeds: int = 3
+    # Every (kernel, D) weighs the same in the fits (`fit_rows(balanced=True)`).
+    balanced: bool = False
 
     def rows_for(self, learner: str, limit: int) -> int:
         return min(limit, self.svr_max_rows) if learner == "svr" else limit
@@ -135,6 +137,7 @@ class SearchSettings:
             "grids": self.grids,
             "keep": list(self.keep) if self.keep is not None else "any",
             "final_seeds": self.final_seeds,
+            "balanced": self.balanced,
             "rule": RULE.format(tol=self.cost_tolerance),
         }
 
@@ -215,7 +218,7 @@ def cross_validate(
     for i, (tr, va) in enumerate(folds(c, kind, settings.folds)):
         train = c.subset(tr)
         rows = _rows(train, settings.rows_for(learner, settings.search_rows), settings.seed + i)
-        fitted = fit_rows(train, learner, params, target, view, rows)
+        fitted = fit_rows(train, learner, params, target, view, rows, balanced=settings.balanced)
         val = c.subset(va)
         pred = fitted.predict(val.X)
         s_all.append(suboptimality(val, pred))
@@ -291,7 +294,14 @@ def train(
     }
     rows = _rows(c, settings.rows_for(kept.learner, settings.max_rows), settings.seed)
     fitted = fit_rows(
-        c, kept.learner, kept.params, kept.target, kept.view, rows, settings.final_seeds
+        c,
+        kept.learner,
+        kept.params,
+        kept.target,
+        kept.view,
+        rows,
+        settings.final_seeds,
+        settings.balanced,
     )
     report: dict[str, Any] = {
         "validation": kind,
@@ -326,7 +336,9 @@ def fit_fixed(
 ) -> Regressor:
     """One learner with given hyper-parameters, target and view, fitted on (a subset of) `c`."""
     rows = _rows(c, settings.rows_for(learner, settings.max_rows), settings.seed)
-    fitted = fit_rows(c, learner, params, target, view, rows, settings.final_seeds)
+    fitted = fit_rows(
+        c, learner, params, target, view, rows, settings.final_seeds, settings.balanced
+    )
     return Regressor(learner, dict(params), fitted, device)
 
 
