@@ -178,6 +178,32 @@ def test_the_prediction_cost_is_counted_not_timed(corpus) -> None:  # noqa: ANN0
     assert svr.cost_ns() == COST_NS["fixed"] + COST_NS["svr"] * svr.parameters()
 
 
+def test_a_balanced_fit_weighs_every_kernel_and_size_the_same(corpus) -> None:  # noqa: ANN001
+    """Rows weigh 1 / their (kernel, D) group's size: with groups of one size that is no weight
+    at all; with 3DCONV's 231 candidates beside ATAX's, the fit moves."""
+    c, _, _ = corpus
+    params = {"max_iter": 8}
+    even = c.subset(np.isin(c.bench, ["polybench.GEMM", "rodinia.srad"]))
+    assert len(set(np.unique(even.group, return_counts=True)[1])) == 1
+    rows = np.arange(len(even))
+    plain = fit_rows(even, "hgb", params, "relative", "all", rows)
+    same = fit_rows(even, "hgb", params, "relative", "all", rows, balanced=True)
+    assert np.allclose(plain.predict(even.X), same.predict(even.X), atol=1e-9)
+    uneven = c.subset(np.isin(c.bench, ["polybench.3DCONV", "polybench.ATAX"]))
+    sizes = np.unique(uneven.group, return_counts=True)[1]
+    assert sizes.max() > 4 * sizes.min()
+    rows = np.arange(len(uneven))
+    plain = fit_rows(uneven, "hgb", params, "relative", "all", rows)
+    moved = fit_rows(uneven, "hgb", params, "relative", "all", rows, balanced=True)
+    assert not np.allclose(plain.predict(uneven.X), moved.predict(uneven.X), atol=1e-3)
+    for learner, p in (
+        ("mlp", {"hidden": [8], "alpha": 0.01, "max_iter": 10}),
+        ("svr", {"C": 1.0, "gamma_scale": 0.5, "epsilon": 0.05}),
+    ):
+        fitted = fit_rows(uneven, learner, p, "log_time", "all", rows[::7], balanced=True)
+        assert np.isfinite(fitted.predict(uneven.X)).all()
+
+
 def test_training_reports_every_learner_and_keeps_one_by_the_rule(small) -> None:  # noqa: ANN001
     sub, reg, report = small
     assert set(report["learners"]) == {"svr", "hgb", "mlp"}
