@@ -174,8 +174,7 @@ class Candidate:
     view: str
     S: np.ndarray  # S% per validated (kernel, D), in fold order (the same for every candidate)
     mse_log: float
-    fitted: Fitted | None = None  # the first fold's model, whose size gives the cost
-    parameters: int = 0
+    parameters: int = 0  # of the first fold's model, whose size gives the cost
     cost_ns: float = math.nan  # estimated per predicted row (`Fitted.cost_ns`)
     gap: float = 0.0  # mean paired S% difference to the best
     gap_se: float = 0.0
@@ -233,7 +232,6 @@ def cross_validate(
         view,
         np.concatenate(s_all),
         float(np.concatenate(se).mean()),
-        first,
         first.parameters() if first is not None else 0,
         first.cost_ns() if first is not None else math.nan,
     )
