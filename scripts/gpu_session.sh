@@ -4,7 +4,8 @@
 # resumes) and comes back as $OUT/store.sqlite.gz.
 # Usage (device, repo root): KLARAPTOR_COMMIT=<sha> bash scripts/gpu_session.sh OUT SECONDS stage...
 # Stages: tests, profile, demo, annotated (build the annotated example), bench_<name> (benchmarks/bench_<name>.py OUT),
-#         time, ncu, truth (klaraptor bench collect --phase ...; $KERNELS selects kernels).
+#         time, ncu, truth (klaraptor bench collect --phase ...; $KERNELS selects kernels,
+#         $TRUTH_BUDGET the ground-truth seconds per (kernel, N), default 60).
 set -u
 OUT=${1:?}; BUDGET=${2:?}; shift 2
 DEADLINE=$(( $(date +%s) + BUDGET ))
@@ -28,7 +29,7 @@ p = measure_profile(0); json.dump(p.to_dict(), open('$OUT/h200_profile.json', 'w
                  && python3 -m klaraptor.cli select matvec.transpose 4096 && python3 -m klaraptor.cli select matvec.mv_rows 6000 \
                  && python3 -m klaraptor.cli explain matvec.transpose 4096 --limit 8 \
                  && python3 -m klaraptor.cli export matvec.transpose --lang c -o "$OUT/logs/matvec_transpose.h"; } > "$OUT/logs/annotated.log" 2>&1; echo "rc=$?"; tail -25 "$OUT/logs/annotated.log";;
-    time|ncu|truth) timeout "$T" python3 -m klaraptor.cli bench collect --kernels "${KERNELS:-polybench}" --phase "$s" --log "$OUT/logs/suite.jsonl" > "$OUT/logs/$s.log" 2>&1; echo "rc=$?"; tail -4 "$OUT/logs/$s.log";;
+    time|ncu|truth) timeout "$T" python3 -m klaraptor.cli bench collect --kernels "${KERNELS:-polybench}" --phase "$s" --budget "${TRUTH_BUDGET:-60}" --log "$OUT/logs/suite.jsonl" > "$OUT/logs/$s.log" 2>&1; echo "rc=$?"; tail -4 "$OUT/logs/$s.log";;
     *) echo "unknown stage $s";;
   esac
   echo "--- $s took $(( $(date +%s) - t0 )) s"

@@ -1,9 +1,10 @@
 """The benchmark suites as KernelSpecs: "polybench" (the PolyBench/GPU-style kernels of the
-KLARAPTOR thesis) and "rodinia" (kernels of the Rodinia applications).
+KLARAPTOR thesis), "rodinia" (kernels of the Rodinia applications) and "patterns" (one kernel per
+common CUDA pattern: SNOWPACK's training corpus, never evaluated).
 
 >>> from klaraptor import suite
 >>> list(suite.suites())
-['polybench', 'rodinia']
+['polybench', 'rodinia', 'patterns']
 >>> suite.benchmarks("polybench")["ATAX"]
 ['polybench.atax.k1', 'polybench.atax.k2']
 >>> suite.benchmarks("rodinia")["srad"]
@@ -19,10 +20,10 @@ from types import ModuleType
 
 from klaraptor.errors import SpecError
 from klaraptor.spec import KernelSpec
-from klaraptor.suite import polybench, rodinia
+from klaraptor.suite import patterns, polybench, rodinia
 
 # Suite name -> its module (each defines SPECS in its own order); names are store-name prefixes.
-_SUITES: dict[str, ModuleType] = {"polybench": polybench, "rodinia": rodinia}
+_SUITES: dict[str, ModuleType] = {"polybench": polybench, "rodinia": rodinia, "patterns": patterns}
 
 _BY_NAME: dict[str, KernelSpec] = {
     spec.name: spec for module in _SUITES.values() for spec in module.SPECS
@@ -47,7 +48,7 @@ def _modules(suite: str | None) -> list[ModuleType]:
 
 
 def suites() -> dict[str, list[str]]:
-    """Suite name ("polybench", "rodinia") -> the names of its kernels, in suite order."""
+    """Suite name ("polybench", "rodinia", "patterns") -> the names of its kernels, in suite order."""
     return {name: [spec.name for spec in module.SPECS] for name, module in _SUITES.items()}
 
 
