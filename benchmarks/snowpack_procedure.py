@@ -1,6 +1,7 @@
 """SNOWPACK's unseen-kernel procedure, validated on training sizes only.
 
     python benchmarks/snowpack_procedure.py [OUTDIR] [--learners svr,hgb,mlp] [--keep any]
+        [--no-patterns]
 
 Leave one benchmark out exactly as `klaraptor bench snowpack` does for unseen kernels, but on
 the TRAINING sizes of the recorded suites alone: each fold trains the whole procedure (the
@@ -15,6 +16,14 @@ row by row (`ENSEMBLES`: the trees with the perceptron, and all three learners).
 added, and the rule that would adopt one fixed, before this script first ran with them: an
 ensemble replaces the perceptron for unseen kernels only if its mean S here is lower by more
 than one standard error of the paired difference over these (kernel, D) pairs.
+
+Every fold also trains on the training-only corpus (`klaraptor.suite.patterns`, all its recorded
+sizes; never held out), as `klaraptor bench snowpack` does; `--no-patterns` leaves it out, as
+every run before 2026-11-24's corpus did. The rule that keeps the corpus, fixed before its first
+run (`--learners mlp --keep mlp`, the unseen-kernel procedure): it stays in SNOWPACK's training
+rows only if the perceptron's mean S over these (kernel, D) pairs is lower with it than without
+it (the `mlp` column of results/h200/snowpack_procedure.json, dace8bd, identical code) by more
+than one standard error of the paired difference.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.bench.snowpack_eval import recorded_corpus
+from klaraptor.bench.snowpack_eval import evaluated_benchmarks, recorded_corpus
 from klaraptor.models.snowpack.learner import Corpus, suboptimality
 from klaraptor.models.snowpack.search import SearchSettings, default_grids, fit_fixed, train
 from klaraptor.provenance import stamp
@@ -45,15 +54,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--keep", default="any", help="learners the kept model may be ('any', or e.g. 'mlp')"
     )
+    ap.add_argument("--no-patterns", action="store_true", help="without the training-only corpus")
+    ap.add_argument("--name", default="snowpack_procedure.json", help="the output file's name")
     args = ap.parse_args(argv)
     grids = default_grids()
     settings = SearchSettings(
         grids={k: grids[k] for k in args.learners.split(",")},
         keep=None if args.keep == "any" else tuple(args.keep.split(",")),
     )
-    c, is_train, _ = recorded_corpus()
+    c, is_train, _ = recorded_corpus(patterns=not args.no_patterns)
     c = c.subset(is_train)
-    groups = np.unique(c.group)
+    held = evaluated_benchmarks(c)
+    groups = np.unique(c.group[np.isin(c.bench, held)])
     per: dict[str, np.ndarray] = {
         m: np.full(len(groups), math.nan)
         for m in ("procedure", *settings.grids, *ENSEMBLES)
@@ -61,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     kept = []
     t0 = time.perf_counter()
-    for bench in sorted(set(c.bench.tolist())):
+    for bench in held:
         tr, te = c.subset(c.bench != bench), c.subset(c.bench == bench)
         reg, rep = train(tr, "recorded", "kernels", settings)
         at = np.searchsorted(groups, np.unique(te.group))
@@ -99,7 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         "settings": settings.describe(),
         "wall_s": time.perf_counter() - t0,
     }
-    write(Path(args.outdir) / "snowpack_procedure.json", result, c, groups, per)
+    result["training_only_kernels"] = sorted(
+        set(c.kernel.tolist()) - set(c.kernel[np.isin(c.bench, held)].tolist())
+    )
+    write(Path(args.outdir) / args.name, result, c, groups, per)
     return 0
 
 
@@ -119,7 +134,9 @@ def write(
         | {m: float(v[i]) for m, v in per.items()}
         for i, g in enumerate(groups)
     ]
-    result["provenance"] = stamp(f"python benchmarks/{Path(sys.argv[0]).name}")
+    result["provenance"] = stamp(
+        " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")
     for m in per:

@@ -426,6 +426,8 @@ def write_recorded(data: RecordedDataset, out: Path) -> Path:
 
 # The recorded datasets shipped in the package: the PolyBench suite and the Rodinia-style one.
 RECORDED_FILES = tuple(RECORDED.values())
+# Recorded datasets of suites that are never evaluated, only learned from (SNOWPACK's corpus).
+TRAINING_ONLY = {"patterns": "h200_patterns.json.gz"}
 
 
 def recorded_datasets() -> dict[str, RecordedDataset]:
@@ -433,6 +435,15 @@ def recorded_datasets() -> dict[str, RecordedDataset]:
     return {
         name: load_recorded(Path(str(resources.files("klaraptor") / "data" / name)))
         for name in RECORDED_FILES
+    }
+
+
+def training_only_datasets() -> dict[str, RecordedDataset]:
+    """The shipped datasets of the training-only suites, by file name: SNOWPACK learns from them;
+    nothing scores a method on them."""
+    return {
+        name: load_recorded(Path(str(resources.files("klaraptor") / "data" / name)))
+        for name in TRAINING_ONLY.values()
     }
 
 

@@ -4,6 +4,8 @@ Both recorded suites (PolyBench and Rodinia-style, 44 kernels, 25 benchmarks) ar
 - unseen kernels: for each benchmark (application), train on every other benchmark's rows (all
   their sizes) and choose the held-out kernels' blocks at their evaluation sizes;
 - unseen sizes: train on every kernel at its training sizes, choose at its evaluation sizes.
+With `patterns` (the default) every fold of both also trains on the training-only corpus
+(`klaraptor.suite.patterns`, 16 kernels, every recorded size); it is never held out or scored.
 Every fold runs the whole training procedure (learner, target and hyper-parameters chosen by
 cross-validation on that fold's training rows only). Beside SNOWPACK: OCC (median time over the
 max-occupancy blocks, the paper's protocol), tune-once (the best block measured at the largest
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from klaraptor.bench.dataset import RecordedDataset, recorded_datasets
+from klaraptor.bench.dataset import RecordedDataset, recorded_datasets, training_only_datasets
 from klaraptor.models.snowpack.features import SnowpackError, feature_names, load_recorded_features
 from klaraptor.models.snowpack.learner import (
     LEARNERS,
@@ -58,23 +60,40 @@ QUICK = SearchSettings(
 )
 
 
-def recorded_corpus() -> tuple[Corpus, np.ndarray, dict[str, RecordedDataset]]:
-    """Rows of both recorded suites and, per row, whether its D is a training size."""
+def recorded_corpus(
+    patterns: bool = True,
+) -> tuple[Corpus, np.ndarray, dict[str, RecordedDataset]]:
+    """Rows of both recorded suites and, per row, whether its D is a training size; with
+    `patterns`, also the training-only corpus, every row of it a training row. Returns the
+    evaluated suites' datasets (the corpus is never evaluated)."""
     from klaraptor import suite
 
     feats = load_recorded_features()
     datasets = recorded_datasets()
+    sources = [(d, False) for d in datasets.values()]
+    if patterns:
+        sources += [(d, True) for d in training_only_datasets().values()]
     parts, train_mask = [], []
-    for data in datasets.values():
+    for data, training_only in sources:
         device = data.profile()
         for name, kd in sorted(data.kernels.items()):
             spec = suite.get(name)
             points = {k: v[0] for k, v in kd.times().items()}
             c = kernel_corpus(spec, feats[name], device, points, benchmark_of(spec))
             train_sizes = {spec.size(s) for s in spec.meta["train_sizes"]}
-            train_mask.append(np.array([c.sizes[g][1] in train_sizes for g in c.group]))
+            is_train = [training_only or c.sizes[g][1] in train_sizes for g in c.group]
+            train_mask.append(np.array(is_train))
             parts.append(c)
     return Corpus.concat(parts), np.concatenate(train_mask), datasets
+
+
+def evaluated_benchmarks(c: Corpus) -> list[str]:
+    """The benchmarks of `c` a leave-one-out evaluation holds out: all but the training-only
+    suites' (whose kernels say `meta["training_only"]`)."""
+    from klaraptor import suite
+
+    only = {k for k in set(c.kernel.tolist()) if suite.get(k).meta.get("training_only")}
+    return sorted(set(c.bench[~np.isin(c.kernel, list(only))].tolist()))
 
 
 def _baselines(c: Corpus, is_train: np.ndarray, evals: Corpus) -> dict[str, np.ndarray]:
@@ -165,11 +184,13 @@ def evaluate(
     console: Any | None = None,
     auto: Mapping[tuple[str, int], float] | None = None,
     benchmarks: Sequence[str] | None = None,
+    patterns: bool = True,
 ) -> dict[str, Any]:
     """Both scenarios; returns the snowpack.json document (without provenance). `settings`
     replaces both scenarios' searches (default: `SearchSettings()` for unseen kernels, `SIZES`
-    for unseen sizes); `benchmarks` limits the unseen-kernel folds to those held out."""
-    c, is_train, datasets = recorded_corpus()
+    for unseen sizes); `benchmarks` limits the unseen-kernel folds to those held out;
+    `patterns` adds the training-only corpus to every fold's training rows."""
+    c, is_train, datasets = recorded_corpus(patterns)
     device = next(iter(datasets.values())).device_key
     evals = c.subset(~is_train)
     base = _baselines(c, is_train, evals)
@@ -177,7 +198,7 @@ def evaluate(
     pair_keys = [(c.sizes[g][0], c.sizes[g][1].values()[0]) for g in groups]
     # `auto`: the default build's choices, as `klaraptor bench report` scored them.
     auto_s = None if auto is None else np.array([auto.get(k, math.nan) for k in pair_keys])
-    every = sorted(set(c.bench.tolist()))
+    every = evaluated_benchmarks(c)
     plans = {
         "unseen_kernels": (
             settings or SearchSettings(),
@@ -250,6 +271,7 @@ def evaluate(
         result[scenario] = block
     result["settings"] = {sc: st.describe() for sc, (st, _) in plans.items()}
     result["device"] = device
+    result["training_only_kernels"] = sorted(set(c.kernel[is_train].tolist()) - set(evals.kernel))
     return result
 
 
@@ -294,6 +316,7 @@ def write_snowpack(
     quick: bool = False,
     auto: Mapping[tuple[str, int], float] | None = None,
     command: str = "klaraptor bench snowpack",
+    patterns: bool = True,
 ) -> dict[str, Any]:
     """Run the evaluation and write snowpack.json and snowpack_cdf.png under `out`; `auto` (the
     default build's S% per (kernel, N)) defaults to the report's pairs.json in `out`."""
@@ -301,8 +324,9 @@ def write_snowpack(
 
     if auto is None:
         auto = auto_from_pairs(out / "pairs.json")
-    result = evaluate(QUICK if quick else None, console, auto=auto)
-    result["report"] = stamp(command + (" --quick" if quick else ""))
+    result = evaluate(QUICK if quick else None, console, auto=auto, patterns=patterns)
+    flags = (" --quick" if quick else "") + ("" if patterns else " --no-patterns")
+    result["report"] = stamp(command + flags)
     out.mkdir(parents=True, exist_ok=True)
     (out / "snowpack.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
     plot_cdf(result, out / "snowpack_cdf.png")
@@ -318,17 +342,26 @@ def write_snowpack(
 
 
 def train_snowpack(
-    store: Store | None, *, recorded: bool = False, device: str | None = None, quick: bool = False
+    store: Store | None,
+    *,
+    recorded: bool = False,
+    device: str | None = None,
+    quick: bool = False,
+    patterns: bool = True,
 ) -> tuple[Regressor, dict[str, Any]]:
     """Train SNOWPACK from every kernel timed in `store`, or (`recorded`) in the shipped H200
-    suites; `device` names the GPU's profile key (default: the store's only one)."""
+    suites and, with `patterns`, the training-only corpus; `device` names the GPU's profile key
+    (default: the store's only one)."""
     from klaraptor.models.snowpack.train import train_from_store
     from klaraptor.store import Store
 
     settings = QUICK if quick else SearchSettings()
     with tempfile.TemporaryDirectory() as tmp:
         if recorded:
-            for data in recorded_datasets().values():
+            shipped = list(recorded_datasets().values())
+            if patterns:
+                shipped += training_only_datasets().values()
+            for data in shipped:
                 data.to_store(Path(tmp) / "recorded.sqlite").close()
             store = Store(Path(tmp) / "recorded.sqlite", must_exist=True)
         assert store is not None
@@ -348,4 +381,11 @@ def train_snowpack(
                 store.close()
 
 
-__all__ = ["evaluate", "plot_cdf", "recorded_corpus", "train_snowpack", "write_snowpack"]
+__all__ = [
+    "evaluate",
+    "evaluated_benchmarks",
+    "plot_cdf",
+    "recorded_corpus",
+    "train_snowpack",
+    "write_snowpack",
+]
