@@ -13,7 +13,8 @@ import pytest
 import sklearn
 
 from klaraptor import build, load, suite
-from klaraptor.bench.snowpack_eval import QUICK, recorded_corpus
+from klaraptor.bench.dataset import training_only_datasets
+from klaraptor.bench.snowpack_eval import QUICK, evaluated_benchmarks, recorded_corpus
 from klaraptor.cli import main
 from klaraptor.configspace import ConfigSpace
 from klaraptor.models.snowpack import (
@@ -35,6 +36,7 @@ from klaraptor.models.snowpack.features import (
 from klaraptor.models.snowpack.learner import COST_NS, Regressor, fit_rows, suboptimality
 from klaraptor.models.snowpack.model import _nodes, save_regressor, shipped_path
 from klaraptor.models.snowpack.search import Candidate, choose, train
+from klaraptor.models.snowpack.train import corpus_from_store
 from klaraptor.store import StaticFeatures, Store
 
 
@@ -55,16 +57,34 @@ def small(corpus):  # noqa: ANN001, ANN201
 
 def test_static_features_of_every_recorded_kernel(recorded, h200) -> None:  # noqa: ANN001
     feats = load_recorded_features()
-    assert len(feats) == 44
+    assert len(feats) == 60  # 44 evaluated kernels, 16 of the training-only corpus
     for rec in feats.values():
         assert rec.version == FEATURE_SET and set(rec.features) == set(static_names())
     # The compiler's registers and static shared memory are what collection found on the H200.
-    for name, kd in recorded.kernels.items():
-        attrs = attributes_from(feats[name].features, h200)
-        found = kd.facts(recorded.device_key).attributes
-        assert (attrs.num_regs, attrs.static_smem) == (found.num_regs, found.static_smem), name
+    for data in (recorded, *training_only_datasets().values()):
+        for name, kd in data.kernels.items():
+            attrs = attributes_from(feats[name].features, h200)
+            found = kd.facts(data.device_key).attributes
+            assert (attrs.num_regs, attrs.static_smem) == (found.num_regs, found.static_smem), name
     gemm = feats["polybench.gemm.gemm"].features
     assert gemm["loops"] >= 1 and gemm["ld_global_depth1"] > 0 and gemm["barrier"] == 0
+
+
+def test_the_patterns_corpus_is_trained_on_and_never_held_out(corpus, tmp_path: Path) -> None:  # noqa: ANN001
+    c, is_train, datasets = corpus
+    only = np.char.startswith(c.kernel.astype(str), "patterns.")
+    assert len(set(c.kernel[only].tolist())) == 16 and is_train[only].all()
+    held = evaluated_benchmarks(c)
+    assert len(held) == 25 and not any(b.startswith("patterns.") for b in held)
+    assert "h200_patterns.json.gz" not in datasets  # the evaluated suites only
+    c0, _, _ = recorded_corpus(patterns=False)
+    assert set(c0.kernel.tolist()) == set(c.kernel[~only].tolist())
+    assert evaluated_benchmarks(c0) == held
+    # A store holding its timings trains on them as on any timed kernel.
+    (data,) = training_only_datasets().values()
+    with data.to_store(tmp_path / "s.sqlite") as store:
+        rows, skipped = corpus_from_store(store, data.profile())
+    assert not skipped and set(rows.kernel.tolist()) == set(data.kernels)
 
 
 def test_dynamic_features_are_exact(h200) -> None:  # noqa: ANN001

@@ -86,13 +86,17 @@ def test_applications_and_kernels() -> None:
     assert IDS == [n for names in bench.values() for n in names]
 
 
-def test_registry_spans_both_suites() -> None:
+def test_registry_spans_every_suite() -> None:
     suites = suite.suites()
-    assert list(suites) == ["polybench", "rodinia"]
+    assert list(suites) == ["polybench", "rodinia", "patterns"]
     assert suites["rodinia"] == IDS
     everything = suite.all_specs()
-    assert [s.name for s in everything] == suites["polybench"] + suites["rodinia"]
-    assert set(suite.benchmarks()) == set(suite.benchmarks("polybench")) | set(EXPECTED)
+    assert [s.name for s in everything] == suites["polybench"] + suites["rodinia"] + suites[
+        "patterns"
+    ]
+    assert set(suite.benchmarks()) == set(suite.benchmarks("polybench")) | set(EXPECTED) | set(
+        suite.benchmarks("patterns")
+    )
     # Profilers filter by function name: unique over both suites.
     assert len({s.kernel for s in everything}) == len(everything)
     with pytest.raises(SpecError, match="no suite named"):
