@@ -11,8 +11,6 @@ Run on the GPU machine:  PYTHONPATH=src python3 -m pytest -q -m gpu tests/suite/
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
@@ -22,14 +20,9 @@ from klaraptor.gpu.backend import CupyBackend
 from klaraptor.spec import Block, KernelSpec
 
 cp = pytest.importorskip("cupy")
-
-
-def _device_count() -> int:
-    try:
-        return int(cp.cuda.runtime.getDeviceCount())
-    except Exception:  # noqa: BLE001 - no driver / no device: skip, whatever the error type
-        return 0
-
+# The Rodinia suite's checks, as collection runs them (compile with the shared-memory opt-in,
+# poison, launch, compare; inputs unchanged).
+from tests.suite.test_suite_rodinia_gpu import _check, _device_count, _function  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,
@@ -61,40 +54,12 @@ def _blocks(spec: KernelSpec, n: int) -> list[Block]:
     return list(dict.fromkeys(picks))
 
 
-def _function(spec: KernelSpec) -> Any:
-    be = CupyBackend()
-    fn = be.compile(spec.source, spec.kernel, spec.options)
-    if spec.dynamic_smem is not None:
-        optin = be.max_dynamic_smem_optin(0)
-        be.opt_in_dynamic_smem(fn, optin - be.attributes(fn).static_smem)
-    return fn
-
-
-def _check(spec: KernelSpec, fn: Any, n: int, block: Block) -> dict[str, Any]:
-    be = CupyBackend()
-    D = spec.size(n)
-    args = spec.make_args(D, np.random.default_rng(n))
-    host = be.to_host(args)
-    result = be.check_outputs(
-        lambda a: be.launch(fn, spec.grid_for(D, block), block, a, spec.dynamic_smem_for(D, block)),
-        args,
-        spec.reference(D, host),
-        poison_indices=tuple(spec.meta["overwrites"]),
-        rtol=spec.rtol,
-    )
-    for i, a in enumerate(be.to_host(args)):
-        if isinstance(a, np.ndarray) and i not in spec.outputs:
-            np.testing.assert_array_equal(a, host[i], err_msg=f"{block}: input {i} changed")
-    return result
-
-
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_kernel_matches_reference(spec: KernelSpec) -> None:
-    fn = _function(spec)
     failures = []
     for n in (SMALL[spec.meta["layout"]], TINY):
         for block in _blocks(spec, n):
-            res = _check(spec, fn, n, block)
+            res = _check(spec, n, block, seed=n)
             if not res["ok"]:
                 failures.append(f"N={n} block={block}: errors {res['errors']}")
     assert not failures, "\n".join(failures)
