@@ -109,7 +109,7 @@ def bench_learners(reg: Any) -> dict[str, Any]:
     from klaraptor.models.snowpack.learner import fit_rows
     from klaraptor.models.snowpack.search import default_grids
 
-    c, _, _ = recorded_corpus(patterns=False)  # as run: before the training-only corpus
+    c, _, _ = recorded_corpus()
     groups, counts = np.unique(c.group, return_counts=True)
     batch = np.resize(c.X[c.group == groups[np.argmax(counts)]], (LEARNER_ROWS, c.X.shape[1]))
     out = {}

@@ -89,7 +89,7 @@ def main(
     ap.add_argument("outdir", nargs="?", default=str(ROOT / "results"))
     ap.add_argument("--jobs", type=int, default=2, help="folds fitted in parallel")
     args = ap.parse_args(argv)
-    c, is_train, _ = recorded_corpus(patterns=False)  # as run: before the training-only corpus
+    c, is_train, _ = recorded_corpus()
     _CORPUS = c = c.subset(is_train)
     groups = np.unique(c.group)
     per = {column(t, x): np.full(len(groups), math.nan) for t in TARGETS for x in levels}

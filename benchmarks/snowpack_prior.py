@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("outdir", nargs="?", default=str(ROOT / "results" / "h200"))
     ap.add_argument("--seeds", type=int, default=3)
     args = ap.parse_args(argv)
-    c, is_train, _ = recorded_corpus(patterns=False)  # as run: before the training-only corpus
+    c, is_train, _ = recorded_corpus()
     S: dict[str, list[float]] = {f"top{k}": [] for k in KS} | {"tune_once": [], "snowpack": []}
     share: dict[str, list[float]] = {f"top{k}": [] for k in KS}
     t0 = time.perf_counter()

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--without", default="", help="feature columns held constant")
     ap.add_argument("--risk", default="", help="weights L of the members' spread (mean + L sd)")
     args = ap.parse_args(argv)
-    c, is_train, _ = recorded_corpus(patterns=False)  # as run: before the training-only corpus
+    c, is_train, _ = recorded_corpus()
     c = c.subset(is_train)
     without = [n for n in args.without.split(",") if n]
     for name in without:

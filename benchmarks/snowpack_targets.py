@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         return compare(Path(args.compare))
     settings = SearchSettings()
     params = default_grids()["mlp"][0]
-    c, is_train, _ = recorded_corpus(patterns=False)  # as run: before the training-only corpus
+    c, is_train, _ = recorded_corpus()
     c = c.subset(is_train)
     groups = np.unique(c.group)
     columns = (*TARGETS, "blend")

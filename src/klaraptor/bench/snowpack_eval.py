@@ -4,8 +4,9 @@ Both recorded suites (PolyBench and Rodinia-style, 44 kernels, 25 benchmarks) ar
 - unseen kernels: for each benchmark (application), train on every other benchmark's rows (all
   their sizes) and choose the held-out kernels' blocks at their evaluation sizes;
 - unseen sizes: train on every kernel at its training sizes, choose at its evaluation sizes.
-With `patterns` (the default) every fold of both also trains on the training-only corpus
-(`klaraptor.suite.patterns`, 16 kernels, every recorded size); it is never held out or scored.
+With `patterns` every fold of both also trains on the training-only corpus
+(`klaraptor.suite.patterns`, 16 kernels, every recorded size; never held out or scored). It is
+off by default: validated on the training sizes it did not help (docs/snowpack.md).
 Every fold runs the whole training procedure (learner, target and hyper-parameters chosen by
 cross-validation on that fold's training rows only). Beside SNOWPACK: OCC (median time over the
 max-occupancy blocks, the paper's protocol), tune-once (the best block measured at the largest
@@ -61,7 +62,7 @@ QUICK = SearchSettings(
 
 
 def recorded_corpus(
-    patterns: bool = True,
+    patterns: bool = False,
 ) -> tuple[Corpus, np.ndarray, dict[str, RecordedDataset]]:
     """Rows of both recorded suites and, per row, whether its D is a training size; with
     `patterns`, also the training-only corpus, every row of it a training row. Returns the
@@ -184,7 +185,7 @@ def evaluate(
     console: Any | None = None,
     auto: Mapping[tuple[str, int], float] | None = None,
     benchmarks: Sequence[str] | None = None,
-    patterns: bool = True,
+    patterns: bool = False,
 ) -> dict[str, Any]:
     """Both scenarios; returns the snowpack.json document (without provenance). `settings`
     replaces both scenarios' searches (default: `SearchSettings()` for unseen kernels, `SIZES`
@@ -316,7 +317,7 @@ def write_snowpack(
     quick: bool = False,
     auto: Mapping[tuple[str, int], float] | None = None,
     command: str = "klaraptor bench snowpack",
-    patterns: bool = True,
+    patterns: bool = False,
 ) -> dict[str, Any]:
     """Run the evaluation and write snowpack.json and snowpack_cdf.png under `out`; `auto` (the
     default build's S% per (kernel, N)) defaults to the report's pairs.json in `out`."""
@@ -325,7 +326,7 @@ def write_snowpack(
     if auto is None:
         auto = auto_from_pairs(out / "pairs.json")
     result = evaluate(QUICK if quick else None, console, auto=auto, patterns=patterns)
-    flags = (" --quick" if quick else "") + ("" if patterns else " --no-patterns")
+    flags = (" --quick" if quick else "") + (" --patterns" if patterns else "")
     result["report"] = stamp(command + flags)
     out.mkdir(parents=True, exist_ok=True)
     (out / "snowpack.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
@@ -347,7 +348,7 @@ def train_snowpack(
     recorded: bool = False,
     device: str | None = None,
     quick: bool = False,
-    patterns: bool = True,
+    patterns: bool = False,
 ) -> tuple[Regressor, dict[str, Any]]:
     """Train SNOWPACK from every kernel timed in `store`, or (`recorded`) in the shipped H200
     suites and, with `patterns`, the training-only corpus; `device` names the GPU's profile key

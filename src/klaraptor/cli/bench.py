@@ -201,7 +201,7 @@ def _train_snowpack(args: argparse.Namespace) -> int:
         recorded=args.recorded,
         device=args.device,
         quick=args.quick,
-        patterns=not args.no_patterns,
+        patterns=args.patterns,
     )
     if args.recorded:  # kept in the user's store too (from the store, training saved it)
         save_regressor(store, reg)
@@ -224,7 +224,7 @@ def _snowpack(args: argparse.Namespace) -> int:
     from klaraptor.bench.snowpack_eval import write_snowpack
 
     _writable_dir(Path(args.out), "--out")
-    write_snowpack(Path(args.out), console=console, quick=args.quick, patterns=not args.no_patterns)
+    write_snowpack(Path(args.out), console=console, quick=args.quick, patterns=args.patterns)
     return 0
 
 
@@ -240,17 +240,17 @@ def add_snowpack_parsers(bs: Any) -> None:
     t.add_argument("--ship", metavar="FILE", help="also write the model to FILE (package data)")
     t.add_argument("--quick", action="store_true", help="small search (minutes less, worse)")
     t.add_argument(
-        "--no-patterns",
+        "--patterns",
         action="store_true",
-        help="with --recorded: without the training-only corpus (klaraptor.suite.patterns)",
+        help="with --recorded: also the training-only corpus (klaraptor.suite.patterns)",
     )
     t.set_defaults(bench_func=_train_snowpack)
     s = bs.add_parser("snowpack", help="SNOWPACK's evaluation (unseen kernels and sizes)")
     s.add_argument("--out", default="benchmarks/results/h200")
     s.add_argument("--quick", action="store_true", help="small search (for a smoke run)")
     s.add_argument(
-        "--no-patterns",
+        "--patterns",
         action="store_true",
-        help="train the folds without the training-only corpus (klaraptor.suite.patterns)",
+        help="train every fold on the training-only corpus too (klaraptor.suite.patterns)",
     )
     s.set_defaults(bench_func=_snowpack)
