@@ -365,3 +365,26 @@ def test_a_new_kernel_gets_features_from_nvrtc(make_spec, tmp_path: Path, h200) 
         rec = store.static_features(spec.name, "sm_90", FEATURE_SET)
         assert rec is not None and rec.source == "nvrtc" and rec.features["ld_global"] >= 1
         assert kern.select(1 << 20).block in kern.helper.candidates
+
+
+def test_bagged_members_learn_from_bootstrap_samples_of_benchmarks(small) -> None:  # noqa: ANN001
+    from klaraptor.models.snowpack.learner import _bootstrap
+
+    sub, _, _ = small
+    rows = np.arange(len(sub))
+    keep, w = _bootstrap(sub.bench[rows], np.ones(len(rows)), 0)
+    drawn = set(sub.bench[keep].tolist())
+    assert drawn == {n for n, k in _counts(sub, 0) if k}
+    assert w.sum() == pytest.approx(sum((sub.bench == b).sum() * k for b, k in _counts(sub, 0)))
+    params = {"hidden": [16], "alpha": 0.01, "max_iter": 60}
+    one = fit_rows(sub, "mlp", params, "relative", "all", rows, seeds=2, bagged=True)
+    two = fit_rows(sub, "mlp", params, "relative", "all", rows, seeds=2, bagged=True)
+    plain = fit_rows(sub, "mlp", params, "relative", "all", rows, seeds=2)
+    np.testing.assert_array_equal(one.predict(sub.X), two.predict(sub.X))  # seeded
+    assert not np.array_equal(one.predict(sub.X), plain.predict(sub.X))
+
+
+def _counts(sub, seed: int) -> list[tuple[str, int]]:  # noqa: ANN001
+    names = np.unique(sub.bench)
+    draws = np.random.default_rng(1000 + seed).integers(0, len(names), len(names))
+    return [(n, int((draws == i).sum())) for i, n in enumerate(names)]

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from klaraptor.store import Store
 
 # Unseen sizes trains once: its search may use every training row.
-SIZES = SearchSettings(folds=2, search_rows=10_000, keep=None)
+SIZES = SearchSettings(folds=2, search_rows=10_000, keep=None, bagged=False)
 QUICK = SearchSettings(
     max_rows=800,
     svr_max_rows=800,

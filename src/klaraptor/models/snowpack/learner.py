@@ -424,11 +424,14 @@ def fit_rows(
     rows: np.ndarray,
     seeds: int = 1,
     balanced: bool = False,
+    bagged: bool = False,
 ) -> Fitted:
     """`learner` fitted on rows of `c` for `target` and `view`; a perceptron with `seeds` random
     initialisations (members averaged). The other learners are deterministic: one member.
     `balanced`: every (kernel, D) group weighs the same in the loss, as in S% (each row
-    1 / its group's size in `c`), instead of by its number of candidate blocks (10 to 231)."""
+    1 / its group's size in `c`), instead of by its number of candidate blocks (10 to 231).
+    `bagged`: each perceptron member learns from its own bootstrap sample of the training
+    benchmarks (drawn with replacement, a benchmark drawn k times weighing k)."""
     if target not in TARGETS:
         raise SnowpackError(f"unknown SNOWPACK target {target!r} (use one of {TARGETS})")
     cols = view_columns(view)
@@ -436,26 +439,43 @@ def fit_rows(
     level = None
     n = max(int(seeds), 1) if learner == "mlp" else 1
     members = [make_estimator(learner, params, len(cols), seed) for seed in range(n)]
-    weight = None
+    weight = np.ones(len(rows))
     if balanced:
         _, inv, size = np.unique(c.group, return_inverse=True, return_counts=True)
         weight = 1.0 / size[inv][rows]
         weight /= weight.mean()
+    # Per member: its rows and their weights (all rows, or a bootstrap sample of benchmarks).
+    samples = [
+        _bootstrap(c.bench[rows], weight, i) if bagged and learner == "mlp" else (None, weight)
+        for i in range(len(members))
+    ]
+    mean = np.zeros_like(y) if target == "log_time" else _group_mean(y, c.group)
+    X, r = c.X[rows][:, cols], (y - mean)[rows]
     with threadpool_limits(THREADS), warnings.catch_warnings():
         # A perceptron stopped at max_iter is still a fitted model; CV judges it.
         warnings.simplefilter("ignore", ConvergenceWarning)
-        if target == "log_time":
-            for est in members:
-                _fit_weighted(est, c.X[rows][:, cols], y[rows], weight)
-        else:
-            mean = _group_mean(y, c.group)
-            for est in members:
-                _fit_weighted(est, c.X[rows][:, cols], (y - mean)[rows], weight)
+        for est, (keep, w) in zip(members, samples):
+            if keep is None:
+                _fit_weighted(est, X, r, None if not balanced else w)
+            else:
+                _fit_weighted(est, X[keep], r[keep], w)
+        if target != "log_time":
             level = make_pipeline(StandardScaler(), Ridge(alpha=1.0))
-            _fit_weighted(level, c.X[rows][:, _group_columns()], mean[rows], weight)
+            w = weight if balanced else None
+            _fit_weighted(level, c.X[rows][:, _group_columns()], mean[rows], w)
     for est in members:
         _drop_training_state(est)
     return Fitted(tuple(members), level, target, view)
+
+
+def _bootstrap(bench: np.ndarray, weight: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of a bootstrap sample of the benchmarks (seeded) and their weights: `weight`
+    times how often each row's benchmark was drawn."""
+    names, inv = np.unique(bench, return_inverse=True)
+    draws = np.random.default_rng(1000 + seed).integers(0, len(names), len(names))
+    times = np.bincount(draws, minlength=len(names))[inv]
+    keep = np.flatnonzero(times > 0)
+    return keep, (weight * times)[keep]
 
 
 def _fit_weighted(est: Any, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None) -> None:

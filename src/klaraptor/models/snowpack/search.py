@@ -122,6 +122,9 @@ class SearchSettings:
     final_seeds: int = 3
     # Every (kernel, D) weighs the same in the fits (`fit_rows(balanced=True)`).
     balanced: bool = False
+    # Each final perceptron member learns from a bootstrap sample of the training benchmarks
+    # (`fit_rows(bagged=True)`).
+    bagged: bool = False
 
     def rows_for(self, learner: str, limit: int) -> int:
         return min(limit, self.svr_max_rows) if learner == "svr" else limit
@@ -138,6 +141,7 @@ class SearchSettings:
             "keep": list(self.keep) if self.keep is not None else "any",
             "final_seeds": self.final_seeds,
             "balanced": self.balanced,
+            "bagged": self.bagged,
             "rule": RULE.format(tol=self.cost_tolerance),
         }
 
@@ -300,6 +304,7 @@ def train(
         rows,
         settings.final_seeds,
         settings.balanced,
+        settings.bagged,
     )
     report: dict[str, Any] = {
         "validation": kind,
@@ -335,7 +340,15 @@ def fit_fixed(
     """One learner with given hyper-parameters, target and view, fitted on (a subset of) `c`."""
     rows = _rows(c, settings.rows_for(learner, settings.max_rows), settings.seed)
     fitted = fit_rows(
-        c, learner, params, target, view, rows, settings.final_seeds, settings.balanced
+        c,
+        learner,
+        params,
+        target,
+        view,
+        rows,
+        settings.final_seeds,
+        settings.balanced,
+        settings.bagged,
     )
     return Regressor(learner, dict(params), fitted, device)
 
