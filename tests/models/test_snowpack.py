@@ -388,3 +388,26 @@ def _counts(sub, seed: int) -> list[tuple[str, int]]:  # noqa: ANN001
     names = np.unique(sub.bench)
     draws = np.random.default_rng(1000 + seed).integers(0, len(names), len(names))
     return [(n, int((draws == i).sum())) for i, n in enumerate(names)]
+
+
+def test_the_papers_kernel_split_holds_every_evaluated_kernel_out_once(corpus) -> None:  # noqa: ANN001
+    from klaraptor.bench.snowpack_eval import kernel_folds
+
+    c, is_train, _ = corpus
+    evals = c.subset(~is_train)
+    folds = kernel_folds(evals)
+    names = [k for f in folds for k in f]
+    assert len(folds) == 4 and sorted(names) == sorted(set(evals.kernel.tolist()))
+    assert max(map(len, folds)) - min(map(len, folds)) <= 1
+    assert kernel_folds(evals) == folds  # seeded
+    # Unlike leave-one-benchmark-out, some held-out kernel has a sibling in training.
+    fold_of = {k: i for i, f in enumerate(folds) for k in f}
+    siblings = [
+        k
+        for k in fold_of
+        if any(
+            j != k and j.rsplit(".", 1)[0] == k.rsplit(".", 1)[0] and fold_of[j] != fold_of[k]
+            for j in fold_of
+        )
+    ]
+    assert siblings
