@@ -27,33 +27,17 @@ OUTDIR/snowpack_bagging.json.
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
+from functools import partial
 
-import numpy as np
 import snowpack_pessimism as loop  # the sibling script (benchmarks/ is on sys.path)
 
-from klaraptor.models.snowpack.learner import Corpus, suboptimality
-from klaraptor.models.snowpack.search import SearchSettings, default_grids, fit_fixed
-
-VARIANTS = ("seeds", "bagged")  # the first is the reference
-
-
-def fold_scores(tr: Corpus, te: Corpus) -> dict[str, np.ndarray]:
-    """S% per column (target, variant) for one held-out benchmark."""
-    params, out = default_grids()["mlp"][0], {}
-    for target in loop.TARGETS:
-        for variant in VARIANTS:
-            settings = replace(SearchSettings(), bagged=variant == "bagged")
-            reg = fit_fixed(tr, "recorded", "mlp", params, target, "all", settings)
-            out[loop.column(target, variant)] = suboptimality(te, reg.predict_log(te.X))
-    return out
-
+VARIANTS = ("seeds", "bagged")  # the first is the reference (the flag off)
 
 if __name__ == "__main__":
     raise SystemExit(
         loop.main(
             sys.argv[1:],
-            scores=fold_scores,
+            scores=partial(loop.setting_scores, field="bagged", levels=VARIANTS),
             levels=VARIANTS,
             name="snowpack_bagging.json",
         )

@@ -18,8 +18,8 @@ S pooled over the three targets. It is adopted for the kept perceptron only if t
 the 219 (kernel, D) pairs, of its paired S difference to lambda = 0 (each pair's difference
 averaged over the three targets) is below minus one standard error of that mean. Writes
 OUTDIR/snowpack_pessimism.json (default benchmarks/results/). Its first run (53353c6) wrote the
-verdict as `vs_lambda_0` / `lambda_star`; the loop now serves `snowpack_balanced.py` too, and
-names them `vs_reference` / `best`.
+verdict as `vs_lambda_0` / `lambda_star`; the loop now serves `snowpack_balanced.py` and
+`snowpack_bagging.py` too (`setting_scores`), and names them `vs_reference` / `best`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import math
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,21 @@ def pessimistic_scores(tr: Corpus, te: Corpus) -> dict[str, np.ndarray]:
         spread = np.std([m.predict(cols) for m in reg.fitted.members], axis=0)
         for lam in LAMBDAS:
             out[column(target, lam)] = suboptimality(te, mean + float(lam) * spread)
+    return out
+
+
+def setting_scores(
+    tr: Corpus, te: Corpus, *, field: str, levels: tuple[str, str]
+) -> dict[str, np.ndarray]:
+    """S% per column (target, level) for one held-out benchmark: the perceptron fitted with the
+    `SearchSettings` flag `field` off (`levels[0]`) and on (`levels[1]`). Pass it as
+    `functools.partial(setting_scores, field=..., levels=...)` (worker processes pickle it)."""
+    params, out = default_grids()["mlp"][0], {}
+    for target in TARGETS:
+        for level in levels:
+            settings = replace(SearchSettings(), **{field: level == levels[1]})
+            reg = fit_fixed(tr, "recorded", "mlp", params, target, "all", settings)
+            out[column(target, level)] = suboptimality(te, reg.predict_log(te.X))
     return out
 
 

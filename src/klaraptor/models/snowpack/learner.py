@@ -439,43 +439,40 @@ def fit_rows(
     level = None
     n = max(int(seeds), 1) if learner == "mlp" else 1
     members = [make_estimator(learner, params, len(cols), seed) for seed in range(n)]
-    weight = np.ones(len(rows))
+    weight = None
     if balanced:
         _, inv, size = np.unique(c.group, return_inverse=True, return_counts=True)
         weight = 1.0 / size[inv][rows]
         weight /= weight.mean()
-    # Per member: its rows and their weights (all rows, or a bootstrap sample of benchmarks).
-    samples = [
-        _bootstrap(c.bench[rows], weight, i) if bagged and learner == "mlp" else (None, weight)
-        for i in range(len(members))
-    ]
     mean = np.zeros_like(y) if target == "log_time" else _group_mean(y, c.group)
     X, r = c.X[rows][:, cols], (y - mean)[rows]
     with threadpool_limits(THREADS), warnings.catch_warnings():
         # A perceptron stopped at max_iter is still a fitted model; CV judges it.
         warnings.simplefilter("ignore", ConvergenceWarning)
-        for est, (keep, w) in zip(members, samples):
-            if keep is None:
-                _fit_weighted(est, X, r, None if not balanced else w)
-            else:
+        for i, est in enumerate(members):
+            if bagged and learner == "mlp":
+                keep, w = _bootstrap(c.bench[rows], weight, i)
                 _fit_weighted(est, X[keep], r[keep], w)
+            else:
+                _fit_weighted(est, X, r, weight)
         if target != "log_time":
             level = make_pipeline(StandardScaler(), Ridge(alpha=1.0))
-            w = weight if balanced else None
-            _fit_weighted(level, c.X[rows][:, _group_columns()], mean[rows], w)
+            _fit_weighted(level, c.X[rows][:, _group_columns()], mean[rows], weight)
     for est in members:
         _drop_training_state(est)
     return Fitted(tuple(members), level, target, view)
 
 
-def _bootstrap(bench: np.ndarray, weight: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _bootstrap(
+    bench: np.ndarray, weight: np.ndarray | None, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The rows of a bootstrap sample of the benchmarks (seeded) and their weights: `weight`
-    times how often each row's benchmark was drawn."""
+    (else 1) times how often each row's benchmark was drawn."""
     names, inv = np.unique(bench, return_inverse=True)
     draws = np.random.default_rng(1000 + seed).integers(0, len(names), len(names))
     times = np.bincount(draws, minlength=len(names))[inv]
     keep = np.flatnonzero(times > 0)
-    return keep, (weight * times)[keep]
+    return keep, (times if weight is None else weight * times)[keep].astype(np.float64)
 
 
 def _fit_weighted(est: Any, X: np.ndarray, y: np.ndarray, weight: np.ndarray | None) -> None:
