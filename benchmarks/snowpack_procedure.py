@@ -22,7 +22,7 @@ all its recorded sizes; never held out). The rule that would have kept the corpu
 training rows, fixed before its first run (`--learners mlp --keep mlp --patterns`, the
 unseen-kernel procedure): the perceptron's mean S over these (kernel, D) pairs lower with it than
 without it (the `mlp` column of results/h200/snowpack_procedure.json, dace8bd, identical code) by
-more than one standard error of the paired difference. It was not (+2.35 +- 1.80 points,
+more than one standard error of the paired difference. It was not (+2.35 ± 1.80 points,
 results/h200/snowpack_procedure_patterns.json), so the corpus is off by default.
 """
 
