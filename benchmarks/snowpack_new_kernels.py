@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from klaraptor import suite
-from klaraptor.bench.snowpack_eval import _baselines, recorded_corpus
+from klaraptor.bench.snowpack_eval import baselines, recorded_corpus
 from klaraptor.models.snowpack.learner import Corpus, suboptimality
 from klaraptor.models.snowpack.model import load_regressor
 from klaraptor.provenance import stamp
@@ -55,7 +55,7 @@ def main(argv: list[str]) -> int:
     reg = load_regressor(None, next(iter(datasets.values())).device_key)
     assert not set(evals.kernel.tolist()) & set(reg.info["kernels"]), "the model saw them"
     s = suboptimality(evals, reg.predict_log(evals.X))
-    base = _baselines(c, is_train, evals)
+    base = baselines(c, is_train, evals)
     groups = np.unique(evals.group)
     chosen = prior_blocks(c, is_train, reg.predict_log(c.X))
     prior = []

@@ -107,7 +107,7 @@ def kernel_folds(evals: Corpus, n: int = KERNEL_FOLDS, seed: int = 0) -> list[tu
     return [tuple(sorted(names[i] for i in order[k::n])) for k in range(n)]
 
 
-def _baselines(c: Corpus, is_train: np.ndarray, evals: Corpus) -> dict[str, np.ndarray]:
+def baselines(c: Corpus, is_train: np.ndarray, evals: Corpus) -> dict[str, np.ndarray]:
     """OCC and tune-once S% per evaluated group (groups in np.unique order)."""
     occ_col = feature_names().index("occupancy")
     tune: dict[str, tuple[int, ...]] = {}
@@ -208,7 +208,7 @@ def evaluate(
     c, is_train, datasets = recorded_corpus(patterns)
     device = next(iter(datasets.values())).device_key
     evals = c.subset(~is_train)
-    base = _baselines(c, is_train, evals)
+    base = baselines(c, is_train, evals)
     groups = np.unique(evals.group)
     pair_keys = [(c.sizes[g][0], c.sizes[g][1].values()[0]) for g in groups]
     # `auto`: the default build's choices, as `klaraptor bench report` scored them.
@@ -405,6 +405,7 @@ def train_snowpack(
 
 __all__ = [
     "evaluate",
+    "baselines",
     "evaluated_benchmarks",
     "kernel_folds",
     "plot_cdf",
