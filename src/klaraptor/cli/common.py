@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,6 +28,20 @@ if TYPE_CHECKING:
     from klaraptor.build import Kernel
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """A pool worker's initializer: the worker is killed when the process that started it dies
+    (Linux PR_SET_PDEATHSIG), so a SIGKILLed command leaves no workers behind."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    # The parent may have died before the guard was set.
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
 
 # A pipe (make, CI logs, less, a file) gets lines as long as they are: wrapped at 80 columns,
 # explain's table would be unreadable.

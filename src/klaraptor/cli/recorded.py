@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
-from klaraptor.cli.common import console, open_store
+from klaraptor.cli.common import console, die_with_parent, open_store
 from klaraptor.errors import KlaraptorError
 
 
@@ -104,7 +104,11 @@ def cmd_import_recorded(args: argparse.Namespace) -> int:
     pool = futures = None
     if args.jobs > 1 and len(todo) > 1:
         # Workers start at submit: before the progress display's thread exists.
-        pool = ProcessPoolExecutor(max_workers=min(args.jobs, len(todo)))
+        pool = ProcessPoolExecutor(
+            max_workers=min(args.jobs, len(todo)),
+            initializer=die_with_parent,
+            initargs=(os.getpid(),),
+        )
         futures = [
             pool.submit(build_recorded, store.path, file, kernel, args.model)
             for kernel, file in todo.items()

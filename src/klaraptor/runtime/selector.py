@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from klaraptor.errors import ExtrapolationWarning, KlaraptorError
+from klaraptor.errors import ExtrapolationWarning, KlaraptorError, KlaraptorWarning
 from klaraptor.helper import HelperProgram
 from klaraptor.store import HistoryRow
 from klaraptor.types import Block, DataSchema, DataSize, Grid
@@ -221,7 +221,17 @@ class Selector:
             name: (min(v), max(v)) for name, v in zip(names, zip(*(D.values() for D in trained)))
         }
         self._warned_extrapolation = False
-        if store is not None:
+        # A read-only store serves its history but keeps no new rows (said once, here).
+        self._keeps_history = store is not None and not store.read_only
+        if store is not None and store.read_only:
+            self._load_history()
+            warnings.warn(
+                f"klaraptor: history is not kept for {helper.kernel}: the store {store.path} is "
+                f"read-only ({store.read_only_cause})",
+                KlaraptorWarning,
+                stacklevel=_outside_klaraptor(),
+            )
+        elif store is not None:
             self._load_history()
             # Pending rows are written when the selector goes away or the process exits.
             self._finalizer = weakref.finalize(
@@ -419,7 +429,7 @@ class Selector:
     # -- history -----------------------------------------------------------------------------
 
     def _queue(self, sel: Selection) -> None:
-        if self.store is None:
+        if not self._keeps_history:
             return
         self._pending.append(
             HistoryRow(
@@ -456,7 +466,7 @@ class Selector:
             self._lock.release()
 
     def _flush_locked(self) -> None:
-        if self.store is not None:
+        if self.store is not None and self._keeps_history:
             _write_history(
                 self.store,
                 self.helper.kernel,

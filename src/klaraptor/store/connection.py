@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import random
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -40,6 +41,76 @@ def _is_locked(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
 
 
+# The store files this process holds SQLite connections to, by (device, inode), with how many.
+# The raw header is read (to name a truncation) only for a file with none: closing a descriptor
+# of a file drops every POSIX lock the process holds on it, its connections' locks included.
+_CONNECTED: dict[tuple[int, int], int] = {}
+_CONNECTED_LOCK = threading.Lock()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_CONNECTED.clear)
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _read_only_cause(path: Path) -> str | None:
+    """Why this process cannot write the store at `path` (None when it can). `os.access`
+    answers for permissions, immutable files (EPERM) and read-only mounts (EROFS) alike."""
+    if not os.access(path, os.W_OK):
+        return f"the file {path} is not writable by this user (permissions, or it is immutable)"
+    # WAL mode writes the -wal and -shm files beside the store.
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        return f"its directory {path.parent} is not writable by this user"
+    return None
+
+
+def lock_holders(path: Path) -> list[str]:
+    """Processes holding POSIX locks on `path`, from /proc/locks (Linux; empty elsewhere).
+
+    Reads the kernel's lock table, never the file: opening the file would drop this process's
+    own locks on it."""
+    try:
+        st = os.stat(path)
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return []
+    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    pids = []
+    for line in table.splitlines():
+        fields = line.split()
+        # "1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (blocked waiters carry "->")
+        if "->" in fields or len(fields) < 6 or fields[5] != ident:
+            continue
+        pid = int(fields[4]) if fields[4].isdigit() else 0
+        if pid and pid != os.getpid() and pid not in pids:
+            pids.append(pid)
+    out = []
+    for pid in pids:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except OSError:
+            cmd = ""
+        out.append(f"pid {pid}" + (f" ({cmd[:80]})" if cmd else ""))
+    return out
+
+
 class StoreFile:
     """One SQLite store file: opening, validation, creation, migration and transactions.
 
@@ -52,10 +123,16 @@ class StoreFile:
         *,
         timeout: float = 30.0,
         must_exist: bool = False,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path).expanduser() if path is not None else default_store_path()
         self.timeout = float(timeout)
+        # Why this store is opened read-only (None: read-write). Found when the file cannot be
+        # written (permissions, immutable, read-only mount), or asked for with read_only=True.
+        self._read_only_cause: str | None = "opened with read_only=True" if read_only else None
+        self._forced_read_only = read_only
         if must_exist and not self.path.exists():
+            self._check_parent()
             raise StoreError(
                 f"there is no klaraptor store at {self.path}: build a kernel first "
                 "(`klaraptor build`), or create the recorded H200 builds with "
@@ -65,23 +142,43 @@ class StoreFile:
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
         self._closed = False
+        self._needs_immutable = False
+        self._file: tuple[int, int] | None = None
         self._names: dict[str, tuple[str, ...]] = {}
         # Open now so a bad path fails at construction, not at the first write of a long build.
         with self._lock:
             self._connection()
 
+    @property
+    def read_only(self) -> bool:
+        """True when this store can be read but not written; `read_only_cause` says why."""
+        return self._read_only_cause is not None
+
+    @property
+    def read_only_cause(self) -> str | None:
+        return self._read_only_cause
+
     # -- pickling / forking: a connection never crosses a process boundary -------------------
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": str(self.path), "timeout": self.timeout, "closed": self._closed}
+        return {
+            "path": str(self.path),
+            "timeout": self.timeout,
+            "closed": self._closed,
+            "read_only": self._forced_read_only,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = Path(state["path"])
         self.timeout = state["timeout"]
+        self._forced_read_only = bool(state.get("read_only", False))
+        self._read_only_cause = "opened with read_only=True" if self._forced_read_only else None
         self._lock = threading.RLock()
         self._conn = None
         self._pid = -1
         self._closed = state["closed"]
+        self._needs_immutable = False
+        self._file = None
         self._names = {}
 
     def __enter__(self: _S) -> _S:
@@ -102,7 +199,15 @@ class StoreFile:
         with self._lock:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
+                if self._file is not None:
+                    with _CONNECTED_LOCK:
+                        left = _CONNECTED.get(self._file, 1) - 1
+                        if left > 0:
+                            _CONNECTED[self._file] = left
+                        else:
+                            _CONNECTED.pop(self._file, None)
             self._conn = None
+            self._file = None
             self._closed = True
 
     # -- opening and validation --------------------------------------------------------------
@@ -119,78 +224,120 @@ class StoreFile:
         # A connection inherited through fork belongs to the parent: drop it without closing.
         self._conn = None
         self._check_file()
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise self._err("cannot create its directory", exc) from exc
-        try:
-            conn = sqlite3.connect(
-                str(self.path),
-                timeout=self.timeout,
-                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
-                check_same_thread=False,  # shared between threads under self._lock
-            )
-        except sqlite3.Error as exc:
-            raise self._err("cannot open the file", exc) from exc
+        conn = self._open(immutable=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
             self._validate(conn)
+        except StoreError:
+            conn.close()
+            if not (self.read_only and self._needs_immutable):
+                raise
+            # A read-only WAL store whose -shm file cannot be made: read it as immutable
+            # (nobody can write it from here either, so there is nothing to see change).
+            conn = self._open(immutable=True)
+            try:
+                self._validate(conn)
+            except BaseException:
+                conn.close()
+                raise
         except BaseException:
             conn.close()
             raise
         self._conn = conn
         self._pid = os.getpid()
+        self._file = _file_id(self.path)
+        if self._file is not None:
+            with _CONNECTED_LOCK:
+                _CONNECTED[self._file] = _CONNECTED.get(self._file, 0) + 1
+        return conn
+
+    def _open(self, *, immutable: bool) -> sqlite3.Connection:
+        self._needs_immutable = False
+        try:
+            if self.read_only:
+                uri = (
+                    self.path.resolve().as_uri()
+                    + "?mode=ro"
+                    + ("&immutable=1" if immutable else "")
+                )
+                conn = sqlite3.connect(
+                    uri,
+                    uri=True,
+                    timeout=self.timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            else:
+                conn = sqlite3.connect(
+                    str(self.path),
+                    timeout=self.timeout,
+                    isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                    check_same_thread=False,  # shared between threads under self._lock
+                )
+        except sqlite3.Error as exc:
+            raise self._err("cannot open the file", exc) from exc
         return conn
 
     def _check_file(self) -> None:
-        """Look at the raw header before SQLite does, to name what is wrong with the file."""
+        """Name what is wrong with the path before SQLite opens it, from `stat` alone.
+
+        The file itself is never opened here: on POSIX, closing *any* descriptor of a file drops
+        every lock the process holds on it, those of this process's other SQLite connections
+        included, and a store that loses its locks under concurrent writers is corrupted. What
+        the header says (foreign database, truncation, application id) is read through SQLite
+        in `_validate`."""
         p = self.path
-        if p.is_dir():
+        try:
+            st = os.stat(p)
+        except FileNotFoundError:
+            self._check_parent()
+            self._create()
+            return
+        except NotADirectoryError:
+            self._check_parent()
+            raise  # _check_parent names the culprit; this line is not reached
+        except OSError as exc:
+            raise self._err("cannot read the file", exc) from exc
+        if stat.S_ISDIR(st.st_mode):
             raise StoreError(
                 f"klaraptor store {p} is a directory; pass the path of a file inside it, "
                 f"e.g. {p / 'klaraptor.sqlite'}"
             )
-        if not p.exists():
-            self._create()
-            return
-        try:
-            size = p.stat().st_size
-            with open(p, "rb") as fh:
-                header = fh.read(100)
-        except OSError as exc:
-            raise self._err("cannot read the file", exc) from exc
-        if size == 0:
+        if not stat.S_ISREG(st.st_mode):
+            raise self._err(
+                f"this is {_file_kind(st.st_mode)}, not a regular file, so it cannot hold a "
+                f"klaraptor store; {_HINT}"
+            )
+        if st.st_size == 0:
             # klaraptor never leaves an empty file behind (stores are created whole, below).
             raise self._err(
                 "the file is empty, not a klaraptor store; delete it to start a new store there"
             )
-        if not header.startswith(_SQLITE_MAGIC[: min(len(header), 16)]):
-            raise self._err(f"the file is not an SQLite database; {_HINT}")
-        if size < 100:
-            raise self._err(f"the file is truncated ({size} bytes, no full header); {_HINT}")
-        page_size = int.from_bytes(header[16:18], "big")
-        page_size = 65536 if page_size == 1 else page_size
-        n_pages = int.from_bytes(header[28:32], "big")
-        # The in-header page count is valid when the change counter matches "version valid for".
-        # With a -wal file present a checkpoint may be extending the file right now, so the
-        # check would race; SQLite's own corruption errors cover that case.
-        wal = p.with_name(p.name + "-wal")
-        if (
-            header[24:28] == header[92:96]
-            and n_pages
-            and size < n_pages * page_size
-            and not wal.exists()
-        ):
+        if st.st_size < 100:
             raise self._err(
-                f"the file is truncated ({size} bytes, the header says "
-                f"{n_pages * page_size}); {_HINT}"
+                f"the file is truncated ({st.st_size} bytes, less than SQLite's 100-byte "
+                f"header), or is not an SQLite database; {_HINT}"
             )
-        app_id = int.from_bytes(header[68:72], "big")
-        if app_id not in (0, schema.APPLICATION_ID):
-            raise self._err(
-                f"this is another program's SQLite database (application_id {app_id:#x}), "
-                f"not a klaraptor store; {_HINT}"
-            )
+        if not self._forced_read_only:
+            self._read_only_cause = _read_only_cause(p)
+
+    def _check_parent(self) -> None:
+        """Say which component of the path is a file where a directory must be (for example
+        KLARAPTOR_HOME set to a file)."""
+        for parent in self.path.parents:
+            if parent.exists() or parent.is_symlink():
+                if not parent.is_dir():
+                    home = os.environ.get("KLARAPTOR_HOME")
+                    culprit = (
+                        f"KLARAPTOR_HOME={home} names a file"
+                        if home and Path(home).expanduser() == parent
+                        else f"{parent} is a file"
+                    )
+                    raise StoreError(
+                        f"klaraptor store {self.path} cannot exist: {culprit}, not a directory; "
+                        "point KLARAPTOR_HOME at a directory, or pass --store with a file path"
+                    )
+                return
 
     def _create(self) -> None:
         """Create a new store whole: initialise it under a temporary name, then link it into
@@ -244,6 +391,11 @@ class StoreFile:
         app_id, tables = self._inspect(conn)
         if app_id == 0 and not tables:
             return "empty"
+        if app_id not in (0, schema.APPLICATION_ID):
+            raise self._err(
+                f"this is another program's SQLite database (application_id {app_id:#x}), "
+                f"not a klaraptor store; {_HINT}"
+            )
         if app_id != schema.APPLICATION_ID or "meta" not in tables:
             raise self._err(
                 f"this SQLite database was not created by klaraptor (application_id "
@@ -258,19 +410,98 @@ class StoreFile:
         return "old" if version < schema.SCHEMA_VERSION else "ready"
 
     def _validate(self, conn: sqlite3.Connection) -> None:
+        started = time.monotonic()
         try:
+            self._retry(lambda: self._check_length(conn))
             state = self._retry(lambda: self._state(conn))
             if state != "ready":
+                if self.read_only:
+                    todo = "initialising" if state == "empty" else "a schema migration"
+                    raise self._err(
+                        f"the store needs {todo} but is read-only ({self._read_only_cause}); "
+                        "open it once where it can be written"
+                    )
                 # journal_mode must change outside a transaction; it persists in the file.
                 self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL").fetchone())
                 self._transaction_on(conn, self._initialise_or_migrate)
-            # WAL + NORMAL: a commit survives a crash of the process (what resume needs); only a
-            # power loss may drop the last commits, and fsync per measured point would be wasted.
-            conn.execute("PRAGMA synchronous = NORMAL")
+            if not self.read_only:
+                # WAL + NORMAL: a commit survives a crash of the process (what resume needs);
+                # only a power loss may drop the last commits, and fsync per measured point
+                # would be wasted.
+                conn.execute("PRAGMA synchronous = NORMAL")
         except StoreError:
             raise
         except sqlite3.DatabaseError as exc:
-            raise self._err(f"the file is corrupt or unreadable; {_HINT}", exc) from exc
+            raise self._diagnose(exc, time.monotonic() - started) from exc
+
+    def _diagnose(self, exc: sqlite3.DatabaseError, waited: float) -> StoreError:
+        """The error SQLite gave while opening, in words that name the cause."""
+        code = getattr(exc, "sqlite_errorname", "") or ""
+        msg = str(exc).lower()
+        if _is_locked(exc):
+            return self._locked(waited, exc)
+        if code == "SQLITE_NOTADB" or "not a database" in msg:
+            return self._err(f"the file is not an SQLite database; {_HINT}")
+        if self.read_only and (
+            code.startswith(("SQLITE_CANTOPEN", "SQLITE_READONLY"))
+            or "unable to open" in msg
+            or "readonly" in msg
+        ):
+            self._needs_immutable = True
+            return self._err(f"cannot read the read-only store ({self._read_only_cause})", exc)
+        truncated = self._truncation()
+        if truncated:
+            return self._err(f"{truncated}; {_HINT}")
+        return self._err(f"the file is corrupt or unreadable; {_HINT}", exc)
+
+    def _truncation(self) -> str | None:
+        """On the error path, whether the raw header says the file is truncated. Read only when
+        this process holds no connection to the file (see _CONNECTED); otherwise None."""
+        ident = _file_id(self.path)
+        with _CONNECTED_LOCK:
+            if ident is None or _CONNECTED.get(ident):
+                return None
+            try:
+                size = os.stat(self.path).st_size
+                with open(self.path, "rb") as fh:
+                    header = fh.read(100)
+            except OSError:
+                return None
+        if len(header) < 100 or header[24:28] != header[92:96]:
+            return None  # the in-header page count is valid only when these agree
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        n_pages = int.from_bytes(header[28:32], "big")
+        if n_pages and size < n_pages * page_size:
+            return f"the file is truncated ({size} bytes, the header says {n_pages * page_size})"
+        return None
+
+    def _locked(self, waited: float, exc: BaseException) -> StoreError:
+        holders = lock_holders(self.path)
+        who = ", ".join(holders) if holders else "another process (the holder is not known)"
+        return self._err(
+            f"the store is locked: {who} held it for the {waited:.1f} s this process waited "
+            f"(timeout {self.timeout:g} s); wait for that process to finish, or pass another "
+            "store",
+            exc,
+        )
+
+    def _check_length(self, conn: sqlite3.Connection) -> None:
+        """A file shorter than the page count its header claims is truncated. SQLite reads the
+        header; the size comes from stat. With a -wal file beside it, a checkpoint may be
+        extending the file right now, so the check would race: SQLite's own corruption errors
+        cover that case."""
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.exists():
+            return
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        n_pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        size = os.stat(self.path).st_size
+        if n_pages * page_size > size and not wal.exists():
+            raise self._err(
+                f"the file is truncated ({size} bytes, the header says "
+                f"{n_pages * page_size}); {_HINT}"
+            )
 
     def _initialise_or_migrate(self, conn: sqlite3.Connection) -> None:
         # Re-check under the write lock: another process may have done it meanwhile.
@@ -331,6 +562,11 @@ class StoreFile:
 
     def _write(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
         """Run body in one write transaction (all or nothing, durable once it returns)."""
+        if self.read_only:
+            raise self._err(
+                f"the store is read-only ({self._read_only_cause}): it can be listed, selected "
+                "from, explained and exported, but nothing can be written to it"
+            )
         with self._lock:
             conn = self._connection()
             try:
@@ -348,11 +584,7 @@ class StoreFile:
 
     def _wrap(self, exc: sqlite3.DatabaseError) -> StoreError:
         if _is_locked(exc):
-            return self._err(
-                f"the database stayed locked for more than {self.timeout:g} s; another process "
-                "holds a long write transaction",
-                exc,
-            )
+            return self._locked(self.timeout, exc)
         return self._err(f"database error; the file may be corrupt; {_HINT}", exc)
 
     def schema_version(self) -> int:
