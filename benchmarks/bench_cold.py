@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
                 "kernel": name,
                 "pass": label,
                 "N": L,
-                "utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                "utc": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                 "commit": _commit(),
             }
             t0 = time.perf_counter()

@@ -225,7 +225,7 @@ def main(argv: list[str]) -> int:
     }
     record = {
         "benchmark": "bench_collect",
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join([sys.executable, *argv]),
         "commit": _git_head(),
         "host": platform.node(),

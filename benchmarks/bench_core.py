@@ -183,7 +183,7 @@ def main() -> None:
             "python": sys.version.split()[0],
             "numpy": np.__version__,
         },
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "commit": commit(),
         "command": "python benchmarks/bench_core.py" + (" --quick" if args.quick else ""),
     }

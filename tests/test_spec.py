@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from klaraptor.cuda_source import has_global_function
 from klaraptor.errors import SpecError
-from klaraptor.spec import DataParam, KernelSpec, _has_global_function
+from klaraptor.spec import DataParam, KernelSpec
 
 GEMM_SRC = r"""
 // C = alpha * A @ B + beta * C, one thread per output element
@@ -140,13 +141,13 @@ def test_kernel_not_in_source() -> None:
     ],
 )
 def test_global_function_forms(src: str) -> None:
-    assert _has_global_function(src, "k")
+    assert has_global_function(src, "k")
 
 
 def test_global_function_negatives() -> None:
-    assert not _has_global_function("__device__ float k(float x) { return x; }", "k")
-    assert not _has_global_function("__global__ void kk(int n) {}", "k")
-    assert not _has_global_function("__global__ void a(int n) { k(n); }", "k")
+    assert not has_global_function("__device__ float k(float x) { return x; }", "k")
+    assert not has_global_function("__global__ void kk(int n) {}", "k")
+    assert not has_global_function("__global__ void a(int n) { k(n); }", "k")
 
 
 @pytest.mark.parametrize("dim", [0, 4, True, 2.0])
@@ -433,3 +434,87 @@ def test_replace_revalidates() -> None:
     s = gemm()
     with pytest.raises(SpecError, match="dim"):
         dataclasses.replace(s, dim=7)
+
+
+# -- program parameters ----------------------------------------------------------------------
+
+_PSRC = r"""extern "C" __global__ void k(const float* x, float* y, int n) {
+  int i = (blockIdx.x * blockDim.x + threadIdx.x) * ITEMS;
+  for (int j = 0; j < ITEMS; ++j) if (i + j < n) y[i + j] = 2.0f * x[i + j];
+}"""
+
+
+def _pspec(**kw):
+    from klaraptor.spec import DataParam, KernelSpec
+
+    base = dict(
+        name="t.items",
+        source=_PSRC,
+        kernel="k",
+        data=(DataParam("n", arg=2),),
+        dim=1,
+        grid=("ceil(n / (bx * ITEMS))", "1", "1"),
+        make_args=lambda D, rng: (),
+        params={"ITEMS": (1, 2, 4, 8)},
+    )
+    base.update(kw)
+    return KernelSpec(**base)
+
+
+def test_program_parameters_enter_expressions_and_variants() -> None:
+    from klaraptor.types import ParamStyle, ParamValues
+
+    s = _pspec(dynamic_smem="ITEMS * bx * 4", constraints=("bx * ITEMS <= 2048",))
+    assert s.param_names == ("ITEMS",) and s.param_style is ParamStyle.DEFINE
+    assert [dict(v) for v in s.variants()] == [{"ITEMS": i} for i in (1, 2, 4, 8)]
+    pv = s.param_values({"ITEMS": 4})
+    assert pv == ParamValues(("ITEMS",), (4,)) and hash(pv) == hash(s.variants()[2])
+    assert s.grid_for({"n": 1000}, (128, 1, 1), pv) == (2, 1, 1)
+    assert s.dynamic_smem_for({"n": 1000}, (128, 1, 1), pv) == 4 * 128 * 4
+    assert s.satisfies_constraints({"n": 1}, (1024, 1, 1), pv)[0] is False
+    assert s.variant_options(pv)[-1] == "-DITEMS=4" and s.variant_kernel(pv) == "k"
+    assert s.default_variant == ParamValues(("ITEMS",), (1,))
+
+
+def test_expressions_of_a_parameterised_kernel_need_parameter_values() -> None:
+    with pytest.raises(SpecError, match=r"has program parameters \['ITEMS'\]"):
+        _pspec().grid_for({"n": 1000}, (128, 1, 1))
+    with pytest.raises(SpecError, match="ITEMS = 3 is not one of its values"):
+        _pspec().param_values({"ITEMS": 3})
+    with pytest.raises(SpecError, match=r"unknown \['X'\]"):
+        _pspec().param_values({"ITEMS": 1, "X": 2})
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"params": {"bx": (1,)}}, "'bx' is reserved"),
+        ({"params": {"n": (1,)}}, "'n' is also a data parameter's name"),
+        ({"params": {"ITEMS": ()}}, "non-empty sequence of integer values"),
+        ({"params": {"ITEMS": (1.5, 2)}}, "values must be integers"),
+        ({"params": {"ITEMS": (1, 1)}}, "duplicates"),
+        ({"params": 5}, "must map names to value tuples"),
+        ({"param_style": "macro"}, "must be 'define' or 'template'"),
+        ({"default_params": {"ITEMS": 3}}, "ITEMS = 3 is not one of its values"),
+        ({"default_params": {"OTHER": 1}}, "must map every parameter"),
+    ],
+)
+def test_bad_program_parameters_are_named(kw, message) -> None:
+    with pytest.raises(SpecError, match=message):
+        _pspec(**kw)
+
+
+def test_template_style_names_the_instance_and_fingerprints_change_only_with_parameters() -> None:
+    t = _pspec(
+        source=_PSRC.replace(
+            'extern "C" __global__ void k', "template <int ITEMS> __global__ void k"
+        ),
+        param_style="template",
+        params={"ITEMS": (1, 2)},
+    )
+    pv = t.param_values({"ITEMS": 2})
+    assert t.variant_kernel(pv) == "k<2>" and "-DITEMS=2" not in t.variant_options(pv)
+    assert t.to_summary()["params"] == {"ITEMS": [1, 2]}
+    plain = _pspec(params={}, grid=("ceil(n / bx)", "1", "1"))
+    assert "params" not in plain.to_summary()
+    assert plain.fingerprint() != _pspec(grid=("ceil(n / bx)", "1", "1")).fingerprint()

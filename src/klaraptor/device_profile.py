@@ -386,7 +386,7 @@ def query_device(device_id: int = 0) -> DeviceProfile:
         provenance={
             "source": "device query: cudaDeviceGetAttribute via CuPy",
             "device_id": device_id,
-            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "cuda_driver": cuda_driver,
             "cuda_runtime": cuda_runtime,
             "kernel_driver": kernel_driver,

@@ -39,7 +39,7 @@ def commit() -> str:
 
 
 def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def stamp(command: str | None = None, **extra: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ by `spec_expressions`.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import keyword
 import math
@@ -23,8 +24,15 @@ from typing import Any
 
 import numpy as np
 
+from klaraptor.cuda_source import has_global_function, kernel_parameters
 from klaraptor.errors import KlaraptorError, SpecError
 from klaraptor.program import Expr
+from klaraptor.program_params import (
+    RESERVED_NAMES,
+    ProgramParam,
+    normalize_params,
+    params_problems,
+)
 from klaraptor.spec_expressions import (
     accepts_positional,
     block_problem,
@@ -37,14 +45,20 @@ from klaraptor.spec_expressions import (
     parse_constraint,
     try_parse,
 )
-from klaraptor.types import BLOCK_VARS, INT32_MAX, Block, DataSchema, DataSize
+from klaraptor.types import (
+    BLOCK_VARS,
+    INT32_MAX,
+    Block,
+    DataSchema,
+    DataSize,
+    ParamStyle,
+    ParamValues,
+)
 
 # What make_args, reference and callable constraints receive as D.
 Data = DataSize
 # A constraint is an expression over data names and bx, by, bz, or a callable (D, block) -> bool.
 Constraint = str | Callable[[Data, Block], bool]
-# Names an expression may call; a data parameter must not shadow them.
-RESERVED_NAMES = frozenset({"ceil", "floor", "min", "max", "where", "and", "or", "not"})
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -154,6 +168,12 @@ class KernelSpec:
     - `reference(D, host_args) -> {arg_index: expected ndarray}`: optional output check computed on
       host copies of the inputs; `outputs` lists the argument indices the kernel writes.
     - `rtol`: relative tolerance of the output check.
+    - `params`: compile-time program parameters, name -> the values each may take (e.g.
+      `{"ITEMS": (1, 2, 4, 8)}`); each combination is one compiled variant. Spec expressions may
+      use their names. `param_style` says how they are compiled in: `"define"` (`-DITEMS=4`;
+      the kernel is `extern "C"`) or `"template"` (`kernel<4>` through NVRTC name expressions,
+      template arguments in the order of `params`). `default_params` is the variant the kernel's
+      author would ship (the first value of each parameter when not given).
 
     The spec validates itself on construction (SpecError listing every problem).
     """
@@ -175,10 +195,76 @@ class KernelSpec:
     rtol: float = 1e-3
     description: str = ""
     meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    params: tuple[ProgramParam, ...] = ()
+    param_style: ParamStyle = ParamStyle.DEFINE
+    default_params: ParamValues | None = None
 
     @property
     def data_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.data)
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    def variants(self) -> list[ParamValues]:
+        """Every compiled variant: the parameter values' cartesian product, the first parameter
+        varying slowest ([ParamValues.NONE] for a kernel without parameters)."""
+        names = self.param_names
+        return [
+            ParamValues(names, vals) for vals in itertools.product(*(p.values for p in self.params))
+        ]
+
+    def param_values(self, raw: Mapping[str, Any] | None) -> ParamValues:
+        """`raw` (a mapping by name) as this kernel's ParamValues; SpecError when a name is
+        missing or unknown or a value is not one the parameter may take."""
+        if raw is None:
+            raw = {}
+        if type(raw) is ParamValues and raw.names == self.param_names:
+            pv = raw
+        else:
+            if not isinstance(raw, Mapping):
+                raise SpecError(
+                    f"kernel {self.name!r}: parameter values must be a mapping by name, got "
+                    f"{type(raw).__name__} {raw!r}"
+                )
+            missing = [n for n in self.param_names if n not in raw]
+            unknown = [str(k) for k in raw if k not in self.param_names]
+            if missing or unknown:
+                raise SpecError(
+                    f"kernel {self.name!r}: parameter values {dict(raw)} must name exactly "
+                    f"{list(self.param_names)}"
+                    + (f"; missing {missing}" if missing else "")
+                    + (f"; unknown {unknown}" if unknown else "")
+                )
+            pv = ParamValues(self.param_names, [raw[n] for n in self.param_names])
+        for prm in self.params:
+            if pv[prm.name] not in prm.values:
+                raise SpecError(
+                    f"kernel {self.name!r}: parameter {prm.name} = {pv[prm.name]} is not one of "
+                    f"its values {list(prm.values)}"
+                )
+        return pv
+
+    @property
+    def default_variant(self) -> ParamValues:
+        """The author's variant: `default_params`, else the first value of every parameter."""
+        if self.default_params is not None:
+            return self.default_params
+        return ParamValues(self.param_names, [p.values[0] for p in self.params])
+
+    def variant_options(self, pv: ParamValues) -> tuple[str, ...]:
+        """The NVRTC options that compile variant `pv` (the defines of the define style)."""
+        if self.param_style is ParamStyle.DEFINE and pv:
+            return (*self.options, *(f"-D{n}={v}" for n, v in pv.items()))
+        return self.options
+
+    def variant_kernel(self, pv: ParamValues) -> str:
+        """The name to look the compiled variant up by: the kernel's name, or the template
+        instance `kernel<v1, v2>` (an NVRTC name expression) in the template style."""
+        if self.param_style is ParamStyle.TEMPLATE and pv:
+            return f"{self.kernel}<{', '.join(str(v) for v in pv.values())}>"
+        return self.kernel
 
     # -- construction and validation ----------------------------------------------------------
 
@@ -191,7 +277,18 @@ class KernelSpec:
         if isinstance(self.default_block, list):
             object.__setattr__(self, "default_block", tuple(self.default_block))
         object.__setattr__(self, "_cache", {})
+        self._normalize_params()
         self.validate()
+
+    def _normalize_params(self) -> None:
+        """`params` given as a mapping becomes ProgramParams; the style and the default variant
+        become their types. Problems are left for validate() to report with the others."""
+        params, style, default = normalize_params(
+            self.params, self.param_style, self.default_params
+        )
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "param_style", style)
+        object.__setattr__(self, "default_params", default)
 
     def __getstate__(self) -> dict[str, Any]:
         # Parsed expressions are a cache: rebuild them in the receiving process.
@@ -205,8 +302,9 @@ class KernelSpec:
 
     @property
     def allowed_names(self) -> tuple[str, ...]:
-        """Variables a spec expression may use: the data names and bx, by, bz."""
-        return (*self.data_names, *BLOCK_VARS)
+        """Variables a spec expression may use: the data names, the program parameters' names
+        and bx, by, bz."""
+        return (*self.data_names, *self.param_names, *BLOCK_VARS)
 
     def validate(self) -> None:
         """Raise SpecError naming the spec and every bad field; parse and cache expressions."""
@@ -232,8 +330,9 @@ class KernelSpec:
         if not dim_ok:
             bad("dim", f"must be 1, 2 or 3, got {self.dim!r}")
 
-        # data parameters
+        # data parameters, program parameters
         names_ok = self._validate_data(bad)
+        names_ok = self._validate_params(bad) and names_ok
         self._validate_arg_indices(bad)
 
         # expressions: only when the names are sound, else every parse error would be noise
@@ -285,7 +384,7 @@ class KernelSpec:
     def kernel_source_problem(self) -> str:
         """Why `source` does not define `kernel` ('' when it does). CUDA C++ here; front-ends whose
         kernels are written in another language (Numba) override it."""
-        if _has_global_function(self.source, self.kernel):
+        if has_global_function(self.source, self.kernel):
             return ""
         return (
             f"no __global__ function named {self.kernel!r} in the source "
@@ -340,6 +439,10 @@ class KernelSpec:
             elif p.lo > p.hi:
                 bad(where, f"lo {p.lo} > hi {p.hi}")
         return ok
+
+    def _validate_params(self, bad: Callable[[str, str], None]) -> bool:
+        data_names = {p.name for p in self.data if isinstance(p, DataParam)}
+        return params_problems(self.params, self.param_style, self.default_params, data_names, bad)
 
     def _validate_arg_indices(self, bad: Callable[[str, str], None]) -> None:
         """Argument indices (data parameters, outputs) must exist in the kernel's signature."""
@@ -465,25 +568,47 @@ class KernelSpec:
 
     # -- evaluation ---------------------------------------------------------------------------
 
-    def _env(self, D: Mapping[str, Any], bx: Any, by: Any, bz: Any) -> dict[str, Any]:
+    def _env(
+        self,
+        D: Mapping[str, Any],
+        bx: Any,
+        by: Any,
+        bz: Any,
+        params: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
         if not isinstance(D, Mapping):
             D = self.size(D)
         missing = [n for n in self.data_names if n not in D]
         if missing:
             raise SpecError(f"kernel {self.name!r}: D={dict(D)} lacks data parameters {missing}")
         env: dict[str, Any] = {n: D[n] for n in self.data_names}
+        if self.params:
+            if params is None:
+                raise SpecError(
+                    f"kernel {self.name!r} has program parameters {list(self.param_names)}: "
+                    "its grid, shared memory and constraints need their values"
+                )
+            lacking = [n for n in self.param_names if n not in params]
+            if lacking:
+                raise SpecError(f"kernel {self.name!r}: parameter values lack {lacking}")
+            env.update({n: params[n] for n in self.param_names})
         env.update(bx=bx, by=by, bz=bz)
         return env
 
     def grid_arrays(
-        self, D: Mapping[str, Any], bx: Any, by: Any, bz: Any
+        self,
+        D: Mapping[str, Any],
+        bx: Any,
+        by: Any,
+        bz: Any,
+        params: Mapping[str, Any] | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The grid over arrays of block dims (and D values), as float64 arrays of one shape.
 
         Entries are the formulas' raw values: a caller must treat non-finite, non-integral or
         non-positive entries as unlaunchable (`grid_valid` does that).
         """
-        env = self._env(D, bx, by, bz)
+        env = self._env(D, bx, by, bz, params)
         out = evaluate_exprs(dict(zip(("gx", "gy", "gz"), self.grid_exprs())), env)
         # Broadcast to every input's shape: a formula may ignore some (e.g. the grid "1").
         shape = env_shape(env)
@@ -503,22 +628,35 @@ class KernelSpec:
                 ok &= np.isfinite(g) & (g >= 1) & (g == np.floor(g))
         return ok
 
-    def grid_for(self, D: Mapping[str, Any], block: Block) -> tuple[int, int, int]:
+    def grid_for(
+        self, D: Mapping[str, Any], block: Block, params: Mapping[str, Any] | None = None
+    ) -> tuple[int, int, int]:
         """The launch grid for data D and a block; SpecError if it is not positive integers."""
         bx, by, bz = block
-        vals = [float(np.asarray(a).reshape(-1)[0]) for a in self.grid_arrays(D, bx, by, bz)]
+        vals = [
+            float(np.asarray(a).reshape(-1)[0]) for a in self.grid_arrays(D, bx, by, bz, params)
+        ]
         for axis, v in enumerate(vals):
             if not (math.isfinite(v) and v >= 1 and v.is_integer()):
                 raise SpecError(
                     f"kernel {self.name!r}: grid[{axis}] = {self.grid[axis]!r} gives {v:g} for "
-                    f"D={dict(D)}, block={tuple(block)}; a grid dimension must be a positive "
+                    f"D={dict(D)}, block={tuple(block)}"
+                    + (f", {ParamValues(tuple(params), tuple(params.values()))}" if params else "")
+                    + "; a grid dimension must be a positive "
                     "integer (use ceil(...) for a partial last block)"
                 )
         return (int(vals[0]), int(vals[1]), int(vals[2]))
 
-    def dynamic_smem_arrays(self, D: Mapping[str, Any], bx: Any, by: Any, bz: Any) -> np.ndarray:
+    def dynamic_smem_arrays(
+        self,
+        D: Mapping[str, Any],
+        bx: Any,
+        by: Any,
+        bz: Any,
+        params: Mapping[str, Any] | None = None,
+    ) -> np.ndarray:
         """Dynamic shared memory (bytes) over arrays of block dims, as float64 (0 when None)."""
-        env = self._env(D, bx, by, bz)
+        env = self._env(D, bx, by, bz, params)
         shape = env_shape(env)
         e = self.smem_expr()
         if e is None:
@@ -526,11 +664,13 @@ class KernelSpec:
         out = evaluate_exprs({"smem": e}, env)["smem"]
         return np.array(np.broadcast_to(out, shape), dtype=np.float64)
 
-    def dynamic_smem_for(self, D: Mapping[str, Any], block: Block) -> int:
+    def dynamic_smem_for(
+        self, D: Mapping[str, Any], block: Block, params: Mapping[str, Any] | None = None
+    ) -> int:
         """Dynamic shared memory in bytes for data D and a block (0 when the spec has none)."""
         if self.smem_expr() is None:
             return 0
-        v = float(np.asarray(self.dynamic_smem_arrays(D, *block)).reshape(-1)[0])
+        v = float(np.asarray(self.dynamic_smem_arrays(D, *block, params=params)).reshape(-1)[0])
         if not (math.isfinite(v) and v >= 0 and v.is_integer()):
             raise SpecError(
                 f"kernel {self.name!r}: dynamic_smem = {self.dynamic_smem!r} gives {v:g} for "
@@ -539,14 +679,21 @@ class KernelSpec:
         return int(v)
 
     def constraint_masks(
-        self, D: Mapping[str, Any], bx: Any, by: Any, bz: Any
+        self,
+        D: Mapping[str, Any],
+        bx: Any,
+        by: Any,
+        bz: Any,
+        params: Mapping[str, Any] | None = None,
     ) -> list[tuple[str, np.ndarray]]:
         """(label, satisfied mask) per constraint, over arrays of block dims."""
-        return constraint_masks(self.constraint_items(), self._env(D, bx, by, bz))
+        return constraint_masks(self.constraint_items(), self._env(D, bx, by, bz, params))
 
-    def satisfies_constraints(self, D: Mapping[str, Any], block: Block) -> tuple[bool, str]:
+    def satisfies_constraints(
+        self, D: Mapping[str, Any], block: Block, params: Mapping[str, Any] | None = None
+    ) -> tuple[bool, str]:
         """(True, "") or (False, reason naming the first failing constraint)."""
-        for label, mask in self.constraint_masks(D, *block):
+        for label, mask in self.constraint_masks(D, *block, params=params):
             if not bool(np.asarray(mask).reshape(-1)[0]):
                 return False, f"constraint {label} is false"
         return True, ""
@@ -572,6 +719,9 @@ class KernelSpec:
                 "dim": self.dim,
                 "data": list(self.data_names),
             }
+            if self.params:  # absent without parameters: earlier fingerprints stay valid
+                payload["params"] = {p.name: list(p.values) for p in self.params}
+                payload["param_style"] = str(self.param_style)
             blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
             cache["fingerprint"] = hashlib.sha256(blob).hexdigest()
         return cache["fingerprint"]
@@ -603,65 +753,16 @@ class KernelSpec:
             "has_reference": self.reference is not None,
             "rtol": float(self.rtol),
             "make_args": callable_name(self.make_args),
+            **(
+                {
+                    "params": {p.name: list(p.values) for p in self.params},
+                    "param_style": str(self.param_style),
+                    "default_params": dict(self.default_variant),
+                }
+                if self.params
+                else {}
+            ),
             "fingerprint": self.fingerprint(),
             "source_sha256": hashlib.sha256(self.source.encode()).hexdigest(),
             "meta": meta,
         }
-
-
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
-
-
-def kernel_parameters(source: str, kernel: str) -> list[str] | None:
-    """The parameter declarations of the `__global__` function `kernel` in `source`, or None
-    when they cannot be told (no such function, or overloads that disagree)."""
-    text = _COMMENT.sub(" ", source)
-    found: list[list[str]] = []
-    for m in re.finditer(rf"\b{re.escape(kernel)}\s*\(", text):
-        start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
-        if not re.search(r"\b__global__\b", text[start + 1 : m.start()]):
-            continue
-        params, depth, word = [], 0, []
-        for ch in text[m.end() :]:
-            if ch in "(<[":
-                depth += 1
-            elif ch in ")>]":
-                if depth == 0 and ch == ")":
-                    break
-                depth -= 1
-            if ch == "," and depth == 0:
-                params.append("".join(word).strip())
-                word = []
-            else:
-                word.append(ch)
-        else:
-            continue  # no closing parenthesis: not a declaration we can read
-        last = "".join(word).strip()
-        if last and last != "void":
-            params.append(last)
-        elif params:
-            params.append(last)
-        found.append(params)
-    if not found or any(len(f) != len(found[0]) for f in found):
-        return None
-    return found[0]
-
-
-def _has_global_function(source: str, kernel: str) -> bool:
-    """Whether `source` declares `kernel` as a __global__ function (comments ignored).
-
-    For each `kernel(` the declaration it belongs to runs back to the previous `;`, `{`, `}` or
-    preprocessor line; it must contain `__global__` (this allows `extern "C"`, templates,
-    `__launch_bounds__(...)` and either order of `void __global__`).
-    """
-    text = _COMMENT.sub(" ", source)
-    for m in re.finditer(rf"\b{re.escape(kernel)}\s*\(", text):
-        start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
-        if start >= 0 and text[start] == "#":
-            start = text.find("\n", start)
-            if start < 0 or start > m.start():
-                continue
-        segment = text[start + 1 : m.start()]
-        if re.search(r"\b__global__\b", segment):
-            return True
-    return False

@@ -14,6 +14,7 @@ import operator
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -242,6 +243,112 @@ class KernelAttributes:
             raise SpecError(f"kernel attributes lack {exc.args[0]!r}: {dict(d)}") from None
 
 
+class ParamStyle(StrEnum):
+    """How a kernel's program parameters are compiled in."""
+
+    DEFINE = (
+        "define"  # a preprocessor define per parameter (-DNAME=value); the kernel is extern "C"
+    )
+    TEMPLATE = (
+        "template"  # template arguments, in the spec's parameter order (NVRTC name expressions)
+    )
+
+
+class ParamValues(Mapping[str, int]):
+    """The compile-time parameter values of one compiled variant, by name, in the spec's order.
+
+    Immutable and hashable, like `DataSize`. `ParamValues.NONE` is the variant of a kernel
+    without program parameters (every kernel before they existed)."""
+
+    __slots__ = ("_hash", "_names", "_values")
+    NONE: ParamValues
+
+    def __init__(self, names: Sequence[str] = (), values: Sequence[int] = ()) -> None:
+        names_t = tuple(names)
+        values_t = tuple(int(v) for v in values)
+        if len(names_t) != len(values_t):
+            raise SpecError(f"parameter values: {len(values_t)} values for names {names_t}")
+        self._names = names_t
+        self._values = values_t
+        self._hash = hash(("P", names_t, values_t))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self._names
+
+    def values(self) -> tuple[int, ...]:  # type: ignore[override]
+        return self._values
+
+    def keys(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self._names
+
+    def items(self) -> tuple[tuple[str, int], ...]:  # type: ignore[override]
+        return tuple(zip(self._names, self._values))
+
+    def __getitem__(self, name: str) -> int:
+        try:
+            return self._values[self._names.index(name)]
+        except ValueError:
+            raise KeyError(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __bool__(self) -> bool:
+        return bool(self._names)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is ParamValues:
+            return self._values == other._values and self._names == other._names
+        return Mapping.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __repr__(self) -> str:
+        return f"ParamValues({self})"
+
+    def __str__(self) -> str:
+        return ", ".join(f"{n}={v}" for n, v in zip(self._names, self._values))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ParamValues, (self._names, self._values))
+
+
+ParamValues.NONE = ParamValues()
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """A configuration: one value of the program parameters P — the compile-time parameter
+    values (one compiled variant of the kernel; `ParamValues.NONE` without parameters) and the
+    thread block."""
+
+    params: ParamValues
+    block: Block
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchConfig:
+    """What one launch is: a configuration with the grid and the dynamic shared memory (bytes)
+    that the data size of the call gives it."""
+
+    params: ParamValues
+    block: Block
+    grid: Grid
+    smem: int
+
+    @property
+    def config(self) -> Config:
+        return Config(self.params, self.block)
+
+
 def threads_of(block: Sequence[int]) -> int:
     """Threads in a block."""
     return int(block[0]) * int(block[1]) * int(block[2])
@@ -251,6 +358,10 @@ __all__ = [
     "BLOCK_VARS",
     "WARP_SIZE",
     "Block",
+    "Config",
+    "LaunchConfig",
+    "ParamStyle",
+    "ParamValues",
     "DataSchema",
     "DataSize",
     "Grid",

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import klaraptor
+from klaraptor.cuda_source import c_param_names
 from klaraptor.errors import MissingDependencyError, SpecError
 from klaraptor.frontends.cuda_core import (
     CoreAdapter,
@@ -19,7 +20,6 @@ from klaraptor.frontends.cuda_core import (
     cuda_core_module,
     program_options_kwargs,
 )
-from klaraptor.frontends.cupy_wrap import c_param_names
 from klaraptor.frontends.inference import InferenceError, describe_args
 
 SRC = r"""

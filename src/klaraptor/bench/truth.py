@@ -114,7 +114,7 @@ def plan_truth(
 def record_decisions(
     store: Store, spec: KernelSpec, device: str, decisions: Sequence[SizeDecision]
 ) -> None:
-    decided = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    decided = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     store.put_truth_decisions(
         spec.name,
         device,

@@ -169,7 +169,7 @@ class DaskExecutor:
                     timeout=timeout_s,
                     return_when="FIRST_COMPLETED" if first else "ALL_COMPLETED",
                 )
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 pass
 
     def _probe_all(self, addresses: Sequence[str], need_gpu: bool) -> None:
@@ -219,7 +219,7 @@ class DaskExecutor:
         self._need_gpu = need_gpu
         try:
             self.client.wait_for_workers(1, timeout=self.worker_wait_s)
-        except (TimeoutError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, OSError) as exc:
             raise CollectError(
                 f"no Dask worker joined the scheduler within {self.worker_wait_s:g} s ({exc}); "
                 "start workers with `dask cuda worker SCHEDULER_ADDRESS` (one per GPU)"

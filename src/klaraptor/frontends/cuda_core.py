@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from klaraptor.cuda_source import c_param_names
 from klaraptor.errors import LaunchError, MissingDependencyError, SpecError
-from klaraptor.frontends.cupy_wrap import c_param_names
 from klaraptor.frontends.torch import TorchBridge, is_tensor, stream_handle
 from klaraptor.spec import KernelSpec
 

@@ -9,16 +9,14 @@ device addresses and the launch goes to torch's current stream (`frontends.torch
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from klaraptor.cuda_source import c_param_names
 from klaraptor.errors import SpecError
 from klaraptor.frontends.torch import TorchBridge, stream_handle
 from klaraptor.spec import KernelSpec
 
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
-_LAST_IDENT = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*$")
 _OPT_IN_ABOVE = 48 * 1024
 
 
@@ -26,50 +24,6 @@ def is_raw_kernel(obj: Any) -> bool:
     """Whether `obj` is a cupy.RawKernel (without importing CuPy)."""
     t = type(obj)
     return t.__name__ == "RawKernel" and (t.__module__ or "").startswith("cupy")
-
-
-def _split_top(text: str) -> list[str]:
-    """Split a parameter list on the commas outside (), <>, [] and {}."""
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "(<[{":
-            depth += 1
-        elif ch in ")>]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        parts.append("".join(cur))
-    return parts
-
-
-def c_param_names(source: str, kernel: str) -> tuple[str, ...] | None:
-    """The parameter names of the `__global__` function `kernel` in CUDA C++ `source`, or None
-    when they cannot be read (unnamed parameters, macros)."""
-    text = _COMMENT.sub(" ", source)
-    for m in re.finditer(rf"\b{re.escape(kernel)}\s*\(", text):
-        start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
-        if not re.search(r"\b__global__\b", text[start + 1 : m.start()]):
-            continue
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"(": 1, ")": -1}.get(text[i], 0)
-            i += 1
-        params = text[m.end() : i - 1].strip()
-        if not params or params == "void":
-            return ()
-        names = []
-        for p in _split_top(params):
-            p = p.split("=")[0].strip()
-            ident = _LAST_IDENT.search(p)
-            if ident is None or len(p.split()) < 2 and "*" not in p:
-                return None
-            names.append(ident.group(1))
-        return tuple(names)
-    return None
 
 
 def cupy_stream(stream: Any) -> Any:

@@ -549,10 +549,10 @@ def _created(stamp: str | None) -> float:
     if stamp:
         try:
             t = _dt.datetime.fromisoformat(stamp)
-            return (t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)).timestamp()
+            return (t if t.tzinfo else t.replace(tzinfo=_dt.UTC)).timestamp()
         except ValueError:
             pass
-    return _dt.datetime.now(_dt.timezone.utc).timestamp()
+    return _dt.datetime.now(_dt.UTC).timestamp()
 
 
 def _time_value(f: KTFile, r: Record) -> dict[str, Any]:
@@ -682,7 +682,7 @@ def _record_kernel(
             if name not in attrs or name in missing:
                 attrs[name], missing[name] = value, why
         attributes = KernelAttributes.from_dict(attrs)
-    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     entry = {
         "tool": "kernel_tuner",
         "fixed": dict(fixed),

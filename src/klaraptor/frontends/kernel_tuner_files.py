@@ -431,7 +431,7 @@ def t4_result(spec: KernelSpec, m: Measurement, regs: int | None) -> dict[str, A
         invalidity = "correctness"
     else:
         invalidity = "compile" if "compil" in m.reason.lower() else "runtime"
-    stamp = _dt.datetime.fromtimestamp(m.created, _dt.timezone.utc)
+    stamp = _dt.datetime.fromtimestamp(m.created, _dt.UTC)
     return {
         "timestamp": str(stamp),
         "configuration": conf,

@@ -285,7 +285,7 @@ def _register(store: Store, spec: KernelSpec) -> None:
 def _update_facts(store: Store, spec: KernelSpec, device_key: str, **changes: Any) -> None:
     """Merge this GPU's collection facts (what is not given stays as stored)."""
     known = store.collect_facts(spec.name, device_key) or CollectFacts()
-    updated = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    updated = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     store.put_collect_facts(
         spec.name, device_key, dataclasses.replace(known, updated=updated, **changes)
     )

@@ -339,7 +339,7 @@ def run_microbenchmarks(
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """Run every microbenchmark on the current device: (field → value, provenance)."""
     b = _Bench(profile, config)
-    date = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    date = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     values: dict[str, float] = {}
     prov: dict[str, Any] = {}
     values["dram_bandwidth_gbs"], prov["dram_bandwidth_gbs"] = b.bandwidth()

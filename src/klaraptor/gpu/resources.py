@@ -705,7 +705,7 @@ def measure_resources(
     ]
     m = analyse_repeats(raws, profile, config)
     m.provenance["resources"] = {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "config": dataclasses.asdict(config),
         "repeats": repeats,
         "source": "klaraptor/cuda/resources.cu (klaraptor.gpu.resources)",

@@ -1,0 +1,87 @@
+"""What klaraptor reads from CUDA C++ source text without compiling it: a `__global__`
+function's presence and its parameter list (to check a spec's argument indices)."""
+
+from __future__ import annotations
+
+import re
+
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def strip_comments(source: str) -> str:
+    """`source` with every C/C++ comment replaced by a space."""
+    return COMMENT.sub(" ", source)
+
+
+def kernel_parameters(source: str, kernel: str) -> list[str] | None:
+    """The parameter declarations of the `__global__` function `kernel` in `source`, or None
+    when they cannot be told (no such function, or overloads that disagree)."""
+    text = strip_comments(source)
+    found: list[list[str]] = []
+    for m in re.finditer(rf"\b{re.escape(kernel)}\s*\(", text):
+        start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
+        if not re.search(r"\b__global__\b", text[start + 1 : m.start()]):
+            continue
+        params, depth, word = [], 0, []
+        for ch in text[m.end() :]:
+            if ch in "(<[":
+                depth += 1
+            elif ch in ")>]":
+                if depth == 0 and ch == ")":
+                    break
+                depth -= 1
+            if ch == "," and depth == 0:
+                params.append("".join(word).strip())
+                word = []
+            else:
+                word.append(ch)
+        else:
+            continue  # no closing parenthesis: not a declaration we can read
+        last = "".join(word).strip()
+        if last and last != "void":
+            params.append(last)
+        elif params:
+            params.append(last)
+        found.append(params)
+    if not found or any(len(f) != len(found[0]) for f in found):
+        return None
+    return found[0]
+
+
+def has_global_function(source: str, kernel: str) -> bool:
+    """Whether `source` declares `kernel` as a __global__ function (comments ignored).
+
+    For each `kernel(` the declaration it belongs to runs back to the previous `;`, `{`, `}` or
+    preprocessor line; it must contain `__global__` (this allows `extern "C"`, templates,
+    `__launch_bounds__(...)` and either order of `void __global__`).
+    """
+    text = strip_comments(source)
+    for m in re.finditer(rf"\b{re.escape(kernel)}\s*\(", text):
+        start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
+        if start >= 0 and text[start] == "#":
+            start = text.find("\n", start)
+            if start < 0 or start > m.start():
+                continue
+        segment = text[start + 1 : m.start()]
+        if re.search(r"\b__global__\b", segment):
+            return True
+    return False
+
+
+_LAST_IDENT = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*$")
+
+
+def c_param_names(source: str, kernel: str) -> tuple[str, ...] | None:
+    """The parameter names of the `__global__` function `kernel` in CUDA C++ `source`, or None
+    when they cannot be read (no such function, unnamed parameters, macros)."""
+    decls = kernel_parameters(source, kernel)
+    if decls is None:
+        return None
+    names = []
+    for decl in decls:
+        d = decl.split("=")[0].strip()
+        ident = _LAST_IDENT.search(d)
+        if ident is None or len(d.split()) < 2 and "*" not in d:
+            return None
+        names.append(ident.group(1))
+    return tuple(names)
