@@ -16,7 +16,7 @@ hotspot, spanning 1D/2D/3D), in a child process with its own time limit and its 
 2. after every kernel's build, while time is left: tune-once for real, one collection of every
    candidate at the largest training size with the same protocol, its measured wall.
 Writes OUT/bench_build.json (rewritten after every step, so a killed run keeps what it did),
-with provenance (`klaraptor.provenance.stamp`). A failed or timed-out step is recorded, never
+with provenance (`klaraptor.core.provenance.stamp`). A failed or timed-out step is recorded, never
 fatal. About 2-3 minutes on an H200; `--limit` (default 225 s) bounds the whole run.
 """
 
@@ -67,9 +67,9 @@ def recorded_truth(name: str) -> dict[int, dict[tuple[int, ...], float]]:
 
 def step_build(name: str) -> dict[str, Any]:
     from klaraptor import suite
+    from klaraptor.assemble import build
     from klaraptor.bench.truth import TRAIN_OPTIONS
-    from klaraptor.build import build
-    from klaraptor.device_profile import query_device
+    from klaraptor.device.profile import query_device
     from klaraptor.store import Store
 
     spec = suite.get(name)
@@ -119,8 +119,8 @@ def step_build(name: str) -> dict[str, Any]:
 def step_tune_once(name: str) -> dict[str, Any]:
     from klaraptor import suite
     from klaraptor.bench.truth import TRAIN_OPTIONS
-    from klaraptor.device_profile import query_device
-    from klaraptor.gpu.collect import collect
+    from klaraptor.collect.collector import collect
+    from klaraptor.device.profile import query_device
     from klaraptor.store import Store
 
     spec = suite.get(name)
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.child:
         return child(out, args.child, args.kernels[0])
-    from klaraptor.provenance import stamp
+    from klaraptor.core.provenance import stamp
 
     deadline = time.monotonic() + args.limit
     result: dict[str, Any] = {

@@ -52,7 +52,7 @@ def main(argv: list[str]) -> int:
     log = out / "cold_timing.jsonl"
     names = argv[1:] or [s.name for s in suite.all_specs() if s.name.startswith("polybench.")]
     names = sorted(names, key=lambda n: (any(k in n for k in ORDER_LAST), n))
-    from klaraptor.gpu.collect import collect
+    from klaraptor.collect.collector import collect
 
     base = replace(TRAIN_OPTIONS, check=False, counters=False)
     for name in names:

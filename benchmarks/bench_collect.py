@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from klaraptor import metrics
-from klaraptor.configspace import ConfigSpace
-from klaraptor.gpu.collect import CollectOptions, collect
-from klaraptor.gpu.ncu import find_ncu
+from klaraptor.collect.collector import CollectOptions, collect
+from klaraptor.collect.ncu import find_ncu
+from klaraptor.fit.training import collected
+from klaraptor.space.configspace import ConfigSpace
 from klaraptor.spec import DataParam, KernelSpec
 from klaraptor.store import Store
 
@@ -86,7 +86,7 @@ NCU_TARGET_S = 120.0
 
 
 def _git_head() -> str:
-    from klaraptor.provenance import commit
+    from klaraptor.core.provenance import commit
 
     return commit()
 
@@ -136,7 +136,7 @@ def main(argv: list[str]) -> int:
         print(f"\n{rep_n}")
         device = rep_t.device
         timed = store.measurements(SPEC.name, device, kind="time", status="ok")
-        got = metrics.collected(store, SPEC, device)
+        got = collected(store, SPEC, device)
         facts = store.collect_facts(SPEC.name, device)
 
     n_timed = rep_t.count("time", "ok") + rep_t.count("time", "failed")
@@ -199,7 +199,7 @@ def main(argv: list[str]) -> int:
 
     gpu = {"device_key": device, "name": facts.device_name if facts else None}
     try:
-        from klaraptor.device_profile import query_device
+        from klaraptor.device.profile import query_device
 
         prof = query_device(0)
         gpu.update(

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from klaraptor.fitting import fit_rational, fit_rational_table
+from klaraptor.device.occupancy import arch_params
+from klaraptor.fit import fit_rational, fit_rational_table
 from klaraptor.models.mwp_cwp import MwpCwpModel
-from klaraptor.occupancy import arch_params
 from klaraptor.program import Program, ceil, const, var
 
 ROOT = Path(__file__).resolve().parent
@@ -115,7 +115,7 @@ def summary(ns: np.ndarray) -> dict[str, float]:
 
 
 def commit() -> str | None:
-    from klaraptor.provenance import commit as _commit
+    from klaraptor.core.provenance import commit as _commit
 
     return _commit()
 

@@ -88,8 +88,8 @@ def summary(us: list[float]) -> dict[str, float]:
 
 
 def tune_options(store_path: Path, name: str | None) -> dict[str, Any]:
-    from klaraptor.device_profile import query_device, recorded_profile
-    from klaraptor.gpu.collect import CollectOptions
+    from klaraptor.collect.collector import CollectOptions
+    from klaraptor.device.profile import query_device, recorded_profile
     from klaraptor.store import Store
 
     live = query_device()
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     if a.step:
         return run_step(a.step, a.out)
-    from klaraptor.provenance import stamp
+    from klaraptor.core.provenance import stamp
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])

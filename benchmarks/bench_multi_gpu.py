@@ -121,7 +121,7 @@ def versions() -> dict[str, Any]:
 def start_cluster(n: int) -> tuple[Any, Any, str]:
     from distributed import Client
 
-    from klaraptor.distributed.cluster import local_gpu_cluster, pinned_cluster, visible_gpus
+    from klaraptor.collect.dask.cluster import local_gpu_cluster, pinned_cluster, visible_gpus
 
     box: dict[str, Any] = {}
 
@@ -146,8 +146,8 @@ def start_cluster(n: int) -> tuple[Any, Any, str]:
 
 def spec_and_device(client: Any) -> tuple[Any, Any, Any, list[str]]:
     from klaraptor import suite
-    from klaraptor.device_profile import DeviceProfile
-    from klaraptor.distributed import DaskExecutor
+    from klaraptor.collect.dask import DaskExecutor
+    from klaraptor.device.profile import DeviceProfile
 
     ex = DaskExecutor(client)
     admitted = ex.ensure_workers(True)
@@ -172,14 +172,14 @@ def spec_and_device(client: Any) -> tuple[Any, Any, Any, list[str]]:
 
 
 def options() -> Any:
-    from klaraptor.gpu.collect import CollectOptions
+    from klaraptor.collect.collector import CollectOptions
 
     return CollectOptions(counters=False, startup_timeout_s=120.0, timeout_s=30.0)
 
 
 def collect_on(client: Any, spec: Any, device: Any, sizes: list[Any], store_path: Path, **kw: Any):
-    from klaraptor.distributed import DaskExecutor
-    from klaraptor.gpu.collect import collect
+    from klaraptor.collect.collector import collect
+    from klaraptor.collect.dask import DaskExecutor
     from klaraptor.store import Store
 
     space = kw.pop("space", None)
@@ -203,7 +203,7 @@ def collect_on(client: Any, spec: Any, device: Any, sizes: list[Any], store_path
 
 def calibrate(client: Any, spec: Any, device: Any, first: str, tmp: Path) -> dict[str, Any]:
     """Per-point cost on one GPU (also warms the CuPy kernel cache on both GPUs)."""
-    from klaraptor.configspace import ConfigSpace
+    from klaraptor.space.configspace import ConfigSpace
 
     full = ConfigSpace.for_spec(spec)
     blocks = list(full.candidates)[::6]  # 9 of the 51 shapes, spread over the list
@@ -364,7 +364,7 @@ def killed_run(
         )
         log(f"killed worker {addr} (pid {pid}) with {flying[addr]} points in flight")
 
-    from klaraptor.configspace import ConfigSpace
+    from klaraptor.space.configspace import ConfigSpace
 
     total["n"] = len(sizes) * len(ConfigSpace.for_spec(spec).candidates)
     # One GPU: small chunks, so the only worker is killed with points still to come.
@@ -400,7 +400,7 @@ def alive(pid: int) -> bool:
 
 def direct_run(spec: Any, device: Any, sizes: list[int], tmp: Path) -> tuple[Any, Any, float]:
     """The same collection without Dask (this process's local executor)."""
-    from klaraptor.gpu.collect import collect
+    from klaraptor.collect.collector import collect
     from klaraptor.store import Store
 
     store = Store(tmp / "direct.sqlite")
@@ -411,8 +411,8 @@ def direct_run(spec: Any, device: Any, sizes: list[int], tmp: Path) -> tuple[Any
 
 
 def counters_step(client: Any, spec: Any, device: Any, tmp: Path) -> dict[str, Any]:
-    from klaraptor.configspace import ConfigSpace
-    from klaraptor.gpu.collect import CollectOptions
+    from klaraptor.collect.collector import CollectOptions
+    from klaraptor.space.configspace import ConfigSpace
 
     blocks = list(ConfigSpace.for_spec(spec).candidates)[::6]
     space = ConfigSpace.for_spec(spec, candidates=blocks)
@@ -436,8 +436,8 @@ def budgeted_build(client: Any, device: Any, tmp: Path) -> dict[str, Any]:
     """The default budgeted build of the GEMM through Dask: its plan runs in one session on one
     worker's GPU, hot and L2-flushed points as on one machine."""
     from klaraptor import suite
-    from klaraptor.build import build
-    from klaraptor.distributed import DaskExecutor
+    from klaraptor.assemble import build
+    from klaraptor.collect.dask import DaskExecutor
     from klaraptor.store import Store
 
     spec = suite.get("polybench.gemm.gemm")
@@ -466,7 +466,7 @@ def budgeted_build(client: Any, device: Any, tmp: Path) -> dict[str, Any]:
 
 def main() -> int:
     threading.Thread(target=watchdog, daemon=True).start()
-    from klaraptor.provenance import stamp
+    from klaraptor.core.provenance import stamp
 
     RESULT["provenance"] = stamp(
         host=os.uname().nodename,

@@ -23,8 +23,8 @@ import numpy as np
 
 def main() -> int:
     from klaraptor import suite
+    from klaraptor.assemble import make_job
     from klaraptor.bench.saake_eval import datasets
-    from klaraptor.build import make_job
     from klaraptor.models.saake.emulator import KernelEmulator
     from klaraptor.models.saake.sensitivity import analyse
 
@@ -75,7 +75,7 @@ def main() -> int:
         "within_50ms_per_config": sum(p <= 50 for p in per),
         "within_2s_rank": sum(r["rank_s"] <= 2 for r in rows),
     }
-    from klaraptor.provenance import stamp
+    from klaraptor.core.provenance import stamp
 
     prov = stamp(
         cpus=os.cpu_count(),

@@ -20,7 +20,7 @@ the overhead is measured there, not the model.
 
 Timings use time.perf_counter_ns around each call (medians, p10, p90 in microseconds). Writes
 OUTDIR/bench_select.json (default benchmarks/results/) with the results and provenance
-(`klaraptor.provenance.stamp()`, GPU name or "cpu only"), and prints a table.
+(`klaraptor.core.provenance.stamp()`, GPU name or "cpu only"), and prints a table.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))  # the repository root: `tests.helpers`
 
-from klaraptor.provenance import stamp  # noqa: E402
+from klaraptor.core.provenance import stamp  # noqa: E402
 from klaraptor.runtime.launcher import data_reader  # noqa: E402
 from klaraptor.runtime.selector import Selector  # noqa: E402
 from tests import helpers as hs  # noqa: E402

@@ -35,8 +35,8 @@ from threadpoolctl import threadpool_limits
 
 from klaraptor import suite
 from klaraptor.bench.dataset import recorded_datasets
+from klaraptor.core.provenance import stamp
 from klaraptor.models.snowpack.model import Predictor, load_shipped
-from klaraptor.provenance import stamp
 
 ROOT = Path(__file__).resolve().parent
 TARGET_MS = 1.0

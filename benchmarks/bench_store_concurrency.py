@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         default=Path(__file__).resolve().parent / "results" / "store_concurrency.json",
     )
     args = ap.parse_args(argv)
-    from klaraptor.provenance import stamp
+    from klaraptor.core.provenance import stamp
 
     runs = []
     for i in range(args.runs):

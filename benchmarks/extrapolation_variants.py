@@ -40,7 +40,7 @@ def _patched(obj: Any, name: str, value: Any) -> Iterator[None]:
 
 
 def _hot_only() -> Any:
-    from klaraptor.build import planned
+    from klaraptor.assemble import planned
     from klaraptor.models import scaling_model
 
     def no_cold(*a: Any, **k: Any) -> tuple[bool, str]:

@@ -21,12 +21,12 @@ from pathlib import Path
 import numpy as np
 
 from klaraptor import suite
+from klaraptor.assemble import make_job
 from klaraptor.bench.saake_eval import datasets
-from klaraptor.build import make_job
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
+from klaraptor.core.provenance import stamp
 from klaraptor.models.saake import ops
 from klaraptor.models.saake.emulator import KernelEmulator
-from klaraptor.provenance import stamp
 
 OUT = Path(__file__).resolve().parent / "results" / "h200" / "saake_dispatch_check.json"
 

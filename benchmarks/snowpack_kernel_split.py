@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.console import Console
 
 from klaraptor.bench.snowpack_eval import auto_from_pairs, evaluate
-from klaraptor.provenance import stamp
+from klaraptor.core.provenance import stamp
 
 ROOT = Path(__file__).resolve().parent
 

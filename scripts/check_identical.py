@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from klaraptor import suite
+from klaraptor.assemble import build
 from klaraptor.bench.dataset import load_recorded
-from klaraptor.build import build
-from klaraptor.fitting import fit_rational, fit_rational_table
+from klaraptor.fit import fit_rational, fit_rational_table
 
 KERNELS = (
     "polybench.conv3d.conv3d",

@@ -38,7 +38,7 @@ case "$PART" in
   2)
     # No -m gpu: the Numba tests are not gpu-marked (on a GPU machine they run the real Numba).
     run gpu_tests_2 200 python3 -m pytest -v -p no:cacheprovider -rs \
-      tests/frontends/test_frontends_gpu.py tests/gpu/test_gpu_collect.py \
+      tests/frontends/test_frontends_gpu.py tests/collect/test_gpu_collect.py \
       tests/frontends/test_numba.py tests/frontends/test_numba_device_env.py
     run saake_sol 150 python3 scripts/device_saake_sol.py "$OUT/saake" --limit 110
     run frontends 135 python3 scripts/frontends_gpu.py "$OUT/frontends" --budget-s 125 \
@@ -87,5 +87,5 @@ case "$PART" in
     tar czf "$OUT/logs.tgz" -C $LOGS . && rm -f "$OUT"/*.log
     ;;
 esac
-pkill -f klaraptor.gpu.worker 2>/dev/null; pkill -x ncu 2>/dev/null
+pkill -f klaraptor.collect.worker 2>/dev/null; pkill -x ncu 2>/dev/null
 ls -la "$OUT"

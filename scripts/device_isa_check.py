@@ -159,7 +159,7 @@ for spec in specs:
 
     # 2. CuPy as the collector compiles it
     try:
-        from klaraptor.gpu.backend import CupyBackend
+        from klaraptor.backends.cupy_backend import CupyBackend
 
         backend_cupy = CupyBackend()
 

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 KEY = """
 import json
-from klaraptor.device_profile import query_device, recorded_profile
+from klaraptor.device.profile import query_device, recorded_profile
 here, rec = query_device(), recorded_profile("h200")
 print(json.dumps({"here_key": here.key, "recorded_key": rec.key, "same": here.key == rec.key,
                   "total_mem_bytes": here.total_mem_bytes, "recorded_total_mem_bytes": rec.total_mem_bytes,

@@ -80,8 +80,8 @@ def max_clock_khz() -> float:
 def main() -> int:
     import cupy as cp
 
+    from klaraptor.core.provenance import commit
     from klaraptor.models.saake.coalescing import l1_wavefronts
-    from klaraptor.provenance import commit
 
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
@@ -137,7 +137,7 @@ def main() -> int:
         },
         "provenance": {
             "gpu": name,
-            "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
             "commit": commit(),
         },

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from klaraptor import suite
-from klaraptor.build import build
-from klaraptor.gpu.collect import CollectOptions
-from klaraptor.provenance import stamp
+from klaraptor.assemble import build
+from klaraptor.collect.collector import CollectOptions
+from klaraptor.core.provenance import stamp
 from klaraptor.store import Store
 
 KERNELS = ("polybench.gemm.gemm", "polybench.conv2d.conv2d", "polybench.atax.k1")

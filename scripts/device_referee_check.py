@@ -6,14 +6,14 @@ Usage (device machine, repository root):
     KLARAPTOR_COMMIT=<sha> python3 scripts/device_referee_check.py OUTDIR
 
 The kernels are the resource microbenchmarks (klaraptor/cuda/resources.cu, launched as
-klaraptor.gpu.resources_device launches them to measure each resource's gap: each saturates one
+klaraptor.collect.resources_device launches them to measure each resource's gap: each saturates one
 resource), plus two plain streaming kernels compiled here (a float4 copy and a STREAM triad with
 ordinary cached loads) that are DRAM-bound by construction at 1 GiB per array, and three
 latency-bound pointer chases (one warp, 32 lanes; `CHASES`) through the L1, the L2 and DRAM for
 the second referee (referee.REFERENCE_LATENCY). Each is launched
 once to warm up, then once inside the NVTX range kp:<id> under ONE ncu with the referee's metrics
 (klaraptor.models.saake.referee.METRICS) and the referee's command line
-(klaraptor.gpu.ncu.build_command, `--cache-control none`, as scripts/device_saake_sol.py). Writes to OUTDIR:
+(klaraptor.collect.ncu.build_command, `--cache-control none`, as scripts/device_saake_sol.py). Writes to OUTDIR:
     check.json  per kernel: the ncu unit it saturates, ncu's metrics, or why there are none
     ncu.csv, ncu.out, log.txt, env.json
 Expected wall time: 30-60 s. Then, on a CPU:
@@ -88,8 +88,8 @@ def _launchers(d: Any) -> dict[str, Any]:
     """{case: a function launching it once}, on resources_device's Device `d`."""
     import numpy as np
 
-    from klaraptor.gpu import resources_device as rd
-    from klaraptor.gpu.resources import REQUEST_BYTES, WARPS_PER_BLOCK
+    from klaraptor.collect import resources_device as rd
+    from klaraptor.collect.resources import REQUEST_BYTES, WARPS_PER_BLOCK
 
     cp, cfg, n_sm = d.cp, d.cfg, d.prof.sm_count
     threads = 32 * WARPS_PER_BLOCK
@@ -174,8 +174,8 @@ def _chases(d: Any, n_sm: int) -> dict[str, Any]:
 
 def run_target(events_path: str) -> int:
     """The process ncu profiles: each case warmed up once, then launched once in kp:<id>."""
-    from klaraptor.gpu.resources import ResourceConfig
-    from klaraptor.gpu.resources_device import Device
+    from klaraptor.collect.resources import ResourceConfig
+    from klaraptor.collect.resources_device import Device
 
     def emit(**e: Any) -> None:
         with open(events_path, "a", encoding="utf-8") as fh:
@@ -209,7 +209,7 @@ def main() -> int:
 
     from device_saake_sol import write_environment  # this script's folder is on sys.path
 
-    from klaraptor.gpu.ncu import (
+    from klaraptor.collect.ncu import (
         build_command,
         find_ncu,
         parse_raw_csv,
@@ -217,8 +217,8 @@ def main() -> int:
         raw_values,
         usable_metrics,
     )
+    from klaraptor.core.provenance import commit
     from klaraptor.models.saake.referee import METRICS
-    from klaraptor.provenance import commit
 
     write_environment(out)
     result: dict[str, Any] = {
@@ -259,7 +259,7 @@ def main() -> int:
     except Exception:  # noqa: BLE001 - record what failed
         log(f"FAILED\n{traceback.format_exc()[-3000:]}")
     result["provenance"] = {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "commit": commit(),
         "host": platform.node(),

@@ -1,4 +1,4 @@
-"""Measure SAAKE's latency and gap per resource on this GPU (klaraptor.gpu.resources).
+"""Measure SAAKE's latency and gap per resource on this GPU (klaraptor.collect.resources).
 
 Usage (device machine, repository root):
     KLARAPTOR_COMMIT=<sha> python3 scripts/device_resources.py OUTDIR [--repeats 3] [--budget 170]
@@ -35,9 +35,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p
 )
 
-from klaraptor.device_profile import DeviceProfile, query_device, recorded_profile  # noqa: E402
-from klaraptor.gpu import resources as rs  # noqa: E402
-from klaraptor.provenance import commit  # noqa: E402
+from klaraptor.collect import resources as rs  # noqa: E402
+from klaraptor.core.provenance import commit  # noqa: E402
+from klaraptor.device.profile import DeviceProfile, query_device, recorded_profile  # noqa: E402
 
 
 def main() -> int:
@@ -111,7 +111,7 @@ def main() -> int:
 
     m = rs.analyse_repeats(raws, profile, config)
     run = {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": command,
         "commit": commit(),
         "gpu": queried.name if queried else None,
@@ -120,8 +120,8 @@ def main() -> int:
         "host": platform.node(),
         "repeats": len(raws),
         "config": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(config).items()},
-        "source": "klaraptor/cuda/resources.cu (klaraptor.gpu.resources)",
-        "definitions": "klaraptor.gpu.resources module docstring",
+        "source": "klaraptor/cuda/resources.cu (klaraptor.collect.resources)",
+        "definitions": "klaraptor.collect.resources module docstring",
         "smi": (env or {}).get("smi"),
     }
     table = m.table()

@@ -13,10 +13,10 @@ Writes to OUTDIR:
                 those this ncu knows), or why there are none
     ncu.csv     ncu's raw page as written;  ncu.out  ncu's own output
     log.txt     what ran, how long, what failed
-How: one worker job per kernel (klaraptor.gpu.worker, mode "ncu": one warm-up launch, then one
+How: one worker job per kernel (klaraptor.collect.worker, mode "ncu": one warm-up launch, then one
 launch in the NVTX range kp:<id> between cudaProfilerStart/Stop), all run by ONE process under
 ONE ncu (`--profile-from-start off`, `--clock-control none`, the same command line the collector
-uses, klaraptor.gpu.ncu.build_command, but with `--cache-control none`: each replay pass finds the
+uses, klaraptor.collect.ncu.build_command, but with `--cache-control none`: each replay pass finds the
 L2 as the launch before left it, as in the timed repeats whose bottleneck SAAKE names; the
 collection flushes it). Past --limit seconds the job runner is killed and ncu
 reports what it profiled. Every step is independent; failures are recorded, not fatal.
@@ -52,8 +52,8 @@ CHOICES = ROOT / "benchmarks" / "results" / "h200" / "saake_choices.json"
 
 def run_jobs(job_files: list[str]) -> int:
     """The target ncu profiles: every job in this one process (one CUDA context)."""
-    from klaraptor.gpu.process import EXIT_CONTEXT_LOST, Events
-    from klaraptor.gpu.worker import _run_ncu, read_body, read_header
+    from klaraptor.collect.process import EXIT_CONTEXT_LOST, Events
+    from klaraptor.collect.worker import _run_ncu, read_body, read_header
 
     for path in job_files:
         with open(path, "rb") as fh:
@@ -115,10 +115,10 @@ def main() -> int:
             result["kernels"] = step("map rows", _map, out / "ncu.csv", jobs, metrics) or {}
     for c in choices:
         result["kernels"].setdefault(c["kernel"], {"status": "not profiled (see log.txt)"})
-    from klaraptor.provenance import commit
+    from klaraptor.core.provenance import commit
 
     result["provenance"] = {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "commit": commit(),
         "choices": str(a.choices),
@@ -153,7 +153,7 @@ def write_environment(out: Path) -> None:
 
 
 def _find_ncu() -> str:
-    from klaraptor.gpu.ncu import find_ncu
+    from klaraptor.collect.ncu import find_ncu
 
     ncu = find_ncu()
     if ncu is None:
@@ -162,7 +162,7 @@ def _find_ncu() -> str:
 
 
 def _metrics(ncu: str) -> list[str]:
-    from klaraptor.gpu.ncu import usable_metrics
+    from klaraptor.collect.ncu import usable_metrics
     from klaraptor.models.saake.referee import METRICS
 
     return usable_metrics(ncu, (9, 0), METRICS)
@@ -170,8 +170,8 @@ def _metrics(ncu: str) -> list[str]:
 
 def _jobs(folder: Path, choices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from klaraptor import suite
-    from klaraptor.gpu.collect import CollectOptions
-    from klaraptor.gpu.worker import Point, write_job
+    from klaraptor.collect.collector import CollectOptions
+    from klaraptor.collect.worker import Point, write_job
 
     folder.mkdir(parents=True, exist_ok=True)
     events = folder / "events.jsonl"
@@ -196,8 +196,8 @@ def _jobs(folder: Path, choices: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _session(
     ncu: str, metrics: list[str], out: Path, jobs: list[dict[str, Any]], limit: float
 ) -> dict[str, Any]:
-    from klaraptor.gpu.ncu import build_command
-    from klaraptor.gpu.process import EventReader
+    from klaraptor.collect.ncu import build_command
+    from klaraptor.collect.process import EventReader
 
     log_file = out / "ncu.csv"
     log_file.unlink(missing_ok=True)
@@ -248,8 +248,8 @@ def _session(
 
 
 def _map(csv_path: Path, jobs: list[dict[str, Any]], metrics: list[str]) -> dict[str, Any]:
-    from klaraptor.errors import CollectError
-    from klaraptor.gpu.ncu import ProfiledPoint, map_rows, parse_raw_csv, point_id, raw_values
+    from klaraptor.collect.ncu import ProfiledPoint, map_rows, parse_raw_csv, point_id, raw_values
+    from klaraptor.core.errors import CollectError
 
     rows = parse_raw_csv(csv_path.read_text(errors="replace")) if csv_path.is_file() else []
     out: dict[str, Any] = {}

@@ -6,8 +6,8 @@ import tempfile
 from pathlib import Path
 
 from klaraptor import suite
+from klaraptor.assemble import build
 from klaraptor.bench.dataset import load_recorded
-from klaraptor.build import build
 
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)

@@ -69,7 +69,7 @@ try:
 except Exception as exc:
     out["numpy_shim_error"] = repr(exc)
 try:
-    from klaraptor.device_profile import query_device, recorded_profile
+    from klaraptor.device.profile import query_device, recorded_profile
     here, rec = query_device(), recorded_profile("h200")
     out.update(gpu=here.name, driver=here.driver, key=here.key, recorded_key=rec.key,
                same_key=here.key == rec.key)
@@ -79,7 +79,7 @@ print(json.dumps(out))
 """
 
 SEED = """
-from klaraptor.device_profile import query_device, recorded_profile
+from klaraptor.device.profile import query_device, recorded_profile
 from klaraptor.store import Store
 here, rec = query_device(), recorded_profile("h200")
 if here.key == rec.key:

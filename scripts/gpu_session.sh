@@ -20,7 +20,7 @@ for s in "$@"; do
   case "$s" in
     tests)   timeout "$T" python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/ > "$OUT/logs/gpu_tests.log" 2>&1; echo "rc=$?"; tail -5 "$OUT/logs/gpu_tests.log";;
     profile) timeout "$T" python3 -c "
-import json; from klaraptor.gpu.microbench import measure_profile
+import json; from klaraptor.collect.microbench import measure_profile
 p = measure_profile(0); json.dump(p.to_dict(), open('$OUT/h200_profile.json', 'w'), indent=1); print(p.key)
 " > "$OUT/logs/profile.log" 2>&1; echo "rc=$?"; tail -3 "$OUT/logs/profile.log";;
     demo)    timeout "$T" python3 -m klaraptor.cli demo --gpu > "$OUT/logs/demo.log" 2>&1; echo "rc=$?"; tail -15 "$OUT/logs/demo.log";;
@@ -34,7 +34,7 @@ p = measure_profile(0); json.dump(p.to_dict(), open('$OUT/h200_profile.json', 'w
   esac
   echo "--- $s took $(( $(date +%s) - t0 )) s"
 done
-pkill -f klaraptor.gpu.worker 2>/dev/null; pkill -x ncu 2>/dev/null; sleep 1
+pkill -f klaraptor.collect.worker 2>/dev/null; pkill -x ncu 2>/dev/null; sleep 1
 python3 - <<PY
 import gzip, shutil, sqlite3
 db = "$KLARAPTOR_HOME/klaraptor.sqlite"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 
+from klaraptor.core.provenance import stamp
 from klaraptor.isa import load_recorded, load_recorded_raw
 from klaraptor.models.snowpack.features import (
     ARCH,
@@ -19,7 +20,6 @@ from klaraptor.models.snowpack.features import (
     from_isa,
     recorded_features_path,
 )
-from klaraptor.provenance import stamp
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Shared test configuration and fixtures.
 
 - Tests marked `gpu` are skipped where no usable CUDA GPU exists (the one GPU check,
-  `klaraptor.gpu.backend.gpu_problem`).
+  `klaraptor.backends.cupy_backend.gpu_problem`).
 - `h200`: the committed, measured H200 profile; `recorded`: the recorded H200 dataset;
   `recorded_store`: a store holding recorded kernels; `make_spec`: a spec factory.
 """
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from klaraptor.backends.cupy_backend import gpu_problem
 from klaraptor.bench.dataset import RecordedDataset, load_recorded
-from klaraptor.device_profile import DeviceProfile, recorded_profile
-from klaraptor.gpu.backend import gpu_problem
+from klaraptor.device.profile import DeviceProfile, recorded_profile
 from klaraptor.spec import DataParam, KernelSpec
 from klaraptor.store import Store
 

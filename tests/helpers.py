@@ -19,15 +19,15 @@ from typing import Any
 import numpy as np
 
 from klaraptor import suite
-from klaraptor.build.api import job_from_training
-from klaraptor.configspace import ConfigSpace
-from klaraptor.device_profile import DeviceProfile, recorded_profile
-from klaraptor.helper import HelperProgram, admit_program
+from klaraptor.assemble.api import job_from_training
+from klaraptor.core.types import Block, KernelAttributes
+from klaraptor.device.profile import DeviceProfile, recorded_profile
+from klaraptor.fit.training import FitOptions, TrainingSet
+from klaraptor.helper.program import HelperProgram, admit_program
 from klaraptor.models import get_model
 from klaraptor.program import Program, ceil, const, floor, minimum, table, var, where
+from klaraptor.space.configspace import ConfigSpace
 from klaraptor.spec import DataParam, KernelSpec
-from klaraptor.training import FitOptions, TrainingSet
-from klaraptor.types import Block, KernelAttributes
 
 ATTRS = KernelAttributes(
     num_regs=32,

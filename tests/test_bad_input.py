@@ -27,7 +27,7 @@ import pytest
 import klaraptor
 from klaraptor.cli import main
 from klaraptor.cli.common import EXIT_USAGE, exit_code
-from klaraptor.errors import (
+from klaraptor.core.errors import (
     BuildError,
     CollectError,
     DataSizeError,
@@ -503,7 +503,7 @@ def _tune_numba(**kw: Any) -> Any:
 
 def _kt_import(ctx: Ctx, spec: KernelSpec, **header: Any) -> Any:
     """Import a Kernel Tuner cache written as Kernel Tuner lays it out (one configuration)."""
-    from klaraptor.device_profile import recorded_profile
+    from klaraptor.device.profile import recorded_profile
     from klaraptor.frontends.kernel_tuner import import_kernel_tuner
 
     head = {"device_name": "NVIDIA H200", "kernel_name": spec.kernel, "problem_size": 4096,

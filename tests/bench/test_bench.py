@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
+from klaraptor.assemble import make_job
+from klaraptor.assemble.model_selection import AUTO_MODELS, select_model
 from klaraptor.bench.dataset import load_recorded
 from klaraptor.bench.evaluate import METHODS, evaluate_kernel, summarize
 from klaraptor.bench.report import table_6_1, table_6_2
-from klaraptor.build import make_job
-from klaraptor.build.model_selection import AUTO_MODELS, select_model
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def test_tables_have_a_row_per_pair_and_benchmark(data, store) -> None:  # noqa:
 
 
 def test_time_fit_model_needs_no_counters(data, store) -> None:  # noqa: ANN001
-    from klaraptor.build import build
+    from klaraptor.assemble import build
 
     spec = suite.get("polybench.atax.k1")
     kern = build(
@@ -161,7 +161,7 @@ def test_time_fit_model_needs_no_counters(data, store) -> None:  # noqa: ANN001
 def test_recorded_demo_runs_the_pipeline(capsys) -> None:  # noqa: ANN001
     from rich.console import Console
 
-    from klaraptor import demo
+    from klaraptor.cli import demo
 
     console = Console(width=140, force_terminal=False)
     assert (

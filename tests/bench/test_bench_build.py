@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from klaraptor.gpu.backend import gpu_problem
+from klaraptor.backends.cupy_backend import gpu_problem
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_build.py"
 

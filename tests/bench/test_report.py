@@ -70,7 +70,7 @@ def test_best_worst_plot_takes_suites_or_a_plain_list(results, tmp_path: Path) -
 def test_report_tasks_do_not_warn_about_extrapolating() -> None:
     import warnings
 
-    from klaraptor.errors import ExtrapolationWarning
+    from klaraptor.core.errors import ExtrapolationWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", ExtrapolationWarning)

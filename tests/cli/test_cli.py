@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from klaraptor import suite
+from klaraptor.assemble import build
 from klaraptor.bench.dataset import load_recorded
-from klaraptor.build import build
 from klaraptor.cli import main
 
 KERNEL = "polybench.atax.k1"
@@ -259,7 +259,7 @@ def test_import_recorded_builds_once(tmp_path: Path, capsys) -> None:  # noqa: A
 def test_recorded_demo_explains_its_columns_and_plots(tmp_path: Path, capsys) -> None:  # noqa: ANN001
     from rich.console import Console
 
-    from klaraptor import demo
+    from klaraptor.cli import demo
     from klaraptor.store import Store
 
     plot, store = tmp_path / "demo.png", tmp_path / "demo.sqlite"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from klaraptor.gpu.backend import gpu_problem
+from klaraptor.backends.cupy_backend import gpu_problem
 
 if "numba" not in sys.modules and gpu_problem() is not None:
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from klaraptor.errors import SpecError
+from klaraptor.core.errors import SpecError
 from klaraptor.frontends.annotated import read_annotated
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "annotated" / "matvec.cu"

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 import klaraptor
-from klaraptor.cuda_source import c_param_names
-from klaraptor.errors import MissingDependencyError, SpecError
+from klaraptor.core.errors import MissingDependencyError, SpecError
 from klaraptor.frontends.cuda_core import (
     CoreAdapter,
     CoreKernel,
@@ -21,6 +20,7 @@ from klaraptor.frontends.cuda_core import (
     program_options_kwargs,
 )
 from klaraptor.frontends.inference import InferenceError, describe_args
+from klaraptor.spec.cuda_source import c_param_names
 
 SRC = r"""
 // a comment naming scale(int a) must not confuse the parser
@@ -203,7 +203,7 @@ def test_cuda_core_generated_launch_on_torchs_current_stream() -> None:
 
 
 def test_cuda_core_a_call_with_the_wrong_number_of_arguments_is_refused() -> None:
-    from klaraptor.errors import LaunchError
+    from klaraptor.core.errors import LaunchError
 
     adapter = CoreAdapter(CoreKernel(kernel=None, source=SRC, name="scale", options=()))
     adapter.check_call((1, 2, np.int32(3)))

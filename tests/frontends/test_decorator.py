@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import klaraptor
-from klaraptor.errors import SpecError
+from klaraptor.collect.ncu import kernel_matches
+from klaraptor.collect.worker import imports_main
+from klaraptor.core.errors import SpecError
 from klaraptor.frontends.decorator import (
     CallRule,
     UnavailableRule,
@@ -26,8 +28,6 @@ from klaraptor.frontends.inference import (
     describe_args,
     match_extent,
 )
-from klaraptor.gpu.ncu import kernel_matches
-from klaraptor.gpu.worker import imports_main
 from klaraptor.spec import DataParam, KernelSpec
 
 

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import klaraptor
-from klaraptor.gpu.collect import CollectOptions, collect
-from klaraptor.gpu.ncu import find_ncu
+from klaraptor.collect.collector import CollectOptions, collect
+from klaraptor.collect.ncu import find_ncu
 from klaraptor.store import Store
 
 try:  # the Numba kernels below need numba.cuda at module level (Numba compiles their globals)
@@ -135,8 +135,8 @@ def test_numba_timer_is_not_slowed_by_its_spin_kernel_compile(h200) -> None:  # 
     """The Numba timer's spin kernel is JIT-compiled; that compile once landed inside the first
     sample and left every later sample behind a 20 ms spin (10 s a point)."""
     need_numba()
-    from klaraptor.gpu.backend import _MAX_SPIN_US
-    from klaraptor.gpu.backend_numba import NumbaBackend
+    from klaraptor.backends.cupy_backend import _MAX_SPIN_US
+    from klaraptor.backends.numba_backend import NumbaBackend
 
     be = NumbaBackend()
     kernel = cuda.jit(saxpy_nb)

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
+from klaraptor.assemble import build
 from klaraptor.bench.dataset import load_recorded
-from klaraptor.build import build
-from klaraptor.device_profile import recorded_profile
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
+from klaraptor.device.profile import recorded_profile
 from klaraptor.frontends.kernel_tuner import (
     KernelTunerFileError,
     KernelTunerImportError,
@@ -384,7 +384,7 @@ def recorded():
 
 def _source_store(path: Path, recorded, name: str) -> Store:
     """The recorded kernel, plus a point with samples, a failed and a rejected one."""
-    from klaraptor.gpu.backend import summarize
+    from klaraptor.backends.cupy_backend import summarize
 
     s = recorded.to_store(path, [name])
     key, D = recorded.device_key, suite.get(name).size(8192)

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
+from klaraptor.assemble import build
 from klaraptor.bench.dataset import load_recorded
-from klaraptor.build import build
-from klaraptor.device_profile import recorded_profile
+from klaraptor.device.profile import recorded_profile
 from klaraptor.frontends.kernel_tuner import export_t4, import_kernel_tuner
 from klaraptor.store import Store
 from tests.frontends.test_kernel_tuner import SCALE

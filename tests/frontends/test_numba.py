@@ -27,8 +27,12 @@ from numba import cuda  # noqa: E402
 from numba.core import types  # noqa: E402
 
 import klaraptor  # noqa: E402
-from klaraptor.build import build  # noqa: E402
-from klaraptor.errors import (  # noqa: E402
+from klaraptor.assemble import build  # noqa: E402
+from klaraptor.backends.cupy_backend import CupyBackend  # noqa: E402
+from klaraptor.backends.numba_backend import NumbaBackend, numba_cuda  # noqa: E402
+from klaraptor.collect.collector import CollectOptions  # noqa: E402
+from klaraptor.collect.worker import backend_name, make_backend  # noqa: E402
+from klaraptor.core.errors import (  # noqa: E402
     BuildError,
     CollectError,
     DataSizeError,
@@ -43,10 +47,6 @@ from klaraptor.frontends.numba import (  # noqa: E402
     numba_types,
     signature_problems,
 )
-from klaraptor.gpu.backend import CupyBackend  # noqa: E402
-from klaraptor.gpu.backend_numba import NumbaBackend, numba_cuda  # noqa: E402
-from klaraptor.gpu.collect import CollectOptions  # noqa: E402
-from klaraptor.gpu.worker import backend_name, make_backend  # noqa: E402
 from klaraptor.store import Store  # noqa: E402
 
 KT = Path(__file__).parents[1] / "data" / "kernel_tuner"
@@ -348,7 +348,7 @@ WORKER_SCRIPT = textwrap.dedent(
     from numba import cuda
     import klaraptor
     from klaraptor.frontends.inference import InferredArgs, describe_args
-    from klaraptor.gpu.worker import Point, write_job, _main_info
+    from klaraptor.collect.worker import Point, write_job, _main_info
 
     @klaraptor.tune(data={"n": lambda a, b, n: n}, grid="ceil(n / bx)")
     @cuda.jit
@@ -376,10 +376,10 @@ READER_SCRIPT = textwrap.dedent(
     """
     import json, sys
     from numba import cuda
-    from klaraptor.gpu.backend import count_barriers
-    from klaraptor.gpu.backend_numba import _ENTRY
-    from klaraptor.gpu.ncu import kernel_matches
-    from klaraptor.gpu.worker import read_body, read_header
+    from klaraptor.backends.cupy_backend import count_barriers
+    from klaraptor.backends.numba_backend import _ENTRY
+    from klaraptor.collect.ncu import kernel_matches
+    from klaraptor.collect.worker import read_body, read_header
     with open(sys.argv[1], "rb") as fh:
         job = read_body(fh, read_header(fh))
     spec = job.spec
@@ -437,7 +437,7 @@ def test_numba_spec_travels_to_a_collection_worker(tmp_path: Path) -> None:
 def test_numba_unpicklable_user_make_args_is_reported(store: Store, h200) -> None:  # noqa: ANN001
     """An explicit make_args must travel to the worker; a lambda cannot, and the error says so
     before any GPU work."""
-    from klaraptor.gpu.worker import write_job
+    from klaraptor.collect.worker import write_job
 
     t = tuned(store, h200, make_args=lambda D, rng: ())
     x, y = vectors(32)
@@ -456,7 +456,7 @@ def test_numba_unpicklable_user_make_args_is_reported(store: Store, h200) -> Non
 PICKLE_BY_VALUE = """
 import pickle
 from numba import cuda
-from klaraptor.gpu.worker import imports_main
+from klaraptor.collect.worker import imports_main
 
 def scale(x, y, n):
     i = cuda.grid(1)
@@ -486,7 +486,7 @@ def test_numba_backend_launches_times_and_checks(tmp_path: Path) -> None:
     """The backend the collection worker uses, on the kernels' own terms (the simulator here,
     the GPU there): launch, host copies, NaN poisoning and the output check, the context probe,
     and the event timer (with a tiny clock so the simulator's spin stays short)."""
-    from klaraptor.gpu.backend_numba import NumbaCompiled
+    from klaraptor.backends.numba_backend import NumbaCompiled
 
     be = NumbaBackend()
     kernel = cuda.jit(scale_body)

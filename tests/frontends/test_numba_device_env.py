@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from klaraptor.errors import MissingDependencyError
-from klaraptor.gpu.process import _raise_fatal
+from klaraptor.collect.process import _raise_fatal
+from klaraptor.core.errors import MissingDependencyError
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIM = ROOT / "scripts" / "device_env"
@@ -89,7 +89,7 @@ NUMBA_COMPILE = """
 import json, numpy
 {prepare}
 from numba import cuda, types
-from klaraptor.gpu.backend_numba import incompatible_numpy
+from klaraptor.backends.numba_backend import incompatible_numpy
 
 def fill(x, n):
     i = cuda.grid(1)
@@ -127,7 +127,7 @@ def test_with_the_shims_alias_numba_cuda_compiles() -> None:
 
 
 def test_other_attribute_errors_are_not_taken_for_it() -> None:
-    from klaraptor.gpu.backend_numba import incompatible_numpy
+    from klaraptor.backends.numba_backend import incompatible_numpy
 
     try:
         import numpy

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from klaraptor.errors import MissingDependencyError, SpecError  # noqa: E402
+from klaraptor.core.errors import MissingDependencyError, SpecError  # noqa: E402
 from klaraptor.frontends.inference import array_facts, describe_args  # noqa: E402
 from klaraptor.frontends.torch import (  # noqa: E402
     TensorDeviceError,

@@ -13,7 +13,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "data" / "isa"
 @functools.cache
 def tools_problem() -> str | None:
     """None when NVRTC, cuobjdump and nvdisasm are usable here, else why not."""
-    from klaraptor.errors import KlaraptorError
+    from klaraptor.core.errors import KlaraptorError
     from klaraptor.isa import compile, tools
 
     try:

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from klaraptor import suite
-from klaraptor.errors import CompileError
+from klaraptor.core.errors import CompileError
 from klaraptor.isa import analysis, compile
 from klaraptor.isa.errors import DisassemblyError
 from tests.isa.helpers import needs_tools

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from klaraptor import suite
-from klaraptor.build import make_job
+from klaraptor.assemble import make_job
 from klaraptor.models import available_models, register_model
 from klaraptor.models.checks import ModelCheckError, check_declarations, check_model
 from klaraptor.models.time_fit import TimeFitModel

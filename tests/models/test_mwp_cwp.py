@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
+from klaraptor.device.occupancy import arch_params
 from klaraptor.models import KERNEL_QUANTITIES, available_models, get_model, register_model
 from klaraptor.models.mwp_cwp import MODEL_HARDWARE, OUTPUTS, MwpCwpModel
-from klaraptor.occupancy import arch_params
 from klaraptor.program import Program, const, var
 
 # Hong & Kim's example hardware (DESIGN.md): 1 GHz, 80 GB/s, 16 SMs, Mem_LD 420,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
+from klaraptor.assemble import make_job
 from klaraptor.bench.dataset import load_recorded, recorded_path
-from klaraptor.build import make_job
 from klaraptor.isa.analysis import KernelISA
 from klaraptor.models.saake import ops
 from klaraptor.models.saake.emulate import GridShape, Params, emulate_sm

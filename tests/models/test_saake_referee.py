@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from klaraptor.bench.saake_eval import _neighbours, bottlenecks, write_bottlenecks
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
 from klaraptor.models.saake.ops import RESOURCES
 from klaraptor.models.saake.referee import (
     METRICS,
@@ -43,7 +43,7 @@ def test_the_dispatcher_agrees_only_when_every_unit_is_idle() -> None:
 
 
 def test_counter_units_of_a_recorded_launch(recorded) -> None:  # noqa: ANN001
-    from klaraptor.device_profile import recorded_profile
+    from klaraptor.device.profile import recorded_profile
 
     profile = recorded_profile("h200")
     rows = recorded.kernels["polybench.gemm.gemm"].ncu

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
-from klaraptor.errors import FitError, KlaraptorError
+from klaraptor.core.errors import FitError, KlaraptorError
+from klaraptor.device.occupancy import active_blocks_per_sm
 from klaraptor.models.scaling import (
     Footprint,
     GrowthLaw,
@@ -23,7 +24,6 @@ from klaraptor.models.scaling import (
     fit_scaling,
     pade_factor,
 )
-from klaraptor.occupancy import active_blocks_per_sm
 from klaraptor.runtime.selector import adaptive_topk
 
 CC = shutil.which("cc")
@@ -250,7 +250,7 @@ def test_program_matches_in_c(tmp_path: Path) -> None:
 
 def test_helper_program_from_the_fit_chooses_like_the_fit() -> None:
     """The adapter the builder will use: the fit's program as a HelperProgram's model."""
-    from klaraptor.helper import HelperProgram, admit_program
+    from klaraptor.helper.program import HelperProgram, admit_program
 
     spec = suite.get("polybench.gemm.gemm")
     blocks = [(32, 2, 1), (64, 2, 1), (128, 2, 1), (256, 4, 1), (32, 8, 1), (64, 4, 1)]

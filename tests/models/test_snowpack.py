@@ -16,7 +16,6 @@ from klaraptor import build, load, suite
 from klaraptor.bench.dataset import training_only_datasets
 from klaraptor.bench.snowpack_eval import QUICK, evaluated_benchmarks, recorded_corpus
 from klaraptor.cli import main
-from klaraptor.configspace import ConfigSpace
 from klaraptor.models.snowpack import (
     FEATURE_SET,
     Predictor,
@@ -37,6 +36,7 @@ from klaraptor.models.snowpack.learner import COST_NS, Regressor, fit_rows, subo
 from klaraptor.models.snowpack.model import _nodes, save_regressor, shipped_path
 from klaraptor.models.snowpack.search import Candidate, choose, train
 from klaraptor.models.snowpack.train import corpus_from_store
+from klaraptor.space.configspace import ConfigSpace
 from klaraptor.store import StaticFeatures, Store
 
 
@@ -88,7 +88,7 @@ def test_the_patterns_corpus_is_trained_on_and_never_held_out(corpus, tmp_path: 
 
 
 def test_dynamic_features_are_exact(h200) -> None:  # noqa: ANN001
-    from klaraptor.occupancy import active_blocks_per_sm
+    from klaraptor.device.occupancy import active_blocks_per_sm
 
     spec = suite.get("polybench.atax.k1")
     static = load_recorded_features()[spec.name].features

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from klaraptor.errors import ProgramError
+from klaraptor.core.errors import ProgramError
 from klaraptor.program import (
     Expr,
     Program,

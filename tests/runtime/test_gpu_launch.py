@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from klaraptor.errors import SpecError
+from klaraptor.core.errors import SpecError
 from klaraptor.spec import DataParam, KernelSpec
 
 pytestmark = pytest.mark.gpu
@@ -45,8 +45,8 @@ SPEC = KernelSpec(
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):  # noqa: ANN001, ANN201
-    from klaraptor.build import build
-    from klaraptor.gpu.collect import CollectOptions
+    from klaraptor.assemble import build
+    from klaraptor.collect.collector import CollectOptions
     from klaraptor.store import Store
 
     store = Store(tmp_path_factory.mktemp("st") / "k.sqlite")
@@ -66,8 +66,8 @@ def built(tmp_path_factory):  # noqa: ANN001, ANN201
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory):  # noqa: ANN001, ANN201
     """The default build: budgeted plan in one worker session, hot and L2-flushed points."""
-    from klaraptor.build import build
-    from klaraptor.gpu.collect import CollectOptions
+    from klaraptor.assemble import build
+    from klaraptor.collect.collector import CollectOptions
     from klaraptor.store import Store
 
     store = Store(tmp_path_factory.mktemp("pl") / "k.sqlite")
@@ -96,8 +96,8 @@ def test_budgeted_build_runs_its_plan_in_one_session(planned) -> None:  # noqa: 
 def test_a_snowpack_prior_build_times_only_its_top_k_on_the_gpu(tmp_path) -> None:  # noqa: ANN001
     """A budgeted build on the GPU with SNOWPACK's prior: the worker session times only the
     prior's 6 best at the largest size, in its order, and the chosen block is one of them."""
-    from klaraptor.build import build
-    from klaraptor.gpu.collect import CollectOptions
+    from klaraptor.assemble import build
+    from klaraptor.collect.collector import CollectOptions
     from klaraptor.store import Store
 
     store = Store(tmp_path / "p.sqlite")
@@ -132,7 +132,7 @@ def test_tuned_output_equals_plain_launch_with_the_chosen_config(built) -> None:
 
 
 def test_refinement_tries_topk_then_pins_and_persists(built) -> None:  # noqa: ANN001
-    from klaraptor.build import load
+    from klaraptor.assemble import load
 
     kern, store = built
     rng = np.random.default_rng(4)

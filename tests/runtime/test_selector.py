@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from klaraptor.errors import DataSizeError, KlaraptorError, SpecError
+from klaraptor.core.errors import DataSizeError, KlaraptorError, SpecError
 from klaraptor.runtime import selector as selector_mod
 from klaraptor.runtime.launcher import data_reader
 from klaraptor.runtime.selector import Selection, Selector, format_explain

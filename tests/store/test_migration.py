@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from klaraptor.build import load
+from klaraptor.assemble import load
+from klaraptor.core.types import DataSize
 from klaraptor.store import SCHEMA_VERSION, Store
-from klaraptor.types import DataSize
 
 DATA = Path(__file__).parents[1] / "data"
 KERNEL = "polybench.atax.k1"
@@ -63,7 +63,7 @@ def test_a_malformed_schema_1_build_is_a_clear_error(v1_store: Path) -> None:
     )
     con.commit()
     con.close()
-    from klaraptor.errors import StoreError
+    from klaraptor.core.errors import StoreError
 
     with pytest.raises(StoreError, match=r"rejected block 'x' is not '\[bx, by, bz\]'"):
         Store(v1_store)
@@ -75,7 +75,7 @@ def test_a_malformed_schema_1_build_is_a_clear_error(v1_store: Path) -> None:
 
 
 def test_migration_keys_by_the_gpu_and_keeps_the_driver_in_each_build(v1_store: Path) -> None:
-    from klaraptor.device_profile import recorded_profile
+    from klaraptor.device.profile import recorded_profile
 
     with Store(v1_store) as store:
         # Schema 1 keyed by name, driver and SM clock; now the recorded H200's own key.

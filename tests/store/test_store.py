@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from klaraptor.errors import StoreError
+from klaraptor.core.errors import StoreError
+from klaraptor.core.types import DataSize
 from klaraptor.store import (
     APPLICATION_ID,
     SCHEMA_VERSION,
@@ -22,7 +23,6 @@ from klaraptor.store import (
     default_store_path,
 )
 from klaraptor.store import schema as schema_mod
-from klaraptor.types import DataSize
 
 DEV = "NVIDIA H200|driver 580.159.04|1980 MHz"
 # The data parameter names of the kernels these tests write.
@@ -410,8 +410,8 @@ def test_kernels_round_trip(tmp_path: Path) -> None:
 
 
 def test_collect_facts_and_truth_decisions_round_trip(tmp_path: Path) -> None:
+    from klaraptor.core.types import KernelAttributes
     from klaraptor.store import CollectFacts, TruthDecision
-    from klaraptor.types import KernelAttributes
 
     attrs = KernelAttributes(40, 1024, 0, 0, 768, 49152)
     with opened(tmp_path / "s.sqlite") as s:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from klaraptor.errors import StoreError
+from klaraptor.core.errors import StoreError
 from klaraptor.store import Store
 
 PROCESSES = 6
@@ -153,7 +153,7 @@ def _read_only_directory(tmp_path: Path) -> None:
         f"""
         import os, sys
         from klaraptor.store import Store
-        from klaraptor.errors import StoreError
+        from klaraptor.core.errors import StoreError
         if os.geteuid() == 0:  # everything is imported: drop to a user without write access
             os.setgid(65534); os.setuid(65534)
         s = Store({str(path)!r})

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
-from klaraptor.errors import SpecError
+from klaraptor.core.errors import SpecError
 from klaraptor.spec import KernelSpec
-from klaraptor.spec_expressions import evaluate_exprs, parse_expression
+from klaraptor.spec.expressions import evaluate_exprs, parse_expression
 from klaraptor.suite import polybench
 
 SPECS = suite.all_specs("polybench")

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
+from klaraptor.core.types import Block
 from klaraptor.spec import KernelSpec
-from klaraptor.types import Block
 
 cp = pytest.importorskip("cupy")
 

@@ -10,7 +10,7 @@ import pytest
 
 from klaraptor import suite
 from klaraptor.bench.dataset import RECORDED_FILES, TRAINING_ONLY, training_only_datasets
-from klaraptor.configspace import ConfigSpace
+from klaraptor.space.configspace import ConfigSpace
 from klaraptor.suite import patterns as P
 
 SPECS = suite.all_specs("patterns")

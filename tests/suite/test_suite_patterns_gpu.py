@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
-from klaraptor.configspace import ConfigSpace
-from klaraptor.gpu.backend import CupyBackend
+from klaraptor.backends.cupy_backend import CupyBackend
+from klaraptor.space.configspace import ConfigSpace
 from klaraptor.spec import Block, KernelSpec
 
 cp = pytest.importorskip("cupy")

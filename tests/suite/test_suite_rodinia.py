@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
-from klaraptor.configspace import CUDA_MAX_BLOCK_DIM, ConfigSpace
-from klaraptor.errors import KlaraptorError, SpecError
+from klaraptor.core.errors import KlaraptorError, SpecError
+from klaraptor.space.configspace import CUDA_MAX_BLOCK_DIM, ConfigSpace
 from klaraptor.spec import KernelSpec
-from klaraptor.spec_expressions import evaluate_exprs, parse_expression
+from klaraptor.spec.expressions import evaluate_exprs, parse_expression
 from klaraptor.suite import rodinia as R
 from tests.suite import rodinia_emulator as emu
 

@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
-from klaraptor.configspace import ConfigSpace
-from klaraptor.gpu.backend import CupyBackend
+from klaraptor.backends.cupy_backend import CupyBackend
+from klaraptor.space.configspace import ConfigSpace
 from klaraptor.spec import Block, KernelSpec
 
 cp = pytest.importorskip("cupy")
@@ -124,7 +124,7 @@ def test_kernel_matches_reference(spec: KernelSpec) -> None:
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
 def test_collect_checks_every_point(spec: KernelSpec, tmp_path: Path) -> None:
-    from klaraptor.gpu.collect import CollectOptions, collect
+    from klaraptor.collect.collector import CollectOptions, collect
     from klaraptor.store import Store
 
     n = _sizes(spec)[0]

@@ -24,12 +24,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from klaraptor.device_profile import with_known_memory_size
-from klaraptor.errors import KlaraptorError
-from klaraptor.metrics import LAUNCH_COLUMNS, PIPE_METRICS, RAW_METRICS
+from klaraptor.core.errors import KlaraptorError
+from klaraptor.core.metrics import LAUNCH_COLUMNS, PIPE_METRICS, RAW_METRICS
+from klaraptor.core.types import Block, DataSize
+from klaraptor.device.profile import with_known_memory_size
 from klaraptor.spec import KernelSpec
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store, TruthDecision
-from klaraptor.types import Block, DataSize
 
 DATA_NAME = "h200_suite.json.gz"
 # The recorded datasets of each suite (package data).
@@ -126,12 +126,12 @@ class RecordedDataset:
 
     @property
     def device_key(self) -> str:
-        from klaraptor.device_profile import DeviceProfile
+        from klaraptor.device.profile import DeviceProfile
 
         return DeviceProfile.from_dict(self.device).key
 
     def profile(self) -> Any:
-        from klaraptor.device_profile import DeviceProfile
+        from klaraptor.device.profile import DeviceProfile
 
         return DeviceProfile.from_dict(self.device)
 
@@ -455,7 +455,7 @@ def build_recorded(
     training sizes, the recorded H200 profile. Returns what was built. A top-level function so
     that worker processes can run it."""
     from klaraptor import suite
-    from klaraptor.build import build
+    from klaraptor.assemble import build
 
     data = load_recorded(Path(str(resources.files("klaraptor") / "data" / dataset)))
     spec = suite.get(kernel)

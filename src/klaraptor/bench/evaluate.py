@@ -19,7 +19,7 @@ names the block it launches, or for an online method the blocks it tries on the 
 Scores: r = t(chosen) / t(best), S = (r − 1)·100 %, Error = (t − t_best) / (t_worst − t_best)·100 %.
 The noise band of a (kernel, N) is the relative interquartile range of the best block's samples.
 Each method's measurement cost (seconds of device collection) comes from the cost model
-(`klaraptor.build_plan.CostModel`, per-point overhead fitted on the kernel's recorded training
+(`klaraptor.collect.plan.CostModel`, per-point overhead fitted on the kernel's recorded training
 phase) applied to the recorded times of the points it used.
 """
 
@@ -34,12 +34,12 @@ from typing import Any
 import numpy as np
 
 from klaraptor.bench.dataset import KernelData, RecordedDataset
-from klaraptor.build_plan import H200_COST, CostModel, fit_cost_model
-from klaraptor.device_profile import DeviceProfile
-from klaraptor.errors import KlaraptorError
+from klaraptor.collect.plan import H200_COST, CostModel, fit_cost_model
+from klaraptor.core.errors import KlaraptorError
+from klaraptor.core.types import Block, KernelAttributes
+from klaraptor.device.profile import DeviceProfile
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
-from klaraptor.types import Block, KernelAttributes
 
 BASELINES = ("tune_once", "nearest_size", "default", "occ", "exhaustive")
 METHODS = ("klaraptor", "klaraptor_topk", *BASELINES)
@@ -173,7 +173,7 @@ def _occupancy(
     cc: Sequence[int],
     smem_dyn: Sequence[float],
 ) -> np.ndarray:
-    from klaraptor.occupancy import active_blocks_per_sm
+    from klaraptor.device.occupancy import active_blocks_per_sm
 
     threads = np.array([b[0] * b[1] * b[2] for b in dim_blocks], dtype=np.float64)
     smem = float(attrs.static_smem) + np.asarray(smem_dyn, dtype=np.float64)
@@ -187,7 +187,7 @@ def _occupancy(
 
 def _recorded_build(ctx: KernelContext, model: str, budget: float | None) -> tuple[Any, float]:
     """The tool's build of `model` from the kernel's recorded training points, and its seconds."""
-    from klaraptor.build import build
+    from klaraptor.assemble import build
 
     t0 = time.perf_counter()
     kern = build(

@@ -51,7 +51,7 @@ from klaraptor.bench.evaluate import (
     kernel_costs,
     method_stats,
 )
-from klaraptor.errors import ExtrapolationWarning
+from klaraptor.core.errors import ExtrapolationWarning
 
 SUITES = ("polybench", "rodinia")
 # Methods in the order the tables list them (others follow).
@@ -281,7 +281,7 @@ def targets(s: dict[str, Any], costs: dict[str, Any]) -> dict[str, Any]:
 
 
 def summary_json(results: dict[str, list[KernelResult]], command: str) -> dict[str, Any]:
-    from klaraptor.provenance import stamp
+    from klaraptor.core.provenance import stamp
 
     everything = [r for rs in results.values() for r in rs]
     groups = {**results, "all": everything}
@@ -629,7 +629,7 @@ def write_report(args: argparse.Namespace, providers: Sequence[Provider] = ()) -
     (out / "folds.md").write_text(
         "# The ×2 fold score beside the true score, per kernel (H200, recorded data)\n\n"
         "The fold fits the deployed model on the training sizes ≤ L/2 and scores its choice at the "
-        "largest training size L (hot, unpadded candidates; `klaraptor.build.model_selection`); "
+        "largest training size L (hot, unpadded candidates; `klaraptor.assemble.model_selection`); "
         "the true score is the geomean r of the default build over the kernel's evaluation "
         "sizes.\n\n" + table_folds(summary)
     )

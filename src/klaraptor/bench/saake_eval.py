@@ -81,7 +81,7 @@ def _mape(helper: Any, spec: Any, truth: Mapping[int, Mapping[tuple, float]]) ->
 def evaluate_kernel(data: RecordedDataset, store: Any, name: str) -> KernelEval:
     """Every variant's time error, SAAKE's choice and bottleneck, and the search comparison."""
     from klaraptor import suite
-    from klaraptor.build import make_job
+    from klaraptor.assemble import make_job
     from klaraptor.models import get_model
     from klaraptor.models.saake.model import SaakeModel
     from klaraptor.models.saake.sensitivity import analyse
@@ -324,7 +324,7 @@ def _search_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def bottlenecks(choices: Sequence[Mapping[str, Any]], sol: Mapping[str, Any]) -> dict[str, Any]:
     """bottlenecks.json from saake_choices.json's kernels and the device script's sol.json."""
-    from klaraptor.device_profile import recorded_profile
+    from klaraptor.device.profile import recorded_profile
     from klaraptor.models.saake.referee import agreement, judge, profile_latencies
 
     latencies = profile_latencies(recorded_profile("h200"))
@@ -353,8 +353,8 @@ def bottlenecks(choices: Sequence[Mapping[str, Any]], sol: Mapping[str, Any]) ->
 
 def write_bottlenecks(out: Path, sol_path: Path) -> dict[str, Any]:
     """bottlenecks.json in `out` from `out`/saake_choices.json and the device's sol.json."""
-    from klaraptor.errors import KlaraptorError
-    from klaraptor.provenance import stamp
+    from klaraptor.core.errors import KlaraptorError
+    from klaraptor.core.provenance import stamp
 
     choices_path = out / "saake_choices.json"
     if not choices_path.is_file():
@@ -374,15 +374,15 @@ def write_bottlenecks(out: Path, sol_path: Path) -> dict[str, Any]:
 
 def write_referee_check(out: Path, check_path: Path) -> dict[str, Any]:
     """referee_check.json in `out`: the referee on scripts/device_referee_check.py's kernels."""
-    from klaraptor.errors import KlaraptorError
+    from klaraptor.core.errors import KlaraptorError
+    from klaraptor.core.provenance import stamp
     from klaraptor.models.saake.referee import check_references
-    from klaraptor.provenance import stamp
 
     if not check_path.is_file():
         raise KlaraptorError(
             f"{check_path} does not exist (scripts/device_referee_check.py OUT writes it)"
         )
-    from klaraptor.device_profile import recorded_profile
+    from klaraptor.device.profile import recorded_profile
     from klaraptor.models.saake.referee import profile_latencies
 
     latencies = profile_latencies(recorded_profile("h200"))
@@ -396,7 +396,7 @@ def write_referee_check(out: Path, check_path: Path) -> dict[str, Any]:
 def write_outputs(out: Path, results: Sequence[KernelEval], command: str) -> dict[str, Any]:
     """saake_table1, saake_choices, saake_search and saake_builds in `out`; returns the summary
     numbers (Table 1's geomean and median per variant, the search summary, emulation cost)."""
-    from klaraptor.provenance import stamp
+    from klaraptor.core.provenance import stamp
 
     prov = stamp(command)
     md, tj = table1(results)

@@ -41,7 +41,7 @@ PARTIAL_NOTE = (
 def judge_kernel(data: RecordedDataset, store: Any, name: str) -> dict[str, Any]:
     """SAAKE's bottleneck and the counters' busiest unit for one kernel."""
     from klaraptor import suite
-    from klaraptor.build import make_job
+    from klaraptor.assemble import make_job
     from klaraptor.models.saake.emulator import KernelEmulator
     from klaraptor.models.saake.model import calibrated_emulator
     from klaraptor.models.saake.referee import counter_units, judge_units
@@ -81,7 +81,7 @@ def judge_kernel(data: RecordedDataset, store: Any, name: str) -> dict[str, Any]
 def _with_gaps(profile: Any) -> Any:
     """The profile, or the recorded one of the same GPU when it predates the resource
     microbenchmarks (as `emulator.resource_params` does)."""
-    from klaraptor.device_profile import recorded_profile
+    from klaraptor.device.profile import recorded_profile
 
     if getattr(profile, "gap_issue_cycles", None) is not None:
         return profile
@@ -119,7 +119,7 @@ def judge_all(
 
 def write_counter_referee(out: Path, console: Any | None = None) -> dict[str, Any]:
     """bottlenecks_counters.json in `out` (all 44 recorded kernels)."""
-    from klaraptor.provenance import stamp
+    from klaraptor.core.provenance import stamp
 
     result = judge_all(recorded_suites(), console=console)
     result["provenance"] = stamp(f"klaraptor bench saake --counters --out {out}")

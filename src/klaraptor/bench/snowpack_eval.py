@@ -342,7 +342,7 @@ def write_snowpack(
 ) -> dict[str, Any]:
     """Run the evaluation and write snowpack.json and snowpack_cdf.png under `out`; `auto` (the
     default build's S% per (kernel, N)) defaults to the report's pairs.json in `out`."""
-    from klaraptor.provenance import stamp
+    from klaraptor.core.provenance import stamp
 
     if auto is None:
         auto = auto_from_pairs(out / "pairs.json")

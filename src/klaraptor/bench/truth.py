@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from klaraptor.gpu.collect import CollectOptions, CollectReport, collect
+from klaraptor.collect.collector import CollectOptions, CollectReport, collect
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store, TruthDecision
 

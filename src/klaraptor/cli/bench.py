@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from klaraptor.cli.common import console, open_store
-from klaraptor.errors import CollectError, KlaraptorError
+from klaraptor.core.errors import CollectError, KlaraptorError
 
 
 def add_parser(sub: Any) -> None:
@@ -83,9 +83,9 @@ def _specs(text: str) -> list[Any]:
 
 
 def _collect(args: argparse.Namespace) -> int:
+    from klaraptor.assemble import current_profile
+    from klaraptor.backends.cupy_backend import gpu_available
     from klaraptor.bench.truth import collect_counters, collect_timing, collect_truth
-    from klaraptor.build import current_profile
-    from klaraptor.gpu.backend import gpu_available
 
     if not gpu_available():
         raise CollectError(

@@ -24,7 +24,7 @@ from klaraptor.cli.common import (
     size_text,
     when,
 )
-from klaraptor.errors import CollectError, ExtrapolationWarning, KlaraptorError
+from klaraptor.core.errors import CollectError, ExtrapolationWarning, KlaraptorError
 
 
 def parse_budget(text: str) -> float | None:
@@ -44,9 +44,9 @@ def parse_budget(text: str) -> float | None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from klaraptor.build import plan
+    from klaraptor.assemble import plan
+    from klaraptor.backends.cupy_backend import gpu_problem
     from klaraptor.frontends.targets import resolve_specs
-    from klaraptor.gpu.backend import gpu_problem
     from klaraptor.models import get_model
 
     specs = resolve_specs(args.target)
@@ -58,7 +58,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         store = open_store(args, must_exist=True) if args.store else None
         device = None
         if store is not None:
-            from klaraptor.device_profile import DeviceProfile
+            from klaraptor.device.profile import DeviceProfile
 
             profiles = store.device_profiles()
             if len(profiles) == 1:
@@ -77,7 +77,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         return 0
     client = cluster = None
     if args.dask or args.gpus is not None:
-        from klaraptor.distributed.cluster import open_client
+        from klaraptor.collect.dask.cluster import open_client
 
         client, cluster, where = open_client(args.dask, args.gpus, timeout_s=args.dask_timeout)
         console.print(f"collecting on {where}")
@@ -105,8 +105,8 @@ def _build_all(
     budget: float | None,
     client: object,
 ) -> None:
-    from klaraptor.build import build
-    from klaraptor.gpu.collect import CollectOptions
+    from klaraptor.assemble import build
+    from klaraptor.collect.collector import CollectOptions
 
     store = open_store(args)
     opts = CollectOptions(counters=not args.no_counters)
@@ -229,7 +229,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print_warning(f"extrapolating: {far}")
     console.print(f"{kern.name} {D}: model {kern.helper.model_name}", markup=False)
     console.print(format_explain(kern.explain(D), limit=args.limit), markup=False)
-    from klaraptor.models.saake.explain import bottleneck_text
+    from klaraptor.assemble.bottleneck import bottleneck_text
 
     console.print(bottleneck_text(kern, D), markup=False, highlight=False)
     return 0
@@ -321,8 +321,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_device(args: argparse.Namespace) -> int:
-    from klaraptor.device_profile import format_profile, query_device, recorded_profile
-    from klaraptor.gpu.backend import gpu_available
+    from klaraptor.backends.cupy_backend import gpu_available
+    from klaraptor.device.profile import format_profile, query_device, recorded_profile
 
     if args.recorded:
         console.print(format_profile(recorded_profile(args.recorded)), markup=False)
@@ -333,7 +333,7 @@ def cmd_device(args: argparse.Namespace) -> int:
         )
     store = open_store(args)
     if args.measure:
-        from klaraptor.gpu.microbench import measure_profile
+        from klaraptor.collect.microbench import measure_profile
 
         profile = measure_profile(0, store, force=args.force)
     else:
@@ -343,7 +343,7 @@ def cmd_device(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from klaraptor import demo
+    from klaraptor.cli import demo
     from klaraptor.store import default_store_path
 
     gpu = True if args.gpu else (False if args.recorded else None)

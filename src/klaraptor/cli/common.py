@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
-from klaraptor.errors import (
+from klaraptor.core.errors import (
     BuildError,
     CollectError,
     CompileError,
@@ -25,7 +25,7 @@ from klaraptor.errors import (
 )
 
 if TYPE_CHECKING:
-    from klaraptor.build import Kernel
+    from klaraptor.assemble import Kernel
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
 
@@ -117,7 +117,7 @@ def open_store(args: argparse.Namespace, *, must_exist: bool = False) -> Store:
 
 def load_kernel(args: argparse.Namespace) -> Kernel:
     """The build named by the command's arguments, warnings shown on stderr."""
-    from klaraptor.build import load
+    from klaraptor.assemble import load
     from klaraptor.models import get_model
 
     # A model that needs no measurements builds from the spec alone: the store may be new.

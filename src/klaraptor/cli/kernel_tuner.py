@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from klaraptor.cli.common import console, open_store
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
 
 
 def _pairs(items: list[str] | None, what: str, *, numbers: bool) -> dict[str, Any]:
@@ -46,7 +46,7 @@ def _one_spec(target: str) -> Any:
 
 
 def _profile(args: argparse.Namespace, store: Any) -> Any:
-    from klaraptor.device_profile import DeviceProfile, recorded_profile
+    from klaraptor.device.profile import DeviceProfile, recorded_profile
 
     if args.profile:
         return recorded_profile(args.profile)
@@ -56,8 +56,8 @@ def _profile(args: argparse.Namespace, store: Any) -> Any:
             known = ", ".join(sorted(store.device_profiles())) or "none"
             raise KlaraptorError(f"no device profile {args.device!r} in {store.path} ({known})")
         return DeviceProfile.from_dict(stored)
-    from klaraptor.build.api import current_profile
-    from klaraptor.gpu.backend import gpu_problem
+    from klaraptor.assemble.api import current_profile
+    from klaraptor.backends.cupy_backend import gpu_problem
 
     problem = gpu_problem()
     if problem is not None:
@@ -93,7 +93,7 @@ def cmd_import_kt(args: argparse.Namespace) -> int:
         console.print(rep.summary(), markup=False, highlight=False)
         sizes += [s for s in rep.sizes if s not in sizes]
     if args.build:
-        from klaraptor.build import build
+        from klaraptor.assemble import build
 
         sizes.sort(key=lambda s: s.values())
         kern = build(spec, sizes, model=args.build, store=store, device=profile, collect_data=False)

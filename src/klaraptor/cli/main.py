@@ -8,8 +8,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from klaraptor.build.api import DEFAULT_MODEL
-from klaraptor.build.planned import DEFAULT_BUDGET
+from klaraptor.assemble.api import DEFAULT_MODEL
+from klaraptor.assemble.planned import DEFAULT_BUDGET
 from klaraptor.cli.bench import add_parser as add_bench
 from klaraptor.cli.commands import (
     cmd_build,
@@ -29,7 +29,7 @@ from klaraptor.cli.common import (
 )
 from klaraptor.cli.kernel_tuner import add_parser as add_kernel_tuner
 from klaraptor.cli.recorded import add_parser as add_recorded
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
 
 
 class _HelpFormatter(argparse.HelpFormatter):

@@ -15,7 +15,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 from klaraptor.cli.common import console, die_with_parent, open_store
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
 
 
 def add_parser(sub: Any) -> None:

@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.errors import SpecError
+from klaraptor.core.errors import SpecError
 from klaraptor.program import parse_expr
 from klaraptor.spec import Data, DataParam, KernelSpec
-from klaraptor.spec_expressions import evaluate_exprs
+from klaraptor.spec.expressions import evaluate_exprs
 
 # Any kernel_info pragma, whatever its value: the value is checked after, so a bad one is named
 # as bad rather than passed over as missing.

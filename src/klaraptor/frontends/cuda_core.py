@@ -22,10 +22,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from klaraptor.cuda_source import c_param_names
-from klaraptor.errors import LaunchError, MissingDependencyError, SpecError
+from klaraptor.core.errors import LaunchError, MissingDependencyError, SpecError
 from klaraptor.frontends.torch import TorchBridge, is_tensor, stream_handle
 from klaraptor.spec import KernelSpec
+from klaraptor.spec.cuda_source import c_param_names
 
 _FLAG_OPTIONS = {
     "--use_fast_math": ("use_fast_math", True),

@@ -12,10 +12,10 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from klaraptor.cuda_source import c_param_names
-from klaraptor.errors import SpecError
+from klaraptor.core.errors import SpecError
 from klaraptor.frontends.torch import TorchBridge, stream_handle
 from klaraptor.spec import KernelSpec
+from klaraptor.spec.cuda_source import c_param_names
 
 _OPT_IN_ABOVE = 48 * 1024
 

@@ -43,11 +43,11 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from klaraptor.errors import BuildError, CollectError, KlaraptorError, LaunchError, SpecError
+from klaraptor.core.errors import BuildError, CollectError, KlaraptorError, LaunchError, SpecError
+from klaraptor.core.types import BLOCK_VARS, INT32_MAX, Block, DataSchema, DataSize
 from klaraptor.frontends.inference import InferredArgs, describe_args
 from klaraptor.frontends.torch import TorchBridge, is_tensor
 from klaraptor.spec import DataParam, KernelSpec
-from klaraptor.types import BLOCK_VARS, INT32_MAX, Block, DataSchema, DataSize
 
 ON_MISSING = ("build", "default")
 DEFAULT_BLOCKS: dict[int, Block] = {1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
@@ -410,7 +410,7 @@ class Tuned(functools.partial):
         return spec.grid_for(D, block), block, spec.dynamic_smem_for(D, block), "default"
 
     def _first_call(self, args: tuple[Any, ...]) -> None:
-        from klaraptor.gpu.worker import IN_WORKER_ENV
+        from klaraptor.collect.worker import IN_WORKER_ENV
 
         if os.environ.get(IN_WORKER_ENV):
             raise CollectError(
@@ -467,7 +467,7 @@ class Tuned(functools.partial):
         return self._store
 
     def _find_build(self, D: DataSize) -> Any:
-        from klaraptor.build import load
+        from klaraptor.assemble import load
 
         spec = self._spec
         assert spec is not None
@@ -496,7 +496,7 @@ class Tuned(functools.partial):
     def _build(self, sizes: Sequence[Any] | None, D: DataSize | None) -> Any:
         from rich.console import Console
 
-        from klaraptor.build import build
+        from klaraptor.assemble import build
 
         spec = self._spec
         assert spec is not None
@@ -554,7 +554,7 @@ class Tuned(functools.partial):
     def _launch_failed(self, exc: Exception, args: tuple[Any, ...], stream: Any) -> None:
         if isinstance(exc, KlaraptorError):
             raise exc
-        from klaraptor.gpu.backend_numba import incompatible_numpy
+        from klaraptor.backends.numba_backend import incompatible_numpy
 
         unusable = incompatible_numpy(exc)
         if unusable is not None:

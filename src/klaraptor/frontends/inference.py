@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.errors import SpecError
+from klaraptor.core.errors import SpecError
 
 MAX_OFFSET = 16  # |c| in n ± c (halo widths)
 MAX_MULTIPLE = 8  # c in c · n (interleaved components)
@@ -243,7 +243,7 @@ class InferredArgs:
 
 def _device_maker(kind: str) -> Any:
     if kind == "numba":
-        from klaraptor.gpu.backend_numba import numba_cuda
+        from klaraptor.backends.numba_backend import numba_cuda
 
         return numba_cuda().to_device
     import cupy

@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from klaraptor.configspace import ConfigSpace
-from klaraptor.device_profile import DeviceProfile
-from klaraptor.errors import KlaraptorError, SpecError
+from klaraptor.core.errors import KlaraptorError, SpecError
+from klaraptor.core.types import Block, DataSize, KernelAttributes
+from klaraptor.device.profile import DeviceProfile
 from klaraptor.frontends.kernel_tuner_files import (
     BLOCK_NAMES,
     ERRORS,
@@ -64,9 +64,9 @@ from klaraptor.frontends.kernel_tuner_files import (
     t4_metadata,
     t4_result,
 )
+from klaraptor.space.configspace import ConfigSpace
 from klaraptor.spec import KernelSpec
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
-from klaraptor.types import Block, DataSize, KernelAttributes
 
 __all__ = [
     "ImportReport",
@@ -557,7 +557,7 @@ def _created(stamp: str | None) -> float:
 
 def _time_value(f: KTFile, r: Record) -> dict[str, Any]:
     """A 'time' value as klaraptor's own timing stores it (ms per launch)."""
-    from klaraptor.gpu.backend import summarize  # one definition of the order statistics
+    from klaraptor.backends.cupy_backend import summarize  # one definition of the order statistics
 
     samples = r.samples
     if isinstance(samples, list) and samples:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
 
 if TYPE_CHECKING:
     from klaraptor.spec import KernelSpec

@@ -27,9 +27,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from klaraptor.errors import SpecError
+from klaraptor.backends.numba_backend import is_simulator, numba_cuda
+from klaraptor.core.errors import SpecError
 from klaraptor.frontends.torch import TorchBridge, is_tensor, stream_handle
-from klaraptor.gpu.backend_numba import is_simulator, numba_cuda
 from klaraptor.spec import KernelSpec
 
 # Numba options that change the generated code (the others are bookkeeping).

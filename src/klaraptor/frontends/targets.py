@@ -7,7 +7,7 @@ import importlib
 import os
 import sys
 
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
 from klaraptor.spec import KernelSpec
 
 

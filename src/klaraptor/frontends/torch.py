@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.errors import LaunchError, MissingDependencyError
+from klaraptor.core.errors import LaunchError, MissingDependencyError
 
 
 def torch_module() -> Any:

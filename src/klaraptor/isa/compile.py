@@ -2,7 +2,7 @@
 
 One source is compiled twice: to PTX for the virtual architecture (`compute_90`) and to a cubin
 (SASS) for the real one (`sm_90`). By default the options are the ones CuPy hands NVRTC when the
-collector compiles the same spec (`klaraptor.gpu.backend.CupyBackend.compile` → `cupy.RawModule`):
+collector compiles the same spec (`klaraptor.backends.cupy_backend.CupyBackend.compile` → `cupy.RawModule`):
 the spec's options, then `-ftz=true` (CuPy's `_compile_with_cache_cuda` appends it) and
 `--device-as-default-execution-space` (as `CupyBackend.ptx` does for NVRTC ≥ 12). So the
 SASS analysed here is the SASS that is timed, when both sides use the same NVRTC version

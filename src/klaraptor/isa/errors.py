@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from klaraptor.errors import CompileError, KlaraptorError
+from klaraptor.core.errors import CompileError, KlaraptorError
 
 ISA_EXTRA = "pip install 'klaraptor[isa]'"
 

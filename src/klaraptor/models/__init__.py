@@ -11,7 +11,7 @@ Every model implements the contract of `klaraptor.models.base` (a `Model`, usual
 - `snowpack`: SNOWPACK's statistical model over static features (no measurements needed).
 
 `model="auto"` in a build is not a model but a choice between registered ones
-(`klaraptor.build.model_selection`).
+(`klaraptor.assemble.model_selection`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
 from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, Model, TemplateModel
 
 __all__ = [

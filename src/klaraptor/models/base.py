@@ -28,20 +28,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from klaraptor.device_profile import DeviceProfile
-from klaraptor.errors import BuildError, UnmeasuredError
-from klaraptor.helper import HelperProgram, admit_program
-from klaraptor.program import Program
-from klaraptor.spec import KernelSpec
-from klaraptor.store import Store
-from klaraptor.training import (
+from klaraptor.core.errors import BuildError, UnmeasuredError
+from klaraptor.core.types import BLOCK_VARS, WARP_SIZE, Block, DataSize, KernelAttributes
+from klaraptor.device.profile import DeviceProfile
+from klaraptor.fit.training import (
     FitOptions,
     TrainingSet,
     exact_subprograms,
     fit_metric,
     hardware_inputs,
 )
-from klaraptor.types import BLOCK_VARS, WARP_SIZE, Block, DataSize, KernelAttributes
+from klaraptor.helper.program import HelperProgram, admit_program
+from klaraptor.program import Program
+from klaraptor.spec import KernelSpec
+from klaraptor.store import Store
 
 # Exactly known per-kernel sub-programs every template calls (never fitted).
 KERNEL_QUANTITIES: tuple[str, ...] = ("blocks", "threads", "regs", "smem")

@@ -13,13 +13,13 @@ import math
 
 import numpy as np
 
-from klaraptor.errors import KlaraptorError
-from klaraptor.helper import HelperProgram
+from klaraptor.core.errors import KlaraptorError
+from klaraptor.core.types import BLOCK_VARS
+from klaraptor.fit.training import hardware_inputs
+from klaraptor.helper.program import HelperProgram
 from klaraptor.models import get_model
 from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, Model, TemplateModel
 from klaraptor.program import Program
-from klaraptor.training import hardware_inputs
-from klaraptor.types import BLOCK_VARS
 
 
 class ModelCheckError(KlaraptorError):

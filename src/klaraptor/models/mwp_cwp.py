@@ -42,9 +42,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
+from klaraptor.device.occupancy import HW_INPUTS, occupancy_program
 from klaraptor.models.base import KERNEL_QUANTITIES, TemplateModel
-from klaraptor.occupancy import HW_INPUTS, occupancy_program
 from klaraptor.program import Expr, Program, call, ceil, const, minimum, var, where
 
 __all__ = ["MODEL_HARDWARE", "MwpCwpModel"]

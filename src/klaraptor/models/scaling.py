@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import nnls
 
-from klaraptor.errors import FitError
+from klaraptor.core.errors import FitError
 from klaraptor.program import Expr, Program, const, table, var, where
 
 __all__ = [
@@ -111,7 +111,7 @@ def exact_quantities(
 
     `spec` is a KernelSpec (its grid and dynamic shared-memory formulas), `attrs` the kernel's
     attributes (``num_regs``, ``static_smem``)."""
-    from klaraptor.occupancy import active_blocks_per_sm
+    from klaraptor.device.occupancy import active_blocks_per_sm
 
     cand = np.asarray(candidates, dtype=np.float64).reshape(-1, 3)
     bx, by, bz = cand[:, 0], cand[:, 1], cand[:, 2]

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.errors import BuildError, FitError
-from klaraptor.helper import HelperProgram
+from klaraptor.core.errors import BuildError, FitError
+from klaraptor.core.types import DataSize
+from klaraptor.helper.program import HelperProgram
 from klaraptor.models.base import HelperJob, Model
 from klaraptor.models.scaling import Footprint, ScalingTable, exact_quantities, fit_scaling
-from klaraptor.types import DataSize
 
 __all__ = ["ScalingModel", "argument_footprint", "scaling_table"]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.errors import ProgramError
+from klaraptor.core.errors import ProgramError
 from klaraptor.program.emit_c import c_source
 from klaraptor.program.emit_py import python_module
 from klaraptor.program.evaluate import evaluate_program

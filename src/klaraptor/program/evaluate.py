@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.errors import ProgramError
+from klaraptor.core.errors import ProgramError
 from klaraptor.program.expr import Expr
 from klaraptor.program.lower import ProgramLike
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.errors import ProgramError
+from klaraptor.core.errors import ProgramError
 
 _BINARY = {
     "add": "+",

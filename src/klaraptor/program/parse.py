@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Collection
 
-from klaraptor.errors import ProgramError
+from klaraptor.core.errors import ProgramError
 from klaraptor.program.expr import (
     MAX_POWER,
     Expr,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.errors import ProgramError
+from klaraptor.core.errors import ProgramError
 from klaraptor.program.emit_py import PY_HELPER_NS, PY_OPS, py_float
 from klaraptor.program.evaluate import NP_BINARY, NP_UNARY, coerce_inputs, np_bool, np_table
 from klaraptor.program.expr import COMPARISONS, LOGICAL, float_key

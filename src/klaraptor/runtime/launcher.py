@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from klaraptor.errors import LaunchError
-from klaraptor.gpu.backend import CupyBackend
+from klaraptor.backends.cupy_backend import CupyBackend
+from klaraptor.core.errors import LaunchError
+from klaraptor.core.types import Block, DataSize, Grid
 from klaraptor.runtime.selector import Selection, Selector
 from klaraptor.spec import KernelSpec
-from klaraptor.types import Block, DataSize, Grid
 
 
 @dataclass

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from klaraptor.errors import ExtrapolationWarning, KlaraptorError, KlaraptorWarning
-from klaraptor.helper import HelperProgram
+from klaraptor.core.errors import ExtrapolationWarning, KlaraptorError, KlaraptorWarning
+from klaraptor.core.types import Block, DataSchema, DataSize, Grid
+from klaraptor.helper.program import HelperProgram
 from klaraptor.store import HistoryRow
-from klaraptor.types import Block, DataSchema, DataSize, Grid
 
 if TYPE_CHECKING:
     from klaraptor.spec import KernelSpec

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from klaraptor.errors import StoreError
+from klaraptor.core.errors import StoreError
 from klaraptor.store import schema
 from klaraptor.store.records import now
 

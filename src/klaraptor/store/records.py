@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from klaraptor.errors import SpecError, StoreError
-from klaraptor.types import Block, DataSize, Grid, KernelAttributes
+from klaraptor.core.errors import SpecError, StoreError
+from klaraptor.core.types import Block, DataSize, Grid, KernelAttributes
 
 MEASUREMENT_STATUSES = ("ok", "failed", "rejected")
 HISTORY_SOURCES = ("model", "refined", "history")

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from klaraptor.errors import StoreError
+from klaraptor.core.errors import StoreError
 from klaraptor.store.records import CollectFacts, dumps
 
 APPLICATION_ID = 0x4B4C5250  # "KLRP" in the SQLite header: marks a klaraptor store
@@ -159,8 +159,8 @@ def _device_keys(conn: sqlite3.Connection) -> tuple[dict[str, str], dict[str, st
     without a profile keeps its text and gives its driver from the old format."""
     import warnings
 
-    from klaraptor.device_profile import DeviceProfile, with_known_memory_size
-    from klaraptor.errors import KlaraptorError
+    from klaraptor.core.errors import KlaraptorError
+    from klaraptor.device.profile import DeviceProfile, with_known_memory_size
 
     keys: dict[str, str] = {}
     drivers: dict[str, str] = {}

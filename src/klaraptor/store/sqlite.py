@@ -21,8 +21,9 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from klaraptor.device_profile import DeviceProfile
-from klaraptor.errors import KlaraptorError, StoreError
+from klaraptor.core.errors import KlaraptorError, StoreError
+from klaraptor.core.types import Block, DataSize
+from klaraptor.device.profile import DeviceProfile
 from klaraptor.store.connection import HINT, StoreFile
 from klaraptor.store.records import (
     HISTORY_SOURCES,
@@ -40,7 +41,6 @@ from klaraptor.store.records import (
     now,
     opt_float,
 )
-from klaraptor.types import Block, DataSize
 
 
 def _as_int(x: Any, what: str) -> int:

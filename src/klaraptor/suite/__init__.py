@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from klaraptor.errors import SpecError
+from klaraptor.core.errors import SpecError
 from klaraptor.spec import KernelSpec
 from klaraptor.suite import patterns, polybench, rodinia
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from klaraptor.core.types import Block
 from klaraptor.spec import Data, DataParam, KernelSpec
-from klaraptor.types import Block
 
 ArgsFactory = Callable[..., tuple[Any, ...]]
 Reference = Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]]

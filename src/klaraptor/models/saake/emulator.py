@@ -39,8 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.errors import BuildError, FitError, KlaraptorError
-from klaraptor.fitting import FitSettings, fit_rational_table
+from klaraptor.core.errors import BuildError, FitError, KlaraptorError
+from klaraptor.core.types import WARP_SIZE
+from klaraptor.device.occupancy import active_blocks_per_sm
+from klaraptor.fit import FitSettings, fit_rational_table
 from klaraptor.isa.analysis import KernelISA
 from klaraptor.models.saake import coalescing, ops, tripcounts
 from klaraptor.models.saake.emulate import (
@@ -51,8 +53,6 @@ from klaraptor.models.saake.emulate import (
     emulate_sm,
 )
 from klaraptor.models.saake.trace import UNROLL_INNER, UNROLL_OUTER, Trace, build_trace
-from klaraptor.occupancy import active_blocks_per_sm
-from klaraptor.types import WARP_SIZE
 
 MEMORY = ("l1_hit_rate", "l2_hit_rate", "dram_frac", "gld_sectors_per_req", "gst_sectors_per_req")
 _TRAFFIC = "l2_sectors_per_warp"
@@ -71,9 +71,9 @@ def resource_params(profile: Any) -> Params:
     """Latency and gap per resource from a device profile; a profile without them (e.g. the
     recorded suite's, made before the resource microbenchmarks) borrows those of the recorded
     profile of the same GPU (same key: name, driver, clock)."""
-    from klaraptor.device_profile import recorded_profile
-    from klaraptor.gpu.resources import FIELDS, OPTIONAL_FIELDS
-    from klaraptor.gpu.resources import resource_params as pairs
+    from klaraptor.device.profile import recorded_profile
+    from klaraptor.device.resources import FIELDS, OPTIONAL_FIELDS
+    from klaraptor.device.resources import resource_params as pairs
 
     if any(getattr(profile, f, None) is None for f in FIELDS if f not in OPTIONAL_FIELDS):
         try:
@@ -83,7 +83,7 @@ def resource_params(profile: Any) -> Params:
         if ref is None or ref.key != profile.key:
             raise BuildError(
                 f"device profile {profile.key!r} has no latency/gap per resource; run "
-                "scripts/device_resources.py on that GPU (klaraptor.gpu.resources)"
+                "scripts/device_resources.py on that GPU (klaraptor.collect.resources)"
             )
         profile = ref
     return Params.from_pairs(pairs(profile))
@@ -374,7 +374,7 @@ class KernelEmulator:
         text = (getattr(self.spec, "meta", None) or {}).get("min_bytes")
         if not text:
             return None
-        from klaraptor.spec_expressions import evaluate_exprs, parse_expression
+        from klaraptor.spec.expressions import evaluate_exprs, parse_expression
 
         try:
             expr = parse_expression(str(text), self.spec.data_names)

@@ -1,4 +1,5 @@
-"""The bottleneck of one chosen configuration, for `klaraptor explain` and `klaraptor demo`.
+"""The bottleneck of one chosen configuration from a build's job (`klaraptor.assemble.bottleneck`
+finds the job of a built kernel, for `klaraptor explain` and `klaraptor demo`).
 
 Only the chosen block's counter points are fitted (a `KernelEmulator` over that one candidate),
 so naming a bottleneck costs a fraction of a build: about 40 emulations of one configuration.
@@ -14,11 +15,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
 from klaraptor.models.base import HelperJob
 from klaraptor.models.saake.emulator import KernelEmulator
 from klaraptor.models.saake.model import calibrated_emulator
-from klaraptor.models.saake.sensitivity import Sensitivity, analyse, format_sensitivity
+from klaraptor.models.saake.sensitivity import Sensitivity, analyse
 
 
 def job_bottleneck(job: HelperJob, D: Any, block: tuple[int, int, int]) -> Sensitivity:
@@ -33,50 +34,4 @@ def job_bottleneck(job: HelperJob, D: Any, block: tuple[int, int, int]) -> Sensi
     return analyse(em, tuple(int(v) for v in values), 0)
 
 
-def kernel_bottleneck(kern: Any, D: Any, block: tuple[int, int, int] | None = None) -> Sensitivity:
-    """The sensitivity of a built `klaraptor.build.Kernel` at D (its chosen block by default)."""
-    from klaraptor.build import make_job
-    from klaraptor.device_profile import recorded_profile
-
-    if kern.spec is None or kern.store is None or kern.report is None:
-        raise KlaraptorError(
-            f"{kern.name}: the bottleneck needs the kernel's spec, store and build report"
-        )
-    profile = kern.store.cached_profile(kern.device_key)
-    if profile is None:
-        profile = recorded_profile("h200")
-        if profile.key != kern.device_key:
-            raise KlaraptorError(
-                f"{kern.name}: the store has no device profile for {kern.device_key!r}"
-            )
-    size = kern.spec.size(D) if not hasattr(D, "names") else D
-    if block is None:
-        block = kern.select(size).block
-    job = make_job(kern.spec, kern.store, profile, kern.report.sizes)
-    return job_bottleneck(job, size, block)
-
-
-def store_bottleneck(
-    spec: Any, store: Any, profile: Any, sizes: Any, D: Any, block: tuple[int, int, int]
-) -> str:
-    """The one-line headline for `block` at D from the store's training points at `sizes`
-    (what `klaraptor demo` prints per kernel), or why the analysis could not run."""
-    from klaraptor.build import make_job
-
-    try:
-        job = make_job(spec, store, profile, list(sizes))
-        return job_bottleneck(job, D, block).headline()
-    except KlaraptorError as exc:
-        return f"bottleneck: unavailable ({exc})"
-
-
-def bottleneck_text(kern: Any, D: Any) -> str:
-    """What `klaraptor explain` prints: the headline and the largest sensitivities, or why the
-    analysis could not run."""
-    try:
-        return format_sensitivity(kernel_bottleneck(kern, D))
-    except KlaraptorError as exc:
-        return f"bottleneck: unavailable ({exc})"
-
-
-__all__ = ["bottleneck_text", "job_bottleneck", "kernel_bottleneck", "store_bottleneck"]
+__all__ = ["job_bottleneck"]

@@ -46,17 +46,17 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from klaraptor.errors import BuildError, FitError
-from klaraptor.fitting import FitSettings, fit_rational_table
-from klaraptor.helper import HelperProgram
+from klaraptor.core.errors import BuildError, FitError
+from klaraptor.core.types import BLOCK_VARS
+from klaraptor.device.occupancy import HW_INPUTS, occupancy_program
+from klaraptor.fit import FitSettings, fit_rational_table
+from klaraptor.fit.training import exact_subprograms, hardware_inputs
+from klaraptor.helper.program import HelperProgram
 from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, Model
 from klaraptor.models.saake.emulate import MAX_WARPS
 from klaraptor.models.saake.emulator import KernelEmulator
-from klaraptor.occupancy import HW_INPUTS, occupancy_program
 from klaraptor.program import Expr, Program, call, const, var, where
-from klaraptor.spec_expressions import parse_expression
-from klaraptor.training import exact_subprograms, hardware_inputs
-from klaraptor.types import BLOCK_VARS
+from klaraptor.spec.expressions import parse_expression
 
 BEYOND = (2, 4, 8)
 COLD_STEPS = (1.05, 1.5, 2.0, 4.0)

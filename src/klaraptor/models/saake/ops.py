@@ -1,7 +1,7 @@
 """What every SASS instruction costs in the emulator: which resources it occupies (gap) and how
 long its result takes (latency), in terms of the nine measured resources of the device profile.
 
-The resources (`RESOURCES`, `klaraptor.gpu.resources` measures a latency and a gap for each):
+The resources (`RESOURCES`, `klaraptor.collect.resources` measures a latency and a gap for each):
 
 | resource | instructions                                                   | gap per warp instruction    |
 |----------|----------------------------------------------------------------|-----------------------------|

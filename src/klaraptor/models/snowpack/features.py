@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
+from klaraptor.core.types import WARP_SIZE, Block, DataSize, KernelAttributes
+from klaraptor.device.occupancy import active_blocks_per_sm, arch_params
 from klaraptor.isa.analysis import FEATURE_VERSION as ISA_FEATURE_VERSION
 from klaraptor.models.snowpack.access import ACCESS, access_features
-from klaraptor.occupancy import active_blocks_per_sm, arch_params
 from klaraptor.program import Program
 from klaraptor.store.records import StaticFeatures
-from klaraptor.types import WARP_SIZE, Block, DataSize, KernelAttributes
 
 if TYPE_CHECKING:
-    from klaraptor.device_profile import DeviceProfile
+    from klaraptor.device.profile import DeviceProfile
     from klaraptor.isa.analysis import KernelISA
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store

@@ -51,6 +51,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVR
 from threadpoolctl import threadpool_limits
 
+from klaraptor.core.types import Block, DataSize
 from klaraptor.models.snowpack.features import (
     FEATURE_SET,
     RETRAIN,
@@ -59,10 +60,9 @@ from klaraptor.models.snowpack.features import (
     feature_names,
     static_names,
 )
-from klaraptor.types import Block, DataSize
 
 if TYPE_CHECKING:
-    from klaraptor.device_profile import DeviceProfile
+    from klaraptor.device.profile import DeviceProfile
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
     from klaraptor.store.records import StaticFeatures

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from klaraptor.helper import HelperProgram
+from klaraptor.core.types import BLOCK_VARS, Block, DataSize
+from klaraptor.helper.program import HelperProgram
 from klaraptor.models.base import HelperJob, Model
 from klaraptor.models.snowpack.features import (
     RETRAIN,
@@ -35,10 +36,9 @@ from klaraptor.models.snowpack.features import (
 )
 from klaraptor.models.snowpack.learner import Regressor, save_regressor
 from klaraptor.program import Program, const, maximum, minimum, table, var, where
-from klaraptor.types import BLOCK_VARS, Block, DataSize
 
 if TYPE_CHECKING:
-    from klaraptor.device_profile import DeviceProfile
+    from klaraptor.device.profile import DeviceProfile
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
 
@@ -143,7 +143,7 @@ def rank_prior(
     """SNOWPACK's ranking of `blocks` at D, best first: a prior for which configurations a
     build's measurement plan should measure first. `device` defaults to the recorded H200."""
     if device is None:
-        from klaraptor.device_profile import recorded_profile
+        from klaraptor.device.profile import recorded_profile
 
         device = recorded_profile("h200")
     return Predictor(spec, device, store=store).rank(spec.size(D), list(blocks))

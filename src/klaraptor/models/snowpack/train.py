@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from klaraptor.errors import KlaraptorError
+from klaraptor.core.errors import KlaraptorError
+from klaraptor.fit.training import TrainingSet
 from klaraptor.models.base import HelperJob
 from klaraptor.models.snowpack.features import SnowpackError, attributes_from, static_features
 from klaraptor.models.snowpack.learner import Corpus, Regressor, kernel_corpus, save_regressor
 from klaraptor.models.snowpack.search import SearchSettings, train
-from klaraptor.training import TrainingSet
 
 if TYPE_CHECKING:
-    from klaraptor.device_profile import DeviceProfile
+    from klaraptor.device.profile import DeviceProfile
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
 
@@ -34,9 +34,9 @@ def benchmark_of(spec: KernelSpec) -> str:
 def _spec_for(name: str, specs: Mapping[str, KernelSpec] | None) -> KernelSpec:
     if specs is not None and name in specs:
         return specs[name]
-    from klaraptor import suite
+    from klaraptor.spec import catalog
 
-    return suite.get(name)
+    return catalog.get(name)
 
 
 def corpus_from_store(
@@ -96,7 +96,7 @@ def train_from_store(
 
 def static_job(spec: KernelSpec, device: DeviceProfile, store: Store | None = None) -> HelperJob:
     """A job with no training points: launchable candidates from the compiler's attributes."""
-    from klaraptor.configspace import ConfigSpace
+    from klaraptor.space.configspace import ConfigSpace
 
     static = static_features(spec, spec.name, store=store)
     attrs = attributes_from(static.features, device)

@@ -1,0 +1,135 @@
+"""The public `Kernel`: a built kernel's selection, explanation, launching and code export."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from klaraptor.core.errors import KlaraptorError
+from klaraptor.core.types import Block, DataSchema, DataSize
+from klaraptor.helper.program import HelperProgram
+from klaraptor.runtime.selector import CandidateRow, Selection, Selector
+
+if TYPE_CHECKING:
+    from klaraptor.runtime.launcher import TunedKernel
+    from klaraptor.spec import KernelSpec
+    from klaraptor.store import Store
+
+
+@dataclass
+class BuildReport:
+    """What a build did: its training sizes, the model, the wall times, the collection summary
+    (None when nothing was collected) and the fit report (metrics, model selection)."""
+
+    sizes: list[DataSize]
+    model: str
+    fit_wall_s: float
+    total_wall_s: float
+    collect: dict[str, Any] | None = None
+    fits: dict[str, Any] = field(default_factory=dict)
+    # The driver the GPU ran when the build's data was measured (not part of the device key).
+    device_driver: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sizes": [dict(s.items()) for s in self.sizes],
+            "model": self.model,
+            "fit_wall_s": self.fit_wall_s,
+            "total_wall_s": self.total_wall_s,
+            "collect": self.collect,
+            "fits": self.fits,
+            "device_driver": self.device_driver,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], schema: DataSchema) -> BuildReport:
+        return cls(
+            sizes=[schema.parse(s) for s in d.get("sizes", [])],
+            model=str(d.get("model", "")),
+            fit_wall_s=float(d.get("fit_wall_s", float("nan"))),
+            total_wall_s=float(d.get("total_wall_s", float("nan"))),
+            collect=d.get("collect"),
+            fits=dict(d.get("fits") or {}),
+            device_driver=str(d.get("device_driver") or ""),
+        )
+
+
+class Kernel:
+    """A built kernel: `select(D)`, `explain(D)`, `tuned(*args)`, code export."""
+
+    def __init__(
+        self,
+        helper: HelperProgram,
+        *,
+        spec: KernelSpec | None,
+        store: Store | None,
+        device_key: str,
+        rejected: Mapping[Block, str] | None = None,
+        report: BuildReport | None = None,
+        loader: Callable[..., Kernel] | None = None,
+    ) -> None:
+        self.helper = helper
+        # klaraptor.build.load, given by build()/load(): select(model=...) loads other builds.
+        self.loader = loader
+        self.spec = spec
+        self.store = store
+        self.device_key = device_key
+        self.report = report
+        self.selector = Selector(
+            helper,
+            store=store,
+            device_key=device_key,
+            spec=spec,
+            rejected=rejected,
+            trained=report.sizes if report is not None else (),
+        )
+        self._tuned: dict[int, TunedKernel] = {}
+        self._others: dict[str, Kernel] = {}
+
+    @property
+    def name(self) -> str:
+        return self.helper.kernel
+
+    def select(self, D: Any, *, model: str | None = None) -> Selection:
+        """The launch configuration for D (`4096`, `(4096,)`, `{"N": 4096}`, `"N=4096"`).
+
+        `model` chooses with another model's build of this kernel (the store's, or for a model
+        that needs no measurements such as "snowpack", one made now from the spec)."""
+        if model is None or model == self.helper.model_name:
+            return self.selector.select(D)
+        if model not in self._others:
+            if self.store is None or self.loader is None:
+                raise KlaraptorError(
+                    f"{self.name}: select(model=...) needs a kernel from build() or load()"
+                )
+            self._others[model] = self.loader(
+                self.name, store=self.store, device=self.device_key, model=model, spec=self.spec
+            )
+        return self._others[model].select(D)
+
+    def explain(self, D: Any) -> list[CandidateRow]:
+        """Every candidate's prediction for D, its rank, or why it was excluded."""
+        return self.selector.explain(D)
+
+    def tuned(self, *args: Any, stream: Any | None = None, refine: int = 0) -> None:
+        """Launch with the configuration chosen for the arguments' D (see TunedKernel)."""
+        self.launcher(refine=refine)(*args, stream=stream)
+
+    def launcher(self, refine: int = 0) -> TunedKernel:
+        """The TunedKernel (cached per refine setting) for repeated launches."""
+        from klaraptor.runtime.launcher import TunedKernel
+
+        if self.spec is None:
+            raise KlaraptorError(
+                f"{self.name}: launching needs the KernelSpec; pass spec= to klaraptor.load()"
+            )
+        if refine not in self._tuned:
+            self._tuned[refine] = TunedKernel(self.spec, self.selector, refine=refine)
+        return self._tuned[refine]
+
+    def export_c(self) -> str:
+        return self.helper.to_c_header()
+
+    def export_python(self) -> str:
+        return self.helper.to_python_module()

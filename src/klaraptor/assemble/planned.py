@@ -1,0 +1,238 @@
+"""The budgeted build: which (block, size) points a build measures, hot or L2-flushed.
+
+`make_plan` turns a kernel's training sizes into a `klaraptor.collect.plan.MeasurementPlan`: the
+largest size L (every candidate, hot: tune-once's own sweep), the ladder of smaller sizes (the
+largest ≤ L/2, then the largest ≤ half of that, by the product of the data parameters), and
+whether cold timings are needed: the argument footprint fits in the L2 at L but not at the upper
+end of the spec's data ranges (the sizes of use are unknown at build time; the ranges are what
+the spec allows). `planned_training` runs the plan over measurements already in a store (no GPU:
+the recorded datasets hold every candidate at every training size, so this is the plan's
+sub-sample of them) and returns the training points it used. `BuildPlan` is what `plan()`
+shows: the points, the plan's steps and, where the store has the kernel's measurements, the
+executed plan with its cost.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from klaraptor.collect.plan import CostModel, MeasurementPlan, PlanResult, ReplayMeasurer
+from klaraptor.core.errors import BuildError
+from klaraptor.core.types import Block, DataSize
+from klaraptor.device.profile import DeviceProfile
+from klaraptor.fit.training import TrainingSet
+from klaraptor.space.configspace import PlannedPoint, format_dry_run
+from klaraptor.spec import KernelSpec
+from klaraptor.store import Store
+
+DEFAULT_BUDGET = 1.5
+# The models a budgeted plan serves; the others fit every configuration at every training size.
+BUDGETED_MODELS = ("auto", "scaling")
+
+__all__ = [
+    "BUDGETED_MODELS",
+    "DEFAULT_BUDGET",
+    "BuildPlan",
+    "ladder_sizes",
+    "make_plan",
+    "plan_keys",
+    "planned_training",
+    "replay_from_store",
+]
+
+
+def _scalar(D: DataSize) -> float:
+    return float(np.prod(np.asarray(D.values(), dtype=np.float64)))
+
+
+def ladder_sizes(sizes: Sequence[DataSize]) -> tuple[DataSize, list[DataSize]]:
+    """(L, smaller): the largest size, then the largest ≤ L/2 and the largest ≤ half of that
+    (by the product of the data parameters)."""
+    by = sorted(set(sizes), key=lambda D: (_scalar(D), D.values()))
+    L = by[-1]
+    out: list[DataSize] = []
+    top = _scalar(L)
+    for _ in range(2):
+        below = [D for D in by if _scalar(D) <= top / 2]
+        if not below:
+            break
+        out.append(below[-1])
+        top = _scalar(below[-1])
+    return L, out
+
+
+def needs_cold(
+    spec: KernelSpec, L: DataSize, arg_bytes: Sequence[tuple[DataSize, int]], l2_bytes: float
+) -> tuple[bool, str]:
+    """Whether the footprint crosses the L2 between L and the top of the spec's ranges, and why."""
+    from klaraptor.models.scaling_model import argument_footprint
+
+    fp = argument_footprint(spec.data_names, arg_bytes)
+    if fp is None:
+        return True, "argument bytes unknown: cold timings planned in case"
+    top = [float(p.hi) for p in spec.data]
+    at_L, at_top = (float(v) for v in fp.bytes([L.values(), top]))
+    if at_L > l2_bytes:
+        return False, f"the arguments ({at_L / 1e6:.0f} MB) exceed the L2 already at L"
+    if at_top <= l2_bytes:
+        return False, "the arguments fit in the L2 over the whole data range"
+    return (
+        True,
+        f"arguments {at_L / 1e6:.1f} MB at L, beyond the L2 ({l2_bytes / 1e6:.0f} MB) later",
+    )
+
+
+def make_plan(
+    spec: KernelSpec,
+    device: DeviceProfile,
+    candidates: Sequence[Block],
+    sizes: Sequence[DataSize],
+    *,
+    arg_bytes: Sequence[tuple[DataSize, int]] = (),
+    budget: float = DEFAULT_BUDGET,
+    cost: CostModel | None = None,
+    counters: bool = False,
+    prior: str | None = None,
+    prior_keep: int | None = None,
+    store: Store | None = None,
+) -> tuple[MeasurementPlan, str]:
+    """The plan of a budgeted build (module docstring) and why it does or skips cold timings.
+    `prior="snowpack"`: sweep the largest training size in SNOWPACK's order (no measurement
+    needed; the store's model for this GPU, else the shipped one), only its first `prior_keep`
+    candidates when given."""
+    L, smaller = ladder_sizes(sizes)
+    order: tuple[int, ...] = ()
+    if prior is not None:
+        if prior != "snowpack":
+            raise BuildError(f"unknown prior {prior!r} (the one prior is 'snowpack')")
+        from klaraptor.models.snowpack import rank_prior
+
+        ranked = rank_prior(spec, L, list(candidates), device=device, store=store)
+        index = {tuple(b): i for i, b in enumerate(candidates)}
+        order = tuple(index[tuple(b)] for b in ranked)
+    elif prior_keep is not None:
+        raise BuildError("prior_keep needs a prior (prior='snowpack')")
+    cold, why = needs_cold(spec, L, arg_bytes, float(device.l2_bytes))
+    kw = {} if cost is None else {"cost": cost}
+    plan = MeasurementPlan(
+        n_cfg=len(candidates),
+        L=L.values(),
+        smaller=tuple(D.values() for D in smaller),
+        budget=float(budget),
+        needs_cold=cold,
+        counters=counters,
+        prior=order,
+        prior_keep=prior_keep,
+        **kw,  # type: ignore[arg-type]
+    )
+    return plan, why
+
+
+def plan_keys(
+    plan: MeasurementPlan, names: Sequence[str], candidates: Sequence[Block]
+) -> dict[tuple[DataSize, Block, bool], tuple[tuple[int, ...], int, bool]]:
+    """(D, block, cold) → the plan's key, for every point the plan could ask for."""
+    out = {}
+    sizes = [plan.L, *plan.smaller]
+    for D in sizes:
+        for i, b in enumerate(candidates):
+            for cold in (False, True) if D == plan.L else (False,):
+                out[(DataSize(tuple(names), tuple(D)), tuple(b), cold)] = (tuple(D), i, cold)
+    return out  # type: ignore[return-value]
+
+
+def replay_from_store(
+    plan: MeasurementPlan,
+    spec: KernelSpec,
+    store: Store,
+    device_key: str,
+    candidates: Sequence[Block],
+) -> PlanResult:
+    """The plan run over the measurements in `store` (a point it asks for that the store does
+    not hold counts as one that did not run)."""
+    from klaraptor.collect.collector import known_plan_results
+
+    known = known_plan_results(
+        store, spec, device_key, plan_keys(plan, spec.data_names, candidates)
+    )
+    return plan.run(ReplayMeasurer(known, exists=set(known)))
+
+
+def planned_training(
+    train: TrainingSet, result: PlanResult, candidates: Sequence[Block]
+) -> TrainingSet:
+    """The points of `train` the plan used: its hot points, with the cold timing only where the
+    plan took it and counters only where it profiled (the store may hold more)."""
+    hot = {(tuple(p["D"]), int(p["cfg"])) for p in result.points if p["kind"] == "time"}
+    cold = {(tuple(p["D"]), int(p["cfg"])) for p in result.points if p["kind"] == "cold"}
+    profiled = {(tuple(int(v) for v in p["D"]), int(p["cfg"])) for p in result.counters}
+    index = {tuple(b): i for i, b in enumerate(candidates)}
+    rows, keep_cold = [], []
+    for i in range(train.n):
+        b = tuple(int(v) for v in train.blocks[i])
+        key = (tuple(int(v) for v in train.D[i]), index.get(b, -1))
+        if key in hot:
+            rows.append(i)
+            keep_cold.append(key in cold)
+    out = train.take(rows)
+    for j, i in enumerate(rows):
+        b = tuple(int(v) for v in train.blocks[i])
+        if (tuple(int(v) for v in train.D[i]), index[b]) not in profiled:
+            d = train.derived[i]
+            out.derived[j] = {k: d[k] for k in ("time_ms", "warps") if k in d}
+    assert out.cold_ms is not None and out.cold_spread is not None
+    mask = ~np.array(keep_cold, dtype=bool)
+    out.cold_ms[mask] = math.nan
+    out.cold_spread[mask] = math.nan
+    return out
+
+
+@dataclass
+class BuildPlan:
+    """What a build would measure (`klaraptor.plan`): the feasible points at the plan's sizes,
+    the budgeted plan (None for a full collection) and, when the store holds the kernel's
+    measurements, the plan executed over them with its cost. Iterates over `points`."""
+
+    spec: KernelSpec
+    points: list[PlannedPoint]
+    plan: MeasurementPlan | None = None
+    cold_reason: str = ""
+    executed: PlanResult | None = None
+    candidates: list[Block] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[PlannedPoint]:
+        return iter(self.points)
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def format(self) -> str:
+        text = format_dry_run(self.points, title=self.spec.name, show_measured=self.plan is None)
+        if self.plan is None:
+            return text + "\nfull collection: every point above is timed (no budget)"
+        lines = [
+            text,
+            "",
+            "budgeted plan:",
+            self.plan.describe(),
+            f"cold timings: {self.cold_reason}",
+        ]
+        if self.executed is None:
+            lines.append(
+                "estimated cost: unknown until the kernel's times are known (no measurement of it "
+                "in the store); the plan never spends more than the budget"
+            )
+        else:
+            r = self.executed
+            c = r.counts()
+            lines.append(
+                f"executed over the store's measurements: {c.get('time', 0)} hot and "
+                f"{c.get('cold', 0)} cold timings, {r.spent_s:.2f} s estimated against "
+                f"tune-once's {r.tune_once_s:.2f} s ({r.ratio:.2f}×, budget {self.plan.budget:g}×)"
+            )
+            lines += [f"  {n}" for n in r.notes]
+        return "\n".join(lines)

@@ -1,0 +1,624 @@
+"""The collection worker: `python -m klaraptor.collect.worker JOBFILE`.
+
+Collection runs here, in a subprocess, so a kernel that crashes the CUDA context (illegal
+address: every later CUDA call fails) or never ends costs one worker, not the build: the parent
+(`process.run_isolated`) kills and replaces it and goes on with the remaining points.
+
+Job file: two pickles. The first is a header of builtins only (version, mode, events path, the
+parent's sys.path and how to re-create its `__main__`); the second is `(spec, points, options)`.
+The header comes first so the worker can rebuild the parent's import environment before the
+spec is unpickled: a spec's callables (make_args, reference, ...) are pickled by reference, so
+they must be top-level functions of an importable module or of the user's `__main__` script,
+which is re-run as `__mp_main__` and aliased as `__main__`, as multiprocessing's spawn does.
+
+Events (`process.Events`): `ready` (after compiling), `info` (mode info), `start`/`result` per point
+(modes time and plan; in mode plan the points the plan does not ask for get a `result` with status
+'skipped'), `launched`/`failed` per point (mode ncu), `fatal` (setup failed: compile error, bad
+job, no CuPy).
+
+Mode plan runs a `klaraptor.collect.plan.MeasurementPlan` in this one session: it replays the plan
+over the results so far and measures the points it asks for next, hot or L2-flushed (`Point.cold`),
+until the plan is done. The job's `extra` carries the plan, each point's plan key and the results
+known before (a replaced worker resumes the same plan).
+Exit status: 0 done, 1 fatal, 3 the CUDA context was lost (the parent starts a new worker).
+
+Backends: the job's options name one (`CollectOptions.backend`), else the spec's own (`spec.backend`:
+"numba" for `numba.cuda.jit` kernels), else "cupy" (CUDA C++ through CuPy).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import runpy
+import sys
+import time
+import traceback
+import types
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from klaraptor.backends.cupy_backend import CupyBackend, Timer, count_barriers, describe_error
+from klaraptor.collect.process import EXIT_CONTEXT_LOST, EXIT_FATAL, EXIT_OK, NVTX_PREFIX, Events
+from klaraptor.core.errors import CollectError, CompileError
+from klaraptor.core.types import Block, DataSize, Grid
+
+JOB_VERSION = 1
+MODES = ("info", "time", "ncu", "probe", "plan")
+BACKENDS = ("cupy", "numba")
+# Set in every worker: a script re-run as __main__ must not start collections of its own.
+IN_WORKER_ENV = "KLARAPTOR_COLLECTION_WORKER"
+
+
+def backend_name(spec: Any, options: Any) -> str:
+    """The backend a job runs on: the options' choice, else the spec's, else "cupy"."""
+    name = getattr(options, "backend", "") or getattr(spec, "backend", "cupy")
+    if name not in BACKENDS:
+        raise CollectError(f"unknown GPU backend {name!r}; one of {BACKENDS}")
+    return name
+
+
+def make_backend(name: str) -> Any:
+    """A backend object by name (same methods as `CupyBackend`)."""
+    if name == "numba":
+        from klaraptor.backends.numba_backend import NumbaBackend
+
+        return NumbaBackend()
+    if name == "cupy":
+        return CupyBackend()
+    raise CollectError(f"unknown GPU backend {name!r}; one of {BACKENDS}")
+
+
+@dataclass
+class Point:
+    """One (D, block) to measure, with what the launch needs (grid, dynamic shared memory).
+
+    `cold`: time it with the L2 flushed before every sample (a first call on data not in the
+    L2); the output check is left to the hot point at the same (D, block)."""
+
+    id: int
+    D: DataSize
+    block: Block
+    grid: Grid
+    smem: int = 0
+    cold: bool = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Job files
+
+
+_STRING_OPS = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING", "BINSTRING"}
+_GET_OPS = {"GET", "BINGET", "LONG_BINGET"}
+_PUT_OPS = {"PUT", "BINPUT", "LONG_BINPUT"}
+
+
+def imports_main(body: bytes) -> bool:
+    """Whether unpickling `body` imports a name from `__main__` (a function of the user's
+    script pickled by reference). A `__main__` that only appears as data (the module name of a
+    function pickled by value, as Numba pickles kernels) does not count. Unreadable pickles
+    count as importing it."""
+    import pickletools
+
+    try:
+        recent: list[Any] = []
+        memo: dict[int, Any] = {}
+        for op, arg, _ in pickletools.genops(body):
+            name = op.name
+            if name in _STRING_OPS:
+                recent.append(arg)
+            elif name in _GET_OPS:
+                recent.append(memo.get(arg))
+            elif name == "MEMOIZE":
+                memo[len(memo)] = recent[-1] if recent else None
+            elif name in _PUT_OPS:
+                memo[arg] = recent[-1] if recent else None
+            elif name == "STACK_GLOBAL" and len(recent) >= 2 and recent[-2] == "__main__":
+                return True
+            elif name in ("GLOBAL", "INST") and str(arg).split(" ")[0] == "__main__":
+                return True
+    except Exception:  # noqa: BLE001 - when in doubt, re-create __main__ as before
+        return b"__main__" in body
+    return False
+
+
+def _main_info(body: bytes) -> dict[str, str] | None:
+    """How the worker re-creates the parent's __main__, when the job refers to it."""
+    if b"__main__" not in body or not imports_main(body):
+        return None
+    main = sys.modules.get("__main__")
+    mod_name = getattr(getattr(main, "__spec__", None), "name", None)
+    if mod_name and mod_name != "__main__" and not mod_name.endswith(".__main__"):
+        return {"module": mod_name}
+    path = getattr(main, "__file__", None)
+    if path:
+        return {"path": os.path.abspath(path)}
+    raise CollectError(
+        "the kernel spec refers to functions defined in an interactive session (__main__ has no "
+        "file), which a collection worker cannot import; define make_args, reference and other "
+        "callables in a module or a script file"
+    )
+
+
+def write_job(
+    path: str | os.PathLike[str],
+    *,
+    mode: str,
+    spec: Any,
+    points: Sequence[Point],
+    options: Any,
+    events: str | os.PathLike[str],
+    extra: Mapping[str, Any] | None = None,
+) -> None:
+    """Write a job file for `python -m klaraptor.collect.worker`; CollectError if the spec cannot travel.
+
+    `extra`: what a mode needs beyond the points (mode plan: the plan and the results known;
+    mode info: the sizes whose argument bytes to count)."""
+    if mode not in MODES:
+        raise CollectError(f"unknown worker mode {mode!r}; one of {MODES}")
+    try:
+        body = pickle.dumps(
+            (spec, list(points), options, dict(extra or {})), protocol=pickle.HIGHEST_PROTOCOL
+        )
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        name = getattr(spec, "name", "?")
+        raise CollectError(
+            f"kernel spec {name!r} cannot be sent to the collection worker ({exc}). Collection "
+            "runs in a subprocess, so make_args, reference, DataParam readers and callable "
+            "constraints must be functions defined at module level (importable by name), "
+            "not lambdas, nested functions or bound methods of local objects"
+        ) from exc
+    header = {
+        "version": JOB_VERSION,
+        "mode": mode,
+        "events": str(events),
+        "sys_path": list(sys.path),
+        "main": _main_info(body),
+        "created": time.time(),
+    }
+    with open(path, "wb") as fh:
+        pickle.dump(header, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        fh.write(body)
+
+
+def _fixup_main(info: Mapping[str, str] | None) -> None:
+    """Run the parent's main script/module as __mp_main__ and alias it as __main__."""
+    if not info:
+        return
+    module = types.ModuleType("__mp_main__")
+    if "module" in info:
+        content = runpy.run_module(info["module"], run_name="__mp_main__", alter_sys=True)
+    else:
+        content = runpy.run_path(info["path"], run_name="__mp_main__")
+    module.__dict__.update(content)
+    sys.modules["__main__"] = sys.modules["__mp_main__"] = module
+
+
+@dataclass
+class Job:
+    mode: str
+    spec: Any
+    points: list[Point]
+    options: Any
+    created: float
+    extra: dict[str, Any]
+
+
+def read_header(fh: Any) -> dict[str, Any]:
+    header = pickle.load(fh)
+    if not isinstance(header, dict) or header.get("version") != JOB_VERSION:
+        raise CollectError(f"not a klaraptor job file of version {JOB_VERSION}")
+    return header
+
+
+def read_body(fh: Any, header: Mapping[str, Any]) -> Job:
+    """Restore the parent's import environment, then unpickle (spec, points, options)."""
+    sys.path[:0] = [p for p in header["sys_path"] if p not in sys.path]
+    _fixup_main(header.get("main"))
+    spec, points, options, *rest = pickle.load(fh)
+    extra = dict(rest[0]) if rest else {}
+    return Job(header["mode"], spec, points, options, float(header["created"]), extra)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU side
+
+
+class _ArgsCache:
+    """Launch arguments, and their reference outputs, for the last `keep` sizes.
+
+    A measurement plan alternates between its smaller sizes candidate by candidate; rebuilding
+    the arguments and the host reference at every switch would cost more than the timing. A few
+    training-size argument sets bound GPU memory; a size that cannot be allocated beside the
+    others is retried once with them freed."""
+
+    def __init__(self, spec: Any, seed: int, backend: Any, keep: int = 3) -> None:
+        self.spec = spec
+        self.seed = seed
+        self.backend = backend
+        self.keep = max(1, int(keep))
+        # D -> [arguments, reference outputs or None], least recently used first
+        self._entries: OrderedDict[DataSize, list[Any]] = OrderedDict()
+        self._setup_s = 0.0  # building arguments and references since the last take_setup()
+
+    def take_setup(self) -> float:
+        """Seconds spent building arguments and reference outputs since the last call."""
+        out, self._setup_s = self._setup_s, 0.0
+        return out
+
+    def fresh(self, D: DataSize, stream: int = 0) -> tuple[Any, ...]:
+        """New arguments, reproducible per (seed, D, stream)."""
+        import numpy as np
+
+        rng = np.random.default_rng([self.seed, stream, *D.values()])
+        return tuple(self.spec.make_args(D, rng))
+
+    def _drop(self, n: int) -> None:
+        for _ in range(min(n, len(self._entries))):
+            self._entries.popitem(last=False)
+        self.backend.free_memory()
+
+    def get(self, D: DataSize) -> tuple[Any, ...]:
+        entry = self._entries.get(D)
+        if entry is not None:
+            self._entries.move_to_end(D)
+            return entry[0]
+        if len(self._entries) >= self.keep:
+            self._drop(len(self._entries) - self.keep + 1)
+        t = time.perf_counter()
+        try:
+            args = self.fresh(D)
+        except Exception:
+            if not self._entries:
+                raise
+            self._drop(len(self._entries))  # perhaps out of memory beside the other sizes
+            args = self.fresh(D)
+        self._entries[D] = [args, None]
+        self._setup_s += time.perf_counter() - t
+        return args
+
+    def expected(self, D: DataSize) -> dict[int, Any]:
+        """The reference outputs for the cached arguments of D (computed once per D).
+
+        Valid for idempotent kernels only: their inputs never change between launches.
+        """
+        args = self.get(D)
+        entry = self._entries[D]
+        if entry[1] is None:
+            t = time.perf_counter()
+            entry[1] = self.spec.reference(D, self.backend.to_host(args))
+            self._setup_s += time.perf_counter() - t
+        return entry[1]
+
+
+class _Kernel:
+    """The compiled kernel of a job, with the device it runs on."""
+
+    def __init__(self, job: Job) -> None:
+        t0 = time.time()
+        be = self.backend = make_backend(backend_name(job.spec, job.options))
+        be.module()
+        self.import_s = time.time() - t0
+        self.device_id = int(getattr(job.options, "device_id", 0))
+        be.use_device(self.device_id)
+        spec = job.spec
+        t1 = time.time()
+        self.fn = be.compile_spec(spec)
+        if spec.dynamic_smem is not None:
+            # Opt in to the device maximum once, so every planned size up to it launches.
+            optin = be.max_dynamic_smem_optin(self.device_id)
+            be.opt_in_dynamic_smem(self.fn, optin - be.attributes(self.fn).static_smem)
+        self.compile_s = time.time() - t1
+        self.startup_s = time.time() - job.created
+        self.spec = spec
+
+    def timings(self) -> dict[str, float]:
+        return {"import_s": self.import_s, "compile_s": self.compile_s, "startup_s": self.startup_s}
+
+    def launcher(self, p: Point, args: Sequence[Any]) -> Any:
+        fn, launch = self.fn, self.backend.launch
+        return lambda: launch(fn, p.grid, p.block, args, p.smem)
+
+
+def _ordered(points: Sequence[Point], spec: Any) -> Iterator[Point]:
+    # Grouped by D so arguments are built once per size.
+    return iter(sorted(points, key=lambda p: (p.D.values(), p.id)))
+
+
+def _run_info(job: Job, events: Events) -> int:
+    from klaraptor.device.profile import query_device
+
+    k = _Kernel(job)
+    be = k.backend
+    device = query_device(k.device_id)
+    attrs = be.attributes(k.fn)
+    arch = f"compute_{device.cc[0]}{device.cc[1]}"
+    barriers: int | None
+    try:
+        ptx, entry = be.kernel_ptx(job.spec, k.fn, arch)
+        barriers = count_barriers(ptx, entry)
+        note = f"static count of bar.sync/barrier.sync in the {arch} PTX (exact outside loops)"
+    except Exception as exc:  # noqa: BLE001 - the count is optional; say why it is missing
+        barriers, note = None, f"PTX barrier count unavailable: {describe_error(exc)}"
+    events.emit(
+        "info",
+        attributes=attrs.to_dict(),
+        device=device.to_dict(),
+        ptx_barriers=barriers,
+        ptx_note=note,
+        arg_bytes=_arg_bytes(job, be),
+        **k.timings(),
+    )
+    return EXIT_OK
+
+
+def _arg_bytes(job: Job, be: CupyBackend) -> list[list[Any]]:
+    """[[D values, bytes of the array arguments]] at the sizes the job names: the kernel's
+    argument footprint, which the scaling model compares with the L2 (a size whose arguments
+    cannot be made is left out)."""
+    out: list[list[Any]] = []
+    cache = _ArgsCache(job.spec, getattr(job.options, "seed", 0), be)
+    for D in job.extra.get("sizes", ()):
+        try:
+            args = cache.fresh(D)
+            nbytes = sum(int(a.nbytes) for a in args if getattr(a, "ndim", 0) > 0)
+        except Exception:  # noqa: BLE001 - optional: the footprint is then fitted without it
+            continue
+        finally:
+            args = ()
+            be.free_memory()
+        out.append([list(D.values()), nbytes])
+    return out
+
+
+def _measure_point(k: _Kernel, cache: _ArgsCache, timer: Timer, p: Point, opts: Any) -> dict:
+    be = k.backend
+    spec = k.spec
+    value: dict[str, Any] = {"grid": list(p.grid), "dynamic_smem": p.smem}
+    if opts.check and spec.reference is not None and not p.cold:
+        if spec.idempotent:
+            check_args, expected = cache.get(p.D), cache.expected(p.D)
+        else:
+            # The kernel changes its inputs, so the check gets fresh ones of its own.
+            check_args = cache.fresh(p.D, stream=1)
+            expected = spec.reference(p.D, be.to_host(check_args))
+        poison_idx = spec.meta.get("overwrites", spec.outputs)
+        value["check"] = be.check_outputs(
+            lambda a: be.launch(k.fn, p.grid, p.block, a, p.smem),
+            check_args,
+            expected,
+            poison_indices=tuple(poison_idx),
+            rtol=spec.rtol,
+        )
+        if not value["check"]["ok"]:
+            raise _PointFailed(
+                f"output check failed: relative error {value['check']['max_rel_err']:.3g} > "
+                f"rtol {spec.rtol:g} (outputs {list(poison_idx)} were poisoned with NaN "
+                "first; list in spec.meta['overwrites'] only outputs the kernel fully writes)",
+                value,
+            )
+    args = cache.get(p.D)
+    value.update(
+        timer.measure(
+            k.launcher(p, args),
+            warmup=opts.warmup,
+            min_time_ms=opts.min_time_ms,
+            min_repeats=opts.min_repeats,
+            max_repeats=opts.max_repeats,
+            target_sample_ms=opts.target_sample_ms,
+            max_inner=opts.max_inner,
+            max_wall_s=opts.max_point_s,
+        )
+    )
+    value["setup_s"] = cache.take_setup()  # a new size's arguments and reference outputs
+    return value
+
+
+class _PointFailed(Exception):
+    def __init__(self, reason: str, value: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.value = value
+
+
+def _config(p: Point) -> str:
+    return f"D={p.D}, block={p.block}, grid={p.grid}, dynamic smem={p.smem} B"
+
+
+def _run_time(job: Job, events: Events) -> int:
+    k = _Kernel(job)
+    opts = job.options
+    # flush_l2 flushes every point of the collection; Point.cold flushes that point only.
+    timers = _Timers(k, flush_all=bool(opts.flush_l2))
+    cache = _ArgsCache(job.spec, opts.seed, k.backend)
+    events.emit("ready", pid=os.getpid(), **k.timings())
+    for p in _ordered(job.points, job.spec):
+        if _time_one(k, cache, timers, p, opts, events)[0] == "lost":
+            return EXIT_CONTEXT_LOST
+    return EXIT_OK
+
+
+class _Timers:
+    """The session's timers: hot, and L2-flushed (its 2 × L2 buffer made on first use)."""
+
+    def __init__(self, k: _Kernel, flush_all: bool) -> None:
+        self._k = k
+        self._clock = k.backend.device_clock_mhz(k.device_id)
+        self._hot = None if flush_all else k.backend.timer(self._clock)
+        self._cold: Timer | None = None
+
+    def get(self, cold: bool) -> Timer:
+        if not cold and self._hot is not None:
+            return self._hot
+        if self._cold is None:
+            be = self._k.backend
+            self._cold = be.timer(self._clock, flush_bytes=2 * be.l2_bytes(self._k.device_id))
+        return self._cold
+
+
+def _time_one(
+    k: _Kernel,
+    cache: _ArgsCache,
+    timers: _Timers,
+    p: Point,
+    opts: Any,
+    events: Events,
+    since: float | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """Measure one point and emit its events: ("ok" | "failed" | "lost", value). The value's
+    `wall_s` runs from `since` (default: this call), so a plan loop charges the point with the
+    session time spent on it since the previous point, replanning included."""
+    events.emit("start", id=p.id)
+    t0 = time.perf_counter() if since is None else since
+    try:
+        value = _measure_point(k, cache, timers.get(p.cold), p, opts)
+        value["wall_s"] = time.perf_counter() - t0  # what the point cost: a plan's budget
+    except _PointFailed as exc:
+        events.emit("result", id=p.id, status="failed", value=exc.value, reason=str(exc))
+        return "failed", exc.value
+    except Exception as exc:  # noqa: BLE001 - any error is this point's failure
+        reason = f"{describe_error(exc)} [{_config(p)}]"
+        if k.backend.context_alive():
+            events.emit("result", id=p.id, status="failed", value={}, reason=reason)
+            return "failed", {}
+        events.emit(
+            "result",
+            id=p.id,
+            status="failed",
+            value={},
+            reason=reason + " (the CUDA context was lost; the worker is replaced)",
+        )
+        return "lost", {}
+    events.emit("result", id=p.id, status="ok", value=value)
+    return "ok", value
+
+
+def plan_result(value: Mapping[str, Any]) -> tuple[float, ...]:
+    """A timed point as a plan sees it: (median ms, relative IQR[, measured wall seconds[, of
+    which building a new size's arguments and reference outputs]])."""
+    out = (float(value["median_ms"]), float(value.get("spread", float("nan"))))
+    if "wall_s" not in value:
+        return out
+    out = (*out, float(value["wall_s"]))
+    return (*out, float(value["setup_s"])) if "setup_s" in value else out
+
+
+def plan_loop(job: Job, events: Events, measure: Callable[[Point, float], tuple[str, Any]]) -> int:
+    """Mode plan's loop: replay the job's plan over the results so far, measure the points it
+    asks for next (`measure(point, since)` emits their events: ("ok", value) | ("failed",
+    value) | ("lost", value) when the CUDA context is gone), until the plan is done; the job's
+    other points get a 'skipped' result. Separate from the CUDA side so it runs the same with
+    any measurement.
+
+    `since` is when the previous point ended: a measured wall from there charges the point with
+    everything the session spent on it (replanning, argument set-up, events), so the plan's
+    budget counts the whole session after start-up, not only the timed launches."""
+    plan = job.extra["plan"]
+    key_of: dict[int, Any] = {int(i): tuple(v) for i, v in job.extra["keys"].items()}
+    by_key = {key_of[p.id]: p for p in job.points}
+    results: dict[Any, Any] = dict(job.extra.get("known") or {})
+    exists = set(by_key) | set(results)
+    since = time.perf_counter()
+    while need := plan.next_points(results, exists):
+        for key in need:
+            status, value = measure(by_key[key], since)
+            since = time.perf_counter()
+            if status == "lost":
+                return EXIT_CONTEXT_LOST
+            results[key] = plan_result(value) if status == "ok" else None
+    for key, p in by_key.items():
+        if key not in results:
+            events.emit("result", id=p.id, status="skipped", value={}, reason="not planned")
+    return EXIT_OK
+
+
+def _run_plan(job: Job, events: Events) -> int:
+    k = _Kernel(job)
+    timers = _Timers(k, flush_all=False)
+    cache = _ArgsCache(job.spec, job.options.seed, k.backend)
+    events.emit("ready", pid=os.getpid(), **k.timings())
+    return plan_loop(
+        job, events, lambda p, since: _time_one(k, cache, timers, p, job.options, events, since)
+    )
+
+
+def _run_ncu(job: Job, events: Events) -> int:
+    k = _Kernel(job)
+    be = k.backend
+    cache = _ArgsCache(job.spec, job.options.seed, be)
+    events.emit("ready", pid=os.getpid(), **k.timings())
+    for p in _ordered(job.points, job.spec):
+        try:
+            launch = k.launcher(p, cache.get(p.D))
+            launch()  # un-profiled warm-up: lazy module loading, first-touch effects
+            be.synchronize("warm-up launch")
+            be.profile_one(launch, f"{NVTX_PREFIX}{p.id}")
+        except Exception as exc:  # noqa: BLE001 - report and go on while the context lives
+            events.emit("failed", id=p.id, reason=f"{describe_error(exc)} [{_config(p)}]")
+            if not be.context_alive():
+                return EXIT_CONTEXT_LOST
+            continue
+        events.emit("launched", id=p.id)
+    return EXIT_OK
+
+
+def _run_probe(job: Job, events: Events) -> int:
+    fn = job.spec.make_args
+    events.emit(
+        "probe",
+        spec=job.spec.name,
+        make_args=f"{fn.__module__}.{fn.__qualname__}",
+        points=len(job.points),
+        main=getattr(sys.modules.get("__main__"), "__name__", None),
+    )
+    return EXIT_OK
+
+
+_RUNNERS = {
+    "info": _run_info,
+    "time": _run_time,
+    "ncu": _run_ncu,
+    "probe": _run_probe,
+    "plan": _run_plan,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the job in argv[0]; returns the exit status (see module doc)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 1:
+        print("usage: python -m klaraptor.collect.worker JOBFILE", file=sys.stderr)
+        return 2
+    os.environ[IN_WORKER_ENV] = "1"
+    with open(argv[0], "rb") as fh:
+        header = read_header(fh)
+        events = Events(header["events"])
+        try:
+            job = read_body(fh, header)
+        except Exception as exc:  # noqa: BLE001 - report why the job cannot be loaded
+            events.emit(
+                "fatal",
+                error="CollectError",
+                message=f"the worker cannot load the job: {type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc()[-4000:],
+            )
+            return EXIT_FATAL
+    try:
+        return _RUNNERS[job.mode](job, events)
+    except CompileError as exc:
+        events.emit(
+            "fatal", error="CompileError", message=str(exc).split("\n--- NVRTC log")[0], log=exc.log
+        )
+    except Exception as exc:  # noqa: BLE001 - setup failed: report it to the parent
+        events.emit(
+            "fatal",
+            error=type(exc).__name__,
+            message=str(exc),
+            traceback=traceback.format_exc()[-4000:],
+        )
+    return EXIT_FATAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

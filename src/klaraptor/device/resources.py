@@ -1,0 +1,29 @@
+"""SAAKE's hardware resources in a device profile: a latency and a gap per resource (SM cycles),
+as measured by the resource microbenchmarks (`klaraptor.collect.resources`) and read by the
+emulator (`klaraptor.models.saake`)."""
+
+from __future__ import annotations
+
+from klaraptor.core.errors import CollectError
+from klaraptor.device.profile import RESOURCE_FIELDS, RESOURCES, DeviceProfile
+
+BENCHMARKS: tuple[str, ...] = tuple(r for r, _ in RESOURCES)
+FIELDS: tuple[str, ...] = tuple(f for f, _, _ in RESOURCE_FIELDS)
+# Measured after the first profiles; a profile without them still emulates (see the emulator).
+OPTIONAL_FIELDS: frozenset[str] = frozenset({"lat_l2_scatter_cycles", "gap_l2_scatter_cycles"})
+
+
+def resource_params(profile: DeviceProfile) -> dict[str, tuple[float, float]]:
+    """{resource: (latency, gap)} in SM cycles, for the emulator; raises naming what is missing."""
+    missing = [f for f in FIELDS if getattr(profile, f) is None and f not in OPTIONAL_FIELDS]
+    if missing:
+        raise CollectError(
+            f"device profile {profile.key!r} lacks resource microbenchmarks {missing}; run "
+            "scripts/device_resources.py on that GPU (or klaraptor.collect.microbench.measure_profile)"
+        )
+    return {
+        r: (float(getattr(profile, f"lat_{r}_cycles")), float(getattr(profile, f"gap_{r}_cycles")))
+        for r in BENCHMARKS
+        if getattr(profile, f"gap_{r}_cycles") is not None
+        and getattr(profile, f"lat_{r}_cycles") is not None
+    }

@@ -1,0 +1,491 @@
+"""HelperProgram: the performance model with a kernel's fitted functions bound in, plus the rule
+that turns its predictions into one launch configuration.
+
+A helper program is two rational programs over the data parameters D and a candidate block
+(bx, by, bz) with its index `cfg`:
+- `model`: predicted cycles (first output) and the model's diagnostics (occupancy, ...);
+- `admit`: the grid (gx, gy, gz) and `ok`, which is 1 when the spec's constraints hold and the
+  launch is possible for this D (grid limits, shared memory).
+Both run vectorised in NumPy (`predict`, every output; `choose`, the fast path of the selector,
+with the two merged into one specialised program that computes only what the choice needs), as a
+standalone Python module and as a C header; all give the same choice because they evaluate the
+same IEEE operations in the same order.
+
+The choice rule (the same in every backend):
+1. Only admitted candidates with a finite, positive prediction compete.
+2. t_min is the smallest prediction; every candidate with t <= t_min * (1 + band) is tied, where
+   `band` is the relative noise band measured when the kernel was built.
+3. Among the tied, the highest predicted occupancy wins, then the fewest threads, then the lower
+   candidate index.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from klaraptor.core.errors import ProgramError
+from klaraptor.core.types import BLOCK_VARS, INT32_MAX, Block, DataSchema, DataSize, Grid
+from klaraptor.program import Expr, Program, call, floor, var, where
+
+_min_reduce = np.minimum.reduce
+_where = np.where
+_lexsort = np.lexsort
+_argsort = np.argsort
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Per-candidate model outputs for one D (arrays aligned with `HelperProgram.candidates`)."""
+
+    D: DataSize
+    ms: np.ndarray
+    outputs: dict[str, np.ndarray]
+    grid: np.ndarray  # (n, 3)
+    admitted: np.ndarray  # bool
+    valid: np.ndarray  # admitted and a finite positive prediction
+    order: np.ndarray  # candidate indices, best first (valid ones only)
+
+
+@dataclass
+class HelperProgram:
+    """A kernel's helper program: choose the block for any D in microseconds."""
+
+    kernel: str
+    model_name: str
+    data_names: tuple[str, ...]
+    candidates: tuple[Block, ...]
+    model: Program
+    admit: Program
+    hw: dict[str, float]
+    clock_mhz: float
+    band: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+    # (lo, hi) of each data parameter: the spec's sane ranges, also enforced by `admit`.
+    data_ranges: tuple[tuple[int, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.data_ranges:
+            self.data_ranges = tuple((1, INT32_MAX) for _ in self.data_names)
+        self.data_ranges = tuple((int(lo), int(hi)) for lo, hi in self.data_ranges)
+        self.candidates = tuple(tuple(int(v) for v in b) for b in self.candidates)  # type: ignore[misc]
+        if not self.candidates:
+            raise ProgramError(f"helper program of {self.kernel!r} has no candidate block")
+        expect = set(self.data_names) | set(BLOCK_VARS) | {"cfg"} | set(self.hw)
+        extra = set(self.model.inputs) - expect
+        if extra:
+            raise ProgramError(
+                f"model program of {self.kernel!r} has unknown inputs {sorted(extra)}"
+            )
+        cand = np.array(self.candidates, dtype=np.float64)
+        self._fixed_blocks = {"bx": cand[:, 0], "by": cand[:, 1], "bz": cand[:, 2]}
+        self._threads = cand.prod(axis=1)
+        fixed = {k: v for k, v in self._fixed_blocks.items() if k in self.model.inputs}
+        if "cfg" in self.model.inputs:
+            fixed["cfg"] = np.arange(len(self.candidates), dtype=np.float64)
+        fixed.update({k: v for k, v in self.hw.items() if k in self.model.inputs})
+        self._model_fn = self.model.specialize(fixed)
+        afixed = {k: v for k, v in self._fixed_blocks.items() if k in self.admit.inputs}
+        self._admit_fn = self.admit.specialize(afixed)
+        self._occ_name = "occupancy" if "occupancy" in self.model.outputs else None
+        self._build_lean()
+
+    def _build_lean(self) -> None:
+        """The fast path of `choose`: model and admission merged into one specialised program
+        that computes only what the choice needs.
+
+        Its outputs are `score` (the predicted cycles where the candidate is admitted and the
+        prediction finite and positive, else +inf), the occupancy when it depends on D, and the
+        grid; shared subexpressions (e.g. ``ceil(N / bx)`` in both programs) are computed once,
+        and everything independent of D is folded at construction.
+        """
+        taken = set(self.model.inputs) | set(self.admit.inputs) | set(self.data_names)
+        taken |= set(self.model._registry) | set(self.admit._registry)
+
+        def fresh(want: str) -> str:
+            name, i = want, 2
+            while name in taken:
+                name, i = f"{want}_{i}", i + 1
+            taken.add(name)
+            return name
+
+        mkey, akey = fresh("kl_model"), fresh("kl_admit")
+        hw = tuple(h for h in self.hw if h in self.model.inputs)
+        inputs = tuple(self.data_names) + BLOCK_VARS + ("cfg",) + hw
+        c, ok, score = fresh("kl_cycles"), fresh("kl_ok"), fresh("kl_score")
+        gnames = [fresh(f"kl_{g}") for g in ("gx", "gy", "gz")]
+        asg: list[tuple[str, Expr]] = [
+            (c, call(mkey, output=self.model.outputs[0])),
+            (ok, call(akey, output="ok")),
+            # Valid: admitted, finite and positive. An infinite prediction maps to +inf either
+            # way, so `score < inf` is exactly `valid` and `c > 0` (false for nan) suffices.
+            (score, where(var(ok).ne(0.0) & (var(c) > 0.0), var(c), math.inf)),
+        ]
+        outs = [score]
+        occ = None
+        if self._occ_name is not None:
+            occ = fresh("kl_occupancy")
+            asg.append((occ, call(mkey, output=self._occ_name)))
+            outs.append(occ)
+        for g, gname in zip(("gx", "gy", "gz"), gnames):
+            asg.append((gname, call(akey, output=g)))
+            outs.append(gname)
+        lean = Program(
+            f"{self.model.name}_choose", inputs, asg, outs, {mkey: self.model, akey: self.admit}
+        )
+        n = len(self.candidates)
+        fixed: dict[str, Any] = dict(self._fixed_blocks)
+        fixed["cfg"] = np.arange(n, dtype=np.float64)
+        fixed.update({k: self.hw[k] for k in hw})
+        fn = lean.specialize(fixed, as_tuple=True)
+        if fn.inputs != tuple(self.data_names):
+            raise ProgramError(
+                f"{self.kernel}: choice program inputs {fn.inputs} != {self.data_names}"
+            )
+        self._choose_fn = fn
+        # The order among tied candidates (highest occupancy, fewest threads, lowest index) is
+        # fixed when the occupancy does not depend on D: precompute it once.
+        idx = np.arange(n)
+        self._tie_perm: np.ndarray | None = None
+        if occ is None:
+            self._tie_perm = np.lexsort((idx, self._threads, np.zeros(n)))
+        elif occ in fn.constant_outputs:
+            self._tie_perm = np.lexsort((idx, self._threads, -fn.constant_outputs[occ]))
+        self._idx = idx
+        self._ms_per_cycle = self.clock_mhz * 1e3
+
+    # -- evaluation ------------------------------------------------------------------------------
+
+    @property
+    def data_schema(self) -> DataSchema:
+        """Names and ranges of the data parameters (the parser of D when no spec is at hand)."""
+        return DataSchema(tuple(self.data_names), self.data_ranges, self.kernel)
+
+    def _dargs(self, D: DataSize, inputs: Sequence[str]) -> dict[str, float]:
+        values = dict(zip(self.data_names, D.values()))
+        return {n: float(values[n]) for n in inputs}
+
+    def predict(self, D: DataSize) -> Prediction:
+        """Every candidate's prediction for D."""
+        n = len(self.candidates)
+        out = self._model_fn(**self._dargs(D, self._model_fn.inputs))
+        adm = self._admit_fn(**self._dargs(D, self._admit_fn.inputs))
+        cycles = np.broadcast_to(out[self.model.outputs[0]], (n,))
+        admitted = np.broadcast_to(adm["ok"], (n,)) != 0.0
+        with np.errstate(invalid="ignore"):
+            valid = admitted & np.isfinite(cycles) & (cycles > 0)
+        grid = np.stack([np.broadcast_to(adm[g], (n,)) for g in ("gx", "gy", "gz")], axis=1)
+        occ = np.broadcast_to(out[self._occ_name], (n,)) if self._occ_name else np.zeros(n)
+        order = rank(cycles, occ, self._threads, valid, self.band)
+        ms = cycles / (self.clock_mhz * 1e3)
+        return Prediction(
+            D,
+            ms,
+            {k: np.broadcast_to(v, (n,)) for k, v in out.items()},
+            grid,
+            admitted,
+            valid,
+            order,
+        )
+
+    def choose(self, D: DataSize, k: int = 1) -> tuple[list[int], list[float], Grid | None]:
+        """The first `k` candidates of `predict(D).order` (fewer when fewer are valid, none when
+        no candidate is admissible), their predicted times in ms, and the first one's grid.
+
+        The same result as `predict`, much faster: one specialised program computes only the
+        primary prediction, the occupancy (when it depends on D) and the grid, and only the top
+        k are ordered; k >= 1.
+        """
+        if k < 1:
+            raise ProgramError(f"choose: k must be >= 1, got {k}")
+        out = self._choose_fn(*D.values())
+        score = out[0]  # the prediction where valid, else +inf
+        tmin = float(_min_reduce(score))
+        if not tmin < math.inf:
+            return [], [], None
+        tie = tmin * (1.0 + self.band)
+        # The tied group: valid with t <= tie (if tie overflows to inf: every valid candidate).
+        tied_mask = score <= tie if tie < math.inf else score < tie
+        perm = self._tie_perm  # candidates ordered by (-occupancy, threads, index)
+        if perm is None:
+            perm = _lexsort((self._idx, self._threads, -out[1]))
+        tied_p = tied_mask[perm]
+        j = int(tied_p.argmax())  # the first tied one in tie order, if any is tied
+        if k == 1 and tied_p[j]:
+            top = [int(perm[j])]
+        else:
+            top = perm[tied_p].tolist()
+            c = len(top)
+            if c >= k:
+                del top[k:]
+            else:
+                # The rest by prediction, equal predictions in tie order. Sorted by prediction,
+                # the tied group (every t <= tie < every other t) comes first: skip it.
+                o = _argsort(score[perm], kind="stable")
+                top += perm[o[c:k]].tolist()
+                if not score[top[-1]] < math.inf:
+                    top = [i for i in top if score[i] < math.inf]
+        scale = self._ms_per_cycle
+        item = score.item
+        ms = [item(i) / scale for i in top]
+        b = top[0]
+        gx, gy, gz = out[-3:]
+        return top, ms, (int(gx.item(b)), int(gy.item(b)), int(gz.item(b)))
+
+    def best_index(self, D: DataSize) -> int:
+        top = self.choose(D)[0]
+        if not top:
+            raise ProgramError(f"{self.kernel}: no admissible candidate for D={D}")
+        return top[0]
+
+    def grid(self, D: DataSize, index: int) -> Grid:
+        """The launch grid of candidate `index` for D."""
+        adm = self._admit_fn(**self._dargs(D, self._admit_fn.inputs))
+        n = len(self.candidates)
+        return tuple(int(np.broadcast_to(adm[g], (n,))[index]) for g in ("gx", "gy", "gz"))  # type: ignore[return-value]
+
+    # -- serialisation ---------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "model_name": self.model_name,
+            "data_names": list(self.data_names),
+            "candidates": [list(b) for b in self.candidates],
+            "model": self.model.to_dict(),
+            "admit": self.admit.to_dict(),
+            "hw": dict(self.hw),
+            "clock_mhz": self.clock_mhz,
+            "band": self.band,
+            "info": self.info,
+            "data_ranges": [list(r) for r in self.data_ranges],
+        }
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any]) -> HelperProgram:
+        return HelperProgram(
+            kernel=d["kernel"],
+            model_name=d["model_name"],
+            data_names=tuple(d["data_names"]),
+            candidates=tuple(tuple(b) for b in d["candidates"]),  # type: ignore[misc]
+            model=Program.from_dict(d["model"]),
+            admit=Program.from_dict(d["admit"]),
+            hw={k: float(v) for k, v in d["hw"].items()},
+            clock_mhz=float(d["clock_mhz"]),
+            band=float(d.get("band", 0.0)),
+            info=dict(d.get("info", {})),
+            data_ranges=tuple(tuple(r) for r in d.get("data_ranges", ())),  # type: ignore[misc]
+        )
+
+    # -- code generation -------------------------------------------------------------------------
+
+    @property
+    def c_name(self) -> str:
+        return "".join(c if c.isalnum() else "_" for c in self.kernel)
+
+    def to_c_header(self) -> str:
+        """A self-contained C header exporting `klaraptor_<kernel>_best(D, grid, block)`."""
+        k = self.c_name
+        pm, pa = f"kpm_{k}_", f"kpa_{k}_"
+        model_c = self.model.to_c(prefix=pm)
+        admit_c = self.admit.to_c(prefix=pa)
+        mfun = pm + _c_ident(self.model.name)
+        afun = pa + _c_ident(self.admit.name)
+        nout = len(self.model.outputs)
+        occ_idx = self.model.outputs.index(self._occ_name) if self._occ_name else -1
+        n = len(self.candidates)
+
+        def arg(name: str) -> str:
+            if name in self.data_names:
+                return f"(double)D[{self.data_names.index(name)}]"
+            if name in BLOCK_VARS:
+                return f"(double)kp_{k}_cand[i][{BLOCK_VARS.index(name)}]"
+            if name == "cfg":
+                return "(double)i"
+            return float.hex(float(self.hw[name]))
+
+        margs = ", ".join(arg(x) for x in self.model.inputs)
+        aargs = ", ".join(arg(x) for x in self.admit.inputs)
+        cands = ",\n    ".join(f"{{{b[0]}, {b[1]}, {b[2]}}}" for b in self.candidates)
+        guard = f"KLARAPTOR_{k.upper()}_H"
+        dn = ", ".join(self.data_names)
+        return f"""/* Generated by klaraptor: helper program of kernel {self.kernel!r} (model {self.model_name}).
+ * klaraptor_{k}_best(D, grid, block) picks the launch configuration for data parameters
+ * D = ({dn}); it returns 0 on success, -1 when no candidate is admissible.
+ * Compile as C99 or C++ without -ffast-math and with -ffp-contract=off so that every
+ * rounding matches the Python selector. Depends only on <math.h>. */
+#ifndef {guard}
+#define {guard}
+#include <math.h>
+
+{_indent_static(model_c)}
+{_indent_static(admit_c)}
+static const int kp_{k}_cand[{n}][3] = {{
+    {cands}
+}};
+
+static int klaraptor_{k}_best(const long *D, int grid[3], int block[3]) {{
+    double t[{n}], occ[{n}], g[{n}][3];
+    int ok[{n}], i, best = -1;
+    double tmin = INFINITY, tie, bocc = 0.0, bthr = 0.0;
+    for (i = 0; i < {n}; ++i) {{
+        double mo[{nout}], ao[4];
+        {afun}({aargs}, ao);
+        {mfun}({margs}, mo);
+        t[i] = mo[0];
+        occ[i] = {f"mo[{occ_idx}]" if occ_idx >= 0 else "0.0"};
+        g[i][0] = ao[0]; g[i][1] = ao[1]; g[i][2] = ao[2];
+        ok[i] = ao[3] != 0.0 && isfinite(t[i]) && t[i] > 0.0;
+        if (ok[i] && t[i] < tmin) tmin = t[i];
+    }}
+    if (tmin == INFINITY) return -1;
+    tie = tmin * (1.0 + {float.hex(float(self.band))});
+    for (i = 0; i < {n}; ++i) {{
+        double thr;
+        if (!ok[i] || !(t[i] <= tie)) continue;
+        thr = (double)kp_{k}_cand[i][0] * (double)kp_{k}_cand[i][1] * (double)kp_{k}_cand[i][2];
+        if (best < 0 || occ[i] > bocc || (occ[i] == bocc && thr < bthr)) {{
+            best = i; bocc = occ[i]; bthr = thr;
+        }}
+    }}
+    for (i = 0; i < 3; ++i) {{
+        grid[i] = (int)g[best][i];
+        block[i] = kp_{k}_cand[best][i];
+    }}
+    return 0;
+}}
+#endif /* {guard} */
+"""
+
+    def to_python_module(self) -> str:
+        """A standalone Python module (stdlib only) with `best(D) -> (grid, block)`."""
+        model_py = self.model.to_python(prefix="model_")
+        admit_py = self.admit.to_python(prefix="admit_")
+        mfun = "model_" + _c_ident(self.model.name)
+        afun = "admit_" + _c_ident(self.admit.name)
+        occ_idx = self.model.outputs.index(self._occ_name) if self._occ_name else -1
+
+        def arg(name: str) -> str:
+            if name in self.data_names:
+                return f"{name}=float(D[{self.data_names.index(name)}])"
+            if name in BLOCK_VARS:
+                return f"{name}=float(c[{BLOCK_VARS.index(name)}])"
+            if name == "cfg":
+                return "cfg=float(i)"
+            return f"{name}={float(self.hw[name])!r}"
+
+        margs = ", ".join(arg(x) for x in self.model.inputs)
+        aargs = ", ".join(arg(x) for x in self.admit.inputs)
+        one_out = len(self.model.outputs) == 1
+        return f'''"""Generated by klaraptor: helper program of kernel {self.kernel!r} (model {self.model_name}).
+
+best(D) -> (grid, block) for D = {self.data_names}; predict(D) -> [(block, cycles, admitted)].
+Standalone: needs only the standard library.
+"""
+
+import math
+
+{model_py}
+
+{admit_py}
+
+DATA_NAMES = {self.data_names!r}
+CANDIDATES = {[tuple(b) for b in self.candidates]!r}
+BAND = {float(self.band)!r}
+
+
+def predict(D):
+    rows = []
+    for i, c in enumerate(CANDIDATES):
+        mo = {mfun}({margs})
+        ao = {afun}({aargs})
+        t = {"mo" if one_out else "mo[0]"}
+        occ = {"0.0" if occ_idx < 0 else ("mo" if one_out else f"mo[{occ_idx}]")}
+        ok = ao[3] != 0.0 and math.isfinite(t) and t > 0.0
+        rows.append((c, t, occ, ok, (int(ao[0]), int(ao[1]), int(ao[2]))))
+    return rows
+
+
+def best(D):
+    rows = predict(D)
+    valid = [r for r in rows if r[3]]
+    if not valid:
+        raise ValueError("no admissible candidate for D=%r" % (tuple(D),))
+    tie = min(r[1] for r in valid) * (1.0 + BAND)
+    tied = [(i, r) for i, r in enumerate(rows) if r[3] and r[1] <= tie]
+    i, r = min(tied, key=lambda ir: (-ir[1][2], ir[1][0][0] * ir[1][0][1] * ir[1][0][2], ir[0]))
+    return r[4], r[0]
+'''
+
+
+def rank(
+    cycles: np.ndarray, occ: np.ndarray, threads: np.ndarray, valid: np.ndarray, band: float
+) -> np.ndarray:
+    """Candidate indices best first: the tied group by the tie rule, then the rest by prediction."""
+    idx = np.flatnonzero(valid)
+    if idx.size == 0:
+        return idx
+    t = cycles[idx]
+    tie = float(np.min(t)) * (1.0 + band)
+    tied = t <= tie
+    # lexsort: last key is primary.
+    key_tied = np.lexsort((idx, threads[idx], -occ[idx], t * ~tied, ~tied))
+    return idx[key_tied]
+
+
+def admit_program(
+    name: str,
+    data_names: Sequence[str],
+    grid: Sequence[Expr],
+    constraints: Sequence[Expr],
+    smem: Expr | None,
+    *,
+    static_smem: int,
+    smem_limit: int,
+    max_grid: Sequence[int],
+    data_ranges: Sequence[tuple[int, int]] = (),
+) -> Program:
+    """The admission program: grid (gx, gy, gz) and ok for one (D, block).
+
+    `ok` also requires every data parameter inside its sane range, so generated code refuses a D
+    the spec rejects (the C function then returns -1)."""
+    inputs = tuple(data_names) + BLOCK_VARS
+    asg: list[tuple[str, Expr]] = [("gx", grid[0]), ("gy", grid[1]), ("gz", grid[2])]
+    conds: list[Expr] = []
+    for name, (lo, hi) in zip(data_names, data_ranges):
+        conds += [var(name) >= float(lo), var(name) <= float(hi)]
+    for g, lim in zip(("gx", "gy", "gz"), max_grid):
+        v = var(g)
+        conds += [v >= 1, v <= float(lim), v.eq(floor(v))]
+    for c in constraints:
+        conds.append(c.ne(0.0))
+    if smem is not None:
+        asg.append(("dyn_smem", smem))
+        conds += [var("dyn_smem") >= 0, var("dyn_smem") + float(static_smem) <= float(smem_limit)]
+    ok = conds[0]
+    for c in conds[1:]:
+        ok = ok & c
+    asg.append(("ok", where(ok, 1.0, 0.0)))
+    return Program(name, inputs, asg, ("gx", "gy", "gz", "ok"))
+
+
+def _c_ident(name: str) -> str:
+    s = "".join(c if (c.isalnum() or c == "_") and c.isascii() else "_" for c in name)
+    return s if s[:1].isalpha() else "p" + s
+
+
+def _indent_static(c_source: str) -> str:
+    """Make the generated top-level functions `static` so several headers can be included."""
+    out = []
+    for line in c_source.splitlines():
+        if line.startswith("double ") and "(" in line:
+            line = "static " + line
+        out.append(line)
+    return "\n".join(out)
+
+
+__all__ = ["HelperProgram", "Prediction", "admit_program", "rank"]

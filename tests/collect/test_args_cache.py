@@ -1,0 +1,100 @@
+"""The worker's argument cache: a plan alternating between sizes builds each size once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from klaraptor.collect.worker import _ArgsCache
+from klaraptor.core.types import DataSize
+
+
+class _HostBackend:
+    """The two backend calls the cache makes, on host arrays (the cache logic needs no GPU)."""
+
+    def __init__(self) -> None:
+        self.frees = 0
+
+    def free_memory(self) -> None:
+        self.frees += 1
+
+    @staticmethod
+    def to_host(args: Any) -> Any:
+        return args
+
+
+class _Spec:
+    def __init__(self, fail_beside_others: bool = False) -> None:
+        self.made: list[int] = []
+        self.references: list[int] = []
+        self.fail_beside_others = fail_beside_others
+        self.cache: _ArgsCache | None = None
+
+    def make_args(self, D: DataSize, rng: np.random.Generator) -> tuple[Any, ...]:
+        n = D.values()[0]
+        if self.fail_beside_others and self.cache is not None and self.cache._entries:
+            raise MemoryError(f"no room for N={n} beside the other sizes")
+        self.made.append(n)
+        return (rng.random(n), np.zeros(n))
+
+    def reference(self, D: DataSize, host_args: Any) -> dict[int, Any]:
+        self.references.append(D.values()[0])
+        return {1: 2.0 * host_args[0]}
+
+
+def _D(n: int) -> DataSize:
+    return DataSize(("N",), (n,))
+
+
+def test_alternating_sizes_build_each_size_once() -> None:
+    spec, be = _Spec(), _HostBackend()
+    cache = _ArgsCache(spec, 0, be, keep=3)
+    for _ in range(5):
+        for n in (768, 256):
+            cache.get(_D(n))
+            cache.expected(_D(n))
+    assert spec.made == [768, 256]
+    assert spec.references == [768, 256]
+    assert be.frees == 0
+
+
+def test_least_recently_used_size_is_dropped_and_memory_freed() -> None:
+    spec, be = _Spec(), _HostBackend()
+    cache = _ArgsCache(spec, 0, be, keep=2)
+    a = cache.get(_D(1))
+    cache.get(_D(2))
+    cache.get(_D(1))  # 1 is now the most recent
+    cache.get(_D(3))  # drops 2
+    assert be.frees == 1
+    assert cache.get(_D(1)) is a
+    cache.get(_D(2))
+    assert spec.made == [1, 2, 3, 2]
+
+
+def test_arguments_are_reproducible_per_size() -> None:
+    spec, be = _Spec(), _HostBackend()
+    one = _ArgsCache(spec, 7, be).get(_D(16))[0]
+    two = _ArgsCache(spec, 7, be).get(_D(16))[0]
+    np.testing.assert_array_equal(one, two)
+
+
+def test_a_size_that_does_not_fit_beside_others_is_retried_alone() -> None:
+    spec, be = _Spec(fail_beside_others=True), _HostBackend()
+    cache = _ArgsCache(spec, 0, be, keep=3)
+    spec.cache = cache
+    cache.get(_D(8))
+    cache.get(_D(4))  # fails beside 8, succeeds once 8 is freed
+    assert spec.made == [8, 4]
+    assert list(cache._entries) == [_D(4)]
+    assert be.frees == 1
+
+
+def test_a_failure_with_nothing_else_resident_is_raised() -> None:
+    class Broken(_Spec):
+        def make_args(self, D: DataSize, rng: np.random.Generator) -> tuple[Any, ...]:
+            raise MemoryError("too large")
+
+    with pytest.raises(MemoryError, match="too large"):
+        _ArgsCache(Broken(), 0, _HostBackend()).get(_D(8))
