@@ -28,6 +28,7 @@ import numpy as np
 
 from klaraptor.collect.collector import CollectOptions, collect
 from klaraptor.collect.ncu import find_ncu
+from klaraptor.core.types import Config, ParamValues
 from klaraptor.fit.training import collected
 from klaraptor.space.configspace import ConfigSpace
 from klaraptor.spec import DataParam, KernelSpec
@@ -190,11 +191,12 @@ def main(argv: list[str]) -> int:
             )
     sample = {}
     n1024 = SPEC.size(1024)
-    for key in [(n1024, (32, 8, 1)), (n1024, (1, 32, 1)), (n1024, (256, 1, 1))]:
+    for block in [(32, 8, 1), (1, 32, 1), (256, 1, 1)]:
+        key = (n1024, Config(ParamValues.NONE, block))
         if key in got:
-            sample[f"N=1024 block={key[1]}"] = got[key]
+            sample[f"N=1024 block={block}"] = got[key]
             print(
-                f"N=1024 block={key[1]}: " + ", ".join(f"{k}={v:.4g}" for k, v in got[key].items())
+                f"N=1024 block={block}: " + ", ".join(f"{k}={v:.4g}" for k, v in got[key].items())
             )
 
     gpu = {"device_key": device, "name": facts.device_name if facts else None}

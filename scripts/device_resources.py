@@ -38,6 +38,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 from klaraptor.collect import resources as rs  # noqa: E402
 from klaraptor.core.provenance import commit  # noqa: E402
 from klaraptor.device.profile import DeviceProfile, query_device, recorded_profile  # noqa: E402
+from klaraptor.device.resources import BENCHMARKS  # noqa: E402
 
 
 def main() -> int:
@@ -75,7 +76,7 @@ def main() -> int:
             return None
 
     config = rs.ResourceConfig.quick() if a.quick else rs.ResourceConfig()
-    names = tuple(n for n in a.only.split(",") if n) or rs.BENCHMARKS
+    names = tuple(n for n in a.only.split(",") if n) or BENCHMARKS
     command = " ".join([Path(sys.executable).name, *sys.argv])
     env = step("environment", _environment, out)
     queried = step("device query", query_device, 0)
@@ -147,7 +148,7 @@ def main() -> int:
         values = {k: v for k, v in m.values.items() if k in fields}
         # A partial run keeps the earlier run's provenance and adds its own beside it.
         run_key = (
-            "resources" if set(names) == set(rs.BENCHMARKS) else f"resources_{'_'.join(names)}"
+            "resources" if set(names) == set(BENCHMARKS) else f"resources_{'_'.join(names)}"
         )
         updated = base.with_microbench(provenance={**prov, run_key: run}, **values)
         data = updated.to_dict()

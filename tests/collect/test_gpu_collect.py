@@ -286,7 +286,8 @@ def test_counters_with_ncu(tmp_path: Path) -> None:
     assert rep.ncu_status == "ok", rep.ncu_reason
     assert rep.count("ncu", "ok") == 6
     assert facts is not None and facts.ptx_barriers == 0, facts
-    for (D, block), d in sorted(got.items(), key=lambda kv: (kv[0][0].values(), kv[0][1])):
+    for (D, cfg), d in sorted(got.items(), key=lambda kv: (kv[0][0].values(), kv[0][1].block)):
+        block = cfg.block
         print(f"  D={D} block={block}: " + ", ".join(f"{k}={v:.4g}" for k, v in d.items()))
         n = D["N"]
         assert d["warps"] == n // 32  # every warp is full: n is a multiple of the block

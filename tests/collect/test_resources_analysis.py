@@ -17,6 +17,7 @@ import pytest
 from klaraptor.collect import resources as rs
 from klaraptor.core.errors import CollectError
 from klaraptor.device.profile import RESOURCE_FIELDS, DeviceProfile
+from klaraptor.device.resources import BENCHMARKS, resource_params
 
 H200 = {
     "name": "NVIDIA H200",
@@ -288,7 +289,7 @@ def test_values_off_the_public_figures_are_flagged() -> None:
 
 
 def test_method_texts() -> None:
-    for name in rs.BENCHMARKS:
+    for name in BENCHMARKS:
         for kind in ("lat", "gap"):
             assert len(rs.method_text(name, kind, CFG)) > 40
     assert "16- and 32-step" in rs.method_text("fp32", "gap", CFG)
@@ -298,12 +299,12 @@ def test_method_texts() -> None:
 
 def test_resource_params() -> None:
     with pytest.raises(CollectError, match="lat_fp32_cycles"):
-        rs.resource_params(PROFILE)
+        resource_params(PROFILE)
     values = {f"lat_{r}_cycles": lat for r, (lat, _) in TRUE.items()}
     values |= {f"gap_{r}_cycles": gap for r, (_, gap) in TRUE.items()}
-    params = rs.resource_params(PROFILE.with_microbench(**values))
+    params = resource_params(PROFILE.with_microbench(**values))
     assert params["dram"] == (640.0, 7.6) and params["issue"] == (1.0, 0.25)
-    assert list(params) == list(rs.BENCHMARKS)
+    assert list(params) == list(BENCHMARKS)
 
 
 def test_pipes_match_the_cuda_source() -> None:

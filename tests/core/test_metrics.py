@@ -18,6 +18,7 @@ import pytest
 
 from klaraptor.collect import ncu
 from klaraptor.core import metrics
+from klaraptor.core.types import Config, ParamValues
 from klaraptor.fit.training import collected
 from klaraptor.spec import DataParam, KernelSpec
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
@@ -136,10 +137,11 @@ def test_collected_joins_time_and_counters(tmp_path: Path) -> None:
         )
         got = collected(store, spec, dev)
     n512 = spec.size(512)
-    assert set(got) == {(n512, (16, 2, 1)), (n512, (32, 1, 1))}
-    full = got[(n512, (16, 2, 1))]
+    c16, c32 = Config(ParamValues.NONE, (16, 2, 1)), Config(ParamValues.NONE, (32, 1, 1))
+    assert set(got) == {(n512, c16), (n512, c32)}
+    full = got[(n512, c16)]
     assert full["time_ms"] == 0.01 and full["sync_per_warp"] == 1 and full["gld_per_warp"] == 3
-    assert got[(n512, (32, 1, 1))] == {"time_ms": 0.02, "warps": 16 * 512.0}
+    assert got[(n512, c32)] == {"time_ms": 0.02, "warps": 16 * 512.0}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
+import warnings
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def v1_store(tmp_path: Path) -> Path:
 def test_a_3a4d02d_store_is_migrated_and_chooses_as_before(v1_store: Path) -> None:
     expected = json.loads((DATA / "store_v1_3a4d02d.expected.json").read_text())
     with Store(v1_store) as store:
-        assert store.schema_version() == SCHEMA_VERSION == 3
+        assert store.schema_version() == SCHEMA_VERSION == 4
         assert store.check() == []
         rec = store.kernel(KERNEL)
         assert rec is not None and rec.data_names == ("N",)
@@ -114,3 +115,36 @@ def test_migration_merges_two_drivers_of_one_gpu(v1_store: Path) -> None:
         assert store.device_profile(key)["driver"] == "590.10"  # the newest profile
         times = store.measurements(KERNEL, key, kind="time")
         assert len(times) == 256 and sum(m.value["median_ms"] == 9.0 for m in times) == 3
+
+
+def test_a_f0a7cc1_store_gains_program_parameters_and_chooses_as_before(tmp_path: Path) -> None:
+    """Schema 3 (f0a7cc1, before program parameters) → 4: every row keeps its data, history and
+    measurements get the empty variant, and the builds choose exactly as they did."""
+    path = tmp_path / "v3.sqlite"
+    path.write_bytes(gzip.decompress((DATA / "store_v3_f0a7cc1.sqlite.gz").read_bytes()))
+    con = sqlite3.connect(path)
+    before = {
+        t: con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+        for t in ("measurements", "history", "builds", "build_rejected", "kernels")
+    }
+    assert con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("3",)
+    con.close()
+    expected = json.loads((DATA / "store_v3_f0a7cc1.expected.json").read_text())
+    with Store(path) as store:
+        assert store.schema_version() == SCHEMA_VERSION == 4
+        assert store.check() == []
+        after = {
+            t: store._read(f"SELECT COUNT(*) FROM {t}")[0][0]  # noqa: SLF001 - counting rows
+            for t in before
+        }
+        assert after == before
+        for name, choices in expected.items():
+            k = load(name, store=store)
+            device = k.device_key
+            assert all(not m.params for m in store.measurements(name, device))
+            assert all(not h.params for h in store.history(name, device))
+            for D, (block, grid) in choices.items():
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    sel = k.select(json.loads(D))
+                assert list(sel.block) == block and list(sel.grid) == grid

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from klaraptor.assemble.kernel import BuildReport, Kernel
@@ -26,7 +26,7 @@ from klaraptor.assemble.planned import (
 from klaraptor.backends.cupy_backend import gpu_available
 from klaraptor.collect.plan import CostModel, PlanResult
 from klaraptor.core.errors import BuildError, DeviceWarning, KlaraptorError, StoreError
-from klaraptor.core.types import Block, DataSize, KernelAttributes
+from klaraptor.core.types import Block, Config, DataSize, KernelAttributes, ParamValues
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.fit.training import FitOptions, TrainingSet, training_set
 from klaraptor.helper.program import HelperProgram
@@ -140,32 +140,48 @@ def _arg_bytes(
 def launchable(
     spec: KernelSpec,
     device: DeviceProfile,
-    attrs: KernelAttributes,
+    attrs: KernelAttributes | Mapping[ParamValues, KernelAttributes],
     D: DataSize,
     space: ConfigSpace | None = None,
     *,
     admit_at: Sequence[DataSize] | None = None,
-) -> tuple[list[Block], dict[Block, str]]:
+) -> tuple[list[Any], dict[Any, str]]:
     """The candidates that satisfy the constraints at one of the sizes `admit_at` at least
-    (default: at D) and can launch at D, in canonical order; and the others with why.
+    (default: at D) and can launch at D, in canonical order (variant by variant, then block);
+    and the others with why. Candidates are blocks, or Configs for a kernel with program
+    parameters, whose `attrs` map each compiled variant to its attributes.
 
-    Collection measures only admissible blocks, so a block the constraints exclude at every
+    Collection measures only admissible configurations, so one the constraints exclude at every
     training size has no point to fit (a per-configuration model cannot fit it at all)."""
     space = space or ConfigSpace.for_spec(spec, max_threads=device.max_threads_per_block)
     sizes = list(admit_at) if admit_at else [D]
-    admitted: set[Block] = set()
-    excluded: dict[Block, str] = {}
-    for size in sizes:
-        ok, refused = space.admissible(size, spec=spec)
-        admitted.update(ok)
-        for b, why in refused:
-            excluded.setdefault(b, why)
     where = " at every training size" if len(sizes) > 1 else f" at {sizes[0]}"
-    blocks = [b for b in space.candidates if b in admitted]
-    candidates, unlaunchable = space.filter_launchable(blocks, D, attrs, device)
-    reasons = {b: excluded[b] + where for b in space.candidates if b not in admitted}
-    reasons.update(unlaunchable)
-    rejected = {b: reasons[b] for b in space.candidates if b in reasons}
+    candidates: list[Any] = []
+    rejected: dict[Any, str] = {}
+    for pv in space.variants(spec):
+        pv_arg = pv if spec.params else None
+        if isinstance(attrs, Mapping):
+            a = attrs.get(pv)
+            if a is None:
+                for b in space.candidates:
+                    rejected[Config(pv, b)] = f"the compiled variant {pv} has no attributes"
+                continue
+        else:
+            a = attrs
+        admitted: set[Block] = set()
+        excluded: dict[Block, str] = {}
+        for size in sizes:
+            ok, refused = space.admissible(size, spec=spec, params=pv_arg)
+            admitted.update(ok)
+            for b, why in refused:
+                excluded.setdefault(b, why)
+        blocks = [b for b in space.candidates if b in admitted]
+        ok_blocks, unlaunchable = space.filter_launchable(blocks, D, a, device, params=pv_arg)
+        reasons = {b: excluded[b] + where for b in space.candidates if b not in admitted}
+        reasons.update(unlaunchable)
+        key = (lambda b, pv=pv: Config(pv, b)) if spec.params else (lambda b: b)
+        candidates += [key(b) for b in ok_blocks]
+        rejected.update({key(b): reasons[b] for b in space.candidates if b in reasons})
     if not candidates:
         raise BuildError(
             f"{spec.name}: no candidate block satisfies the constraints and can launch ({rejected})"
@@ -185,13 +201,17 @@ def job_from_training(
     arg_bytes: tuple[tuple[DataSize, int], ...] = (),
     launch_size: DataSize | None = None,
     admit_at: Sequence[DataSize] | None = None,
+    variant_attrs: Mapping[ParamValues, KernelAttributes] | None = None,
 ) -> HelperJob:
     """A model's job from training points: the candidates that satisfy the constraints at one
     of the sizes `admit_at` (default: the training sizes) and can launch at `launch_size`
-    (default: the smallest training point), the others with why."""
+    (default: the smallest training point), the others with why. With program parameters,
+    `variant_attrs` holds each compiled variant's attributes."""
     at = launch_size if launch_size is not None else train.size_of(0)
     sizes = admit_at if admit_at is not None else train.sizes()
-    candidates, rejected = launchable(spec, device, attrs, at, space, admit_at=sizes)
+    candidates, rejected = launchable(
+        spec, device, variant_attrs if spec.params else attrs, at, space, admit_at=sizes
+    )
     return HelperJob(
         spec=spec,
         profile=device,
@@ -202,6 +222,7 @@ def job_from_training(
         sync_per_warp=sync_per_warp,
         fit=fit or FitOptions(),
         arg_bytes=arg_bytes,
+        variant_attrs=dict(variant_attrs or {}),
     )
 
 
@@ -234,7 +255,21 @@ def make_job(
         arg_bytes=_arg_bytes(spec, facts.arg_bytes),
         launch_size=launch_size,
         admit_at=admit_at if admit_at is not None else sizes,
+        variant_attrs=variant_attributes(spec, facts),
     )
+
+
+def variant_attributes(spec: KernelSpec, facts: Any) -> dict[ParamValues, KernelAttributes]:
+    """Each compiled variant's attributes from the collection facts (empty without program
+    parameters); a variant never compiled is absent."""
+    if not spec.params:
+        return {}
+    out = {}
+    for pv in spec.variants():
+        a = facts.attributes_of(pv)
+        if a is not None:
+            out[pv] = a
+    return out
 
 
 def build(
@@ -284,6 +319,11 @@ def build(
             f"budget must be a number >= 1 (a multiple of tune-once's cost) or None, got {budget!r}"
         )
     store = store or Store()
+    if spec.params and model != "auto" and not get_model(model).supports_params:
+        raise BuildError(
+            f"{spec.name} has program parameters {list(spec.param_names)}, which model {model!r} "
+            "does not model; use model='auto', 'scaling' or 'time_fit'"
+        )
     if model != "auto" and not get_model(model).needs_measurements:
         return _build_unmeasured(spec, model, store, device, t0)
     if model not in BUDGETED_MODELS:
@@ -457,7 +497,7 @@ def _run_budgeted(
             raise BuildError(
                 f"{spec.name}: the store has no kernel attributes for {device.key!r}; collect first"
             )
-        attrs = facts.attributes
+        attrs = variant_attributes(spec, facts) if spec.params else facts.attributes
     facts = store.collect_facts(spec.name, device.key)
     arg_bytes = () if facts is None else _arg_bytes(spec, facts.arg_bytes)
     candidates, _ = launchable(spec, device, attrs, min(sizes, key=DataSize.values), admit_at=sizes)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor.core.errors import BuildError, KlaraptorError
-from klaraptor.core.types import DataSize
+from klaraptor.core.types import Config, DataSize
 from klaraptor.models import HelperJob, get_model
 
 # Candidates of model="auto"; the first is the default the others must beat.
@@ -46,11 +46,32 @@ def fold_sizes(sizes: Sequence[DataSize]) -> tuple[list[DataSize], DataSize] | N
 
 
 def _unpadded(job: HelperJob, D: DataSize) -> np.ndarray:
-    """Candidates whose grid launches exactly the threads of the smallest launch at D."""
-    cand = np.asarray(job.candidates, dtype=np.float64)
-    gx, gy, gz = job.spec.grid_arrays(dict(D.items()), cand[:, 0], cand[:, 1], cand[:, 2])
+    """Candidates whose grid launches exactly the threads of the smallest launch at D (for a
+    kernel with program parameters: the fewest threads for the work each variant does, the
+    smallest launch of its own variant)."""
+    cand = np.asarray(job.blocks, dtype=np.float64)
+    params = None
+    if job.spec.params:
+        params = {
+            n: np.array([float(c.params[n]) for c in job.configs]) for n in job.spec.param_names
+        }
+    gx, gy, gz = job.spec.grid_arrays(dict(D.items()), cand[:, 0], cand[:, 1], cand[:, 2], params)
     launched = gx * gy * gz * cand.prod(axis=1)
-    return launched <= launched.min() * (1 + 1e-9)
+    if not job.spec.params:
+        return launched <= launched.min() * (1 + 1e-9)
+    out = np.zeros(len(cand), dtype=bool)
+    variants = [c.params for c in job.configs]
+    for pv in set(variants):
+        mine = np.array([v == pv for v in variants])
+        out |= mine & (launched <= launched[mine].min() * (1 + 1e-9))
+    return out
+
+
+def _described(candidate: Any) -> Any:
+    """A candidate as the report shows it: its block, or its variant and block."""
+    if isinstance(candidate, Config):
+        return {"params": dict(candidate.params), "block": list(candidate.block)}
+    return list(candidate)
 
 
 def fold_score(job: HelperJob, model: str) -> dict[str, Any]:
@@ -61,7 +82,7 @@ def fold_score(job: HelperJob, model: str) -> dict[str, Any]:
     lower, L = fs
     train = job.train
     measured = {
-        tuple(int(v) for v in train.blocks[i]): float(train.derived[i]["time_ms"])
+        job.key(train.config(i)): float(train.derived[i]["time_ms"])
         for i in range(train.n)
         if train.size_of(i) == L
     }
@@ -80,7 +101,7 @@ def fold_score(job: HelperJob, model: str) -> dict[str, Any]:
     choice = int(np.argmin(score))
     return {
         "r": float(at_L[choice] / np.min(at_L[pool])),
-        "block": list(job.candidates[choice]),
+        "block": _described(job.candidates[choice]),
         "sizes": [list(D.values()) for D in lower] + [list(L.values())],
         "compared": int(pool.sum()),
     }
@@ -89,7 +110,10 @@ def fold_score(job: HelperJob, model: str) -> dict[str, Any]:
 def select_model(
     job: HelperJob, *, candidates: Sequence[str] = AUTO_MODELS
 ) -> tuple[str, dict[str, Any]]:
-    """The chosen model's name and the selection report (see the module docstring)."""
+    """The chosen model's name and the selection report (see the module docstring). For a
+    kernel with program parameters only the models that support them compete."""
+    if job.spec.params:
+        candidates = [n for n in candidates if get_model(n).supports_params]
     default = candidates[0]
     band = job.noise_band()
     if fold_sizes(job.train.sizes()) is None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from klaraptor.collect.plan import CostModel, MeasurementPlan, PlanResult, ReplayMeasurer
 from klaraptor.core.errors import BuildError
-from klaraptor.core.types import Block, DataSize
+from klaraptor.core.types import Block, Config, DataSize, ParamValues
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.fit.training import TrainingSet
 from klaraptor.space.configspace import PlannedPoint, format_dry_run
@@ -89,7 +89,7 @@ def needs_cold(
 def make_plan(
     spec: KernelSpec,
     device: DeviceProfile,
-    candidates: Sequence[Block],
+    candidates: Sequence[Block | Config],
     sizes: Sequence[DataSize],
     *,
     arg_bytes: Sequence[tuple[DataSize, int]] = (),
@@ -109,6 +109,11 @@ def make_plan(
     if prior is not None:
         if prior != "snowpack":
             raise BuildError(f"unknown prior {prior!r} (the one prior is 'snowpack')")
+        if spec.params:
+            raise BuildError(
+                f"{spec.name}: the SNOWPACK prior ranks blocks of one compiled kernel; a kernel "
+                "with program parameters is planned without a prior"
+            )
         from klaraptor.models.snowpack import rank_prior
 
         ranked = rank_prior(spec, L, list(candidates), device=device, store=store)
@@ -133,15 +138,16 @@ def make_plan(
 
 
 def plan_keys(
-    plan: MeasurementPlan, names: Sequence[str], candidates: Sequence[Block]
-) -> dict[tuple[DataSize, Block, bool], tuple[tuple[int, ...], int, bool]]:
-    """(D, block, cold) → the plan's key, for every point the plan could ask for."""
+    plan: MeasurementPlan, names: Sequence[str], candidates: Sequence[Block | Config]
+) -> dict[tuple[DataSize, Config, bool], tuple[tuple[int, ...], int, bool]]:
+    """(D, configuration, cold) → the plan's key, for every point the plan could ask for."""
     out = {}
     sizes = [plan.L, *plan.smaller]
     for D in sizes:
         for i, b in enumerate(candidates):
+            c = b if isinstance(b, Config) else Config(ParamValues.NONE, tuple(b))  # type: ignore[arg-type]
             for cold in (False, True) if D == plan.L else (False,):
-                out[(DataSize(tuple(names), tuple(D)), tuple(b), cold)] = (tuple(D), i, cold)
+                out[(DataSize(tuple(names), tuple(D)), c, cold)] = (tuple(D), i, cold)
     return out  # type: ignore[return-value]
 
 
@@ -150,7 +156,7 @@ def replay_from_store(
     spec: KernelSpec,
     store: Store,
     device_key: str,
-    candidates: Sequence[Block],
+    candidates: Sequence[Block | Config],
 ) -> PlanResult:
     """The plan run over the measurements in `store` (a point it asks for that the store does
     not hold counts as one that did not run)."""
@@ -163,25 +169,23 @@ def replay_from_store(
 
 
 def planned_training(
-    train: TrainingSet, result: PlanResult, candidates: Sequence[Block]
+    train: TrainingSet, result: PlanResult, candidates: Sequence[Block | Config]
 ) -> TrainingSet:
     """The points of `train` the plan used: its hot points, with the cold timing only where the
     plan took it and counters only where it profiled (the store may hold more)."""
     hot = {(tuple(p["D"]), int(p["cfg"])) for p in result.points if p["kind"] == "time"}
     cold = {(tuple(p["D"]), int(p["cfg"])) for p in result.points if p["kind"] == "cold"}
     profiled = {(tuple(int(v) for v in p["D"]), int(p["cfg"])) for p in result.counters}
-    index = {tuple(b): i for i, b in enumerate(candidates)}
+    index = {b: i for i, b in enumerate(candidates)}
     rows, keep_cold = [], []
     for i in range(train.n):
-        b = tuple(int(v) for v in train.blocks[i])
-        key = (tuple(int(v) for v in train.D[i]), index.get(b, -1))
+        key = (tuple(int(v) for v in train.D[i]), index.get(train.key(i), -1))
         if key in hot:
             rows.append(i)
             keep_cold.append(key in cold)
     out = train.take(rows)
     for j, i in enumerate(rows):
-        b = tuple(int(v) for v in train.blocks[i])
-        if (tuple(int(v) for v in train.D[i]), index[b]) not in profiled:
+        if (tuple(int(v) for v in train.D[i]), index[train.key(i)]) not in profiled:
             d = train.derived[i]
             out.derived[j] = {k: d[k] for k in ("time_ms", "warps") if k in d}
     assert out.cold_ms is not None and out.cold_spread is not None
@@ -202,7 +206,7 @@ class BuildPlan:
     plan: MeasurementPlan | None = None
     cold_reason: str = ""
     executed: PlanResult | None = None
-    candidates: list[Block] = field(default_factory=list)
+    candidates: list[Block | Config] = field(default_factory=list)
 
     def __iter__(self) -> Iterator[PlannedPoint]:
         return iter(self.points)

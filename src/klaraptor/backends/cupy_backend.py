@@ -338,15 +338,22 @@ class CupyBackend:
             return _KERNELS[key]
         from cupy.cuda.compiler import CompileException
 
+        # A template instance (`kernel<4, 32>`) is looked up by an NVRTC name expression, which
+        # the module must be created with; a plain extern "C" name is not.
+        template = "<" in name
+        mod_key = (source, (*opts, f"//name={name}")) if template else (source, opts)
         try:
-            mod = _MODULES.get((source, opts))
+            mod = _MODULES.get(mod_key)
             if mod is None:
-                mod = cupy.RawModule(code=source, options=opts)
-                _MODULES[(source, opts)] = mod
+                if template:
+                    mod = cupy.RawModule(code=source, options=opts, name_expressions=(name,))
+                else:
+                    mod = cupy.RawModule(code=source, options=opts)
+                _MODULES[mod_key] = mod
             # RawModule compiles lazily: errors surface at get_function.
             fn = mod.get_function(name)
         except CompileException as exc:
-            _MODULES.pop((source, opts), None)
+            _MODULES.pop(mod_key, None)
             raise CompileError(
                 f"NVRTC could not compile kernel {name!r}", exc.get_message()
             ) from None
@@ -358,12 +365,24 @@ class CupyBackend:
         _KERNELS[key] = fn
         return fn
 
-    def compile_spec(self, spec: Any) -> Any:
-        """The compiled kernel of a KernelSpec (its CUDA C++ source, kernel name and options)."""
+    def compile_spec(self, spec: Any, params: Any = None) -> Any:
+        """The compiled kernel of a KernelSpec (its CUDA C++ source, kernel name and options):
+        for a kernel with program parameters, the compiled variant `params` (its defines, or
+        its template instance). CuPy keeps every compiled module in its on-disk cache, so a
+        variant compiles once across builds and processes."""
+        if params:
+            return self.compile(
+                spec.source, spec.variant_kernel(params), spec.variant_options(params)
+            )
         return self.compile(spec.source, spec.kernel, spec.options)
 
-    def kernel_ptx(self, spec: Any, fn: Any, arch: str) -> tuple[str, str]:
-        """(PTX of the spec's source for `arch`, the kernel's entry name in it)."""
+    def kernel_ptx(self, spec: Any, fn: Any, arch: str, params: Any = None) -> tuple[str, str]:
+        """(PTX of the spec's source for `arch`, the kernel's entry name in it); of the compiled
+        variant `params` for a kernel with program parameters."""
+        if params:
+            return self.ptx(spec.source, spec.variant_options(params), arch), spec.variant_kernel(
+                params
+            )
         return self.ptx(spec.source, spec.options, arch), spec.kernel
 
     def attributes(self, fn: Any) -> KernelAttributes:

@@ -37,7 +37,7 @@ from klaraptor.collect.process import ItemResult
 from klaraptor.collect.worker import Point, backend_name, plan_result
 from klaraptor.core.errors import CollectError
 from klaraptor.core.metrics import PIPE_METRICS, RAW_METRICS
-from klaraptor.core.types import Block, DataSize, KernelAttributes
+from klaraptor.core.types import Block, Config, DataSize, KernelAttributes, ParamValues
 from klaraptor.space.configspace import ConfigSpace
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
 
@@ -101,6 +101,7 @@ class Failure:
     block: Block
     kind: str
     reason: str
+    params: ParamValues = ParamValues.NONE
 
 
 @dataclass
@@ -169,10 +170,11 @@ class CollectReport:
 
 @dataclass
 class Plan:
-    """The launchable points (ids 0..n-1), the rejected ones, and the points still to time."""
+    """The launchable points (ids 0..n-1), the rejected ones (D, configuration, why), and the
+    points still to time."""
 
     points: list[Point]
-    rejected: list[tuple[DataSize, Block, str]]
+    rejected: list[tuple[DataSize, Config, str]]
     todo: list[Point]
 
     @property
@@ -184,22 +186,34 @@ def plan_points(
     spec: KernelSpec,
     sizes: Sequence[DataSize],
     space: ConfigSpace,
-    attrs: KernelAttributes | None,
+    attrs: KernelAttributes | Mapping[ParamValues, KernelAttributes] | None,
     device: DeviceProfile,
-    done: set[tuple[DataSize, Block]] = frozenset(),  # type: ignore[assignment]
+    done: set[tuple[DataSize, Config]] = frozenset(),  # type: ignore[assignment]
 ) -> Plan:
-    """Admissible × launchable points per size; `done` (D, block) keys are not re-timed."""
+    """Admissible × launchable points per size (per compiled variant, with that variant's
+    attributes, for a kernel with program parameters); `done` (D, configuration) keys are not
+    re-timed."""
     points: list[Point] = []
-    rejected: list[tuple[DataSize, Block, str]] = []
+    rejected: list[tuple[DataSize, Config, str]] = []
     for d in sizes:
-        ok, rej = space.admissible(d, spec=spec)
-        ok, rej2 = space.filter_launchable(ok, d, attrs, device, spec=spec)
-        rejected += [(d, b, why) for b, why in [*rej, *rej2]]
-        for b in ok:
-            points.append(
-                Point(len(points), d, b, spec.grid_for(d, b), spec.dynamic_smem_for(d, b))
-            )
-    todo = [p for p in points if (p.D, p.block) not in done]
+        for pv in space.variants(spec):
+            a = attrs.get(pv) if isinstance(attrs, Mapping) else attrs
+            arg = pv if spec.params else None
+            ok, rej = space.admissible(d, spec=spec, params=arg)
+            ok, rej2 = space.filter_launchable(ok, d, a, device, spec=spec, params=arg)
+            rejected += [(d, Config(pv, b), why) for b, why in [*rej, *rej2]]
+            for b in ok:
+                points.append(
+                    Point(
+                        len(points),
+                        d,
+                        b,
+                        spec.grid_for(d, b, arg),
+                        spec.dynamic_smem_for(d, b, arg),
+                        params=pv,
+                    )
+                )
+    todo = [p for p in points if (p.D, p.config) not in done]
     return Plan(points, rejected, todo)
 
 
@@ -324,12 +338,14 @@ def collect(
     try:
         dev, attrs = _info_step(spec, sizes_d, store, device, options, workdir, executor, report)
         t = time.perf_counter()
-        done = store.measured_keys(spec.name, dev.key, TIME)
+        done = store.measured_configs(spec.name, dev.key, TIME)
         plan = plan_points(spec, sizes_d, space, attrs, dev, done)
         if plan.rejected:
             store.put_measurements(
-                Measurement(spec.name, dev.key, d, b, TIME, "rejected", {}, why)
-                for d, b, why in plan.rejected
+                Measurement(
+                    spec.name, dev.key, d, c.block, TIME, "rejected", {}, why, params=c.params
+                )
+                for d, c, why in plan.rejected
             )
         report._add(TIME, "rejected", len(plan.rejected))
         report.wall_s["plan"] = time.perf_counter() - t
@@ -362,9 +378,11 @@ def _info_step(
     workdir: Path,
     executor: Executor,
     report: CollectReport,
-) -> tuple[DeviceProfile, KernelAttributes]:
+) -> tuple[DeviceProfile, KernelAttributes | dict[ParamValues, KernelAttributes]]:
     """Step 1: compile in a worker, read the attributes, the PTX barrier count, the device and
-    the argument bytes at `sizes`; store them as the kernel's record and collection facts."""
+    the argument bytes at `sizes`; store them as the kernel's record and collection facts.
+    For a kernel with program parameters every variant is compiled (on CPU threads in the
+    worker), and the attributes returned map each variant to its own."""
     t = time.perf_counter()
     info = executor.kernel_info(spec, options, workdir, sizes)
     report.wall_s["info"] = time.perf_counter() - t
@@ -382,6 +400,10 @@ def _info_step(
     dev = device or found
     report.device = dev.key
     attrs = KernelAttributes.from_dict(info["attributes"])
+    per_variant = {
+        str(k): KernelAttributes.from_dict(v)
+        for k, v in (info.get("variant_attributes") or {}).items()
+    }
     barriers = info.get("ptx_barriers")
     _register(store, spec)
     known = store.collect_facts(spec.name, dev.key)
@@ -397,7 +419,12 @@ def _info_step(
         sync_per_warp=None if barriers is None else float(barriers),
         sync_note=str(info.get("ptx_note", "")),
         arg_bytes=tuple(sorted(arg_bytes.items())),
+        **({"variant_attributes": per_variant} if spec.params else {}),
     )
+    if spec.params:
+        from klaraptor.store.records import params_from_text
+
+        return dev, {params_from_text(k, spec.param_names): a for k, a in per_variant.items()}
     return dev, attrs
 
 
@@ -426,12 +453,22 @@ def _timing_pass(
             p = by_id[r.id]
             status = r.status if r.status in ("ok", "failed") else "failed"
             rows.append(
-                Measurement(spec.name, device_key, p.D, p.block, TIME, status, r.value, r.reason)
+                Measurement(
+                    spec.name,
+                    device_key,
+                    p.D,
+                    p.block,
+                    TIME,
+                    status,
+                    r.value,
+                    r.reason,
+                    params=p.params,
+                )
             )
             report._add(TIME, status)
             if status == "failed":
-                report.failures.append(Failure(p.D, p.block, TIME, r.reason))
-                bars.print(f"failed: D={p.D} block={p.block}: {r.reason}")
+                report.failures.append(Failure(p.D, p.block, TIME, r.reason, p.params))
+                bars.print(f"failed: D={p.D} {_variant(p)}block={p.block}: {r.reason}")
         store.put_measurements(rows)  # one transaction per group of results
         advance(len(results))
 
@@ -455,10 +492,12 @@ def _ncu_pass(
     bars: _Progress,
     report: CollectReport,
 ) -> None:
-    timed = {(m.D, m.block) for m in store.measurements(spec.name, dev.key, TIME, "ok")}
-    have = store.measured_keys(spec.name, dev.key, NCU)
-    todo = [p for p in plan.points if (p.D, p.block) in timed and (p.D, p.block) not in have]
-    report._add(NCU, "skipped", sum((p.D, p.block) in have for p in plan.points))
+    timed = {
+        (m.D, Config(m.params, m.block)) for m in store.measurements(spec.name, dev.key, TIME, "ok")
+    }
+    have = store.measured_configs(spec.name, dev.key, NCU)
+    todo = [p for p in plan.points if (p.D, p.config) in timed and (p.D, p.config) not in have]
+    report._add(NCU, "skipped", sum((p.D, p.config) in have for p in plan.points))
     if not todo:
         report.ncu_status = "nothing to do"
         return
@@ -475,18 +514,30 @@ def _ncu_pass(
                 NCU,
                 "ok",
                 {**raw, "grid": list(by_id[pid].grid)},
+                params=by_id[pid].params,
             )
             for pid, raw in batch.rows.items()
         ]
         rows += [
-            Measurement(spec.name, dev.key, by_id[pid].D, by_id[pid].block, NCU, "failed", {}, why)
+            Measurement(
+                spec.name,
+                dev.key,
+                by_id[pid].D,
+                by_id[pid].block,
+                NCU,
+                "failed",
+                {},
+                why,
+                params=by_id[pid].params,
+            )
             for pid, why in batch.failed.items()
         ]
         store.put_measurements(rows)
         report._add(NCU, "ok", len(batch.rows))
         report._add(NCU, "failed", len(batch.failed))
         report.failures += [
-            Failure(by_id[pid].D, by_id[pid].block, NCU, why) for pid, why in batch.failed.items()
+            Failure(by_id[pid].D, by_id[pid].block, NCU, why, by_id[pid].params)
+            for pid, why in batch.failed.items()
         ]
         report.worker["ncu_wall_s"] = report.worker.get("ncu_wall_s", 0.0) + batch.wall_s
 
@@ -529,9 +580,10 @@ def collect_info(
     device: DeviceProfile | None = None,
     options: CollectOptions = CollectOptions(),  # noqa: B008 - frozen, never mutated
     executor: Executor | None = None,
-) -> tuple[DeviceProfile, KernelAttributes, CollectReport]:
-    """Step 1 of `collect` alone: compile, attributes, barrier count, device, argument bytes at
-    `sizes`, stored as the kernel's collection facts. What a plan needs before it is made."""
+) -> tuple[DeviceProfile, KernelAttributes | dict[ParamValues, KernelAttributes], CollectReport]:
+    """Step 1 of `collect` alone: compile, attributes (per compiled variant with program
+    parameters), barrier count, device, argument bytes at `sizes`, stored as the kernel's
+    collection facts. What a plan needs before it is made."""
     _check_fingerprint(store, spec, options)
     sizes_d = [spec.size(D) for D in sizes]
     report = CollectReport(kernel=spec.name, device="", sizes=sizes_d)
@@ -550,14 +602,14 @@ def known_plan_results(
     store: Store,
     spec: KernelSpec,
     device_key: str,
-    keys: Mapping[tuple[DataSize, Block, bool], Any],
+    keys: Mapping[tuple[DataSize, Config, bool], Any],
 ) -> dict[Any, tuple[float, float] | None]:
     """The plan keys already measured in the store: (ms, spread), or None for a failed point.
-    `keys` maps (D, block, cold) to the plan's key of that point."""
+    `keys` maps (D, configuration, cold) to the plan's key of that point."""
     out: dict[Any, tuple[float, float] | None] = {}
     for kind, cold in ((TIME, False), (COLD, True)):
         for m in store.measurements(spec.name, device_key, kind=kind):
-            key = keys.get((m.D, m.block, cold))
+            key = keys.get((m.D, Config(m.params, m.block), cold))
             if key is None or m.status not in ("ok", "failed"):
                 continue
             out[key] = plan_result(m.value) if m.status == "ok" else None
@@ -567,11 +619,11 @@ def known_plan_results(
 def collect_plan(
     spec: KernelSpec,
     plan: MeasurementPlan,
-    candidates: Sequence[Block],
+    candidates: Sequence[Block | Config],
     *,
     store: Store,
     device: DeviceProfile,
-    attrs: KernelAttributes,
+    attrs: KernelAttributes | Mapping[ParamValues, KernelAttributes],
     space: ConfigSpace | None = None,
     options: CollectOptions = CollectOptions(),  # noqa: B008 - frozen, never mutated
     progress: bool = True,
@@ -592,18 +644,18 @@ def collect_plan(
     sizes = [DataSize(names, tuple(plan.L))] + [DataSize(names, tuple(D)) for D in plan.smaller]
     report = CollectReport(kernel=spec.name, device=device.key, sizes=sizes)
     laid = plan_points(spec, sizes, space, attrs, device)
-    index = {tuple(b): i for i, b in enumerate(candidates)}
+    index = {_as_config(c): i for i, c in enumerate(candidates)}
     points: list[Point] = []
     key_of: dict[int, tuple[tuple[int, ...], int, bool]] = {}
-    by_store_key: dict[tuple[DataSize, Block, bool], tuple[tuple[int, ...], int, bool]] = {}
+    by_store_key: dict[tuple[DataSize, Config, bool], tuple[tuple[int, ...], int, bool]] = {}
     for p in laid.points:
-        if p.block not in index:
+        if p.config not in index:
             continue
         for cold in (False, True) if p.D == sizes[0] else (False,):
             q = dataclasses.replace(p, id=len(points), cold=cold)
             points.append(q)
-            key_of[q.id] = (p.D.values(), index[p.block], cold)
-            by_store_key[(p.D, p.block, cold)] = key_of[q.id]
+            key_of[q.id] = (p.D.values(), index[p.config], cold)
+            by_store_key[(p.D, p.config, cold)] = key_of[q.id]
     known = known_plan_results(store, spec, device.key, by_store_key)
     todo = [p for p in points if key_of[p.id] not in known]
     by_id = {p.id: p for p in points}
@@ -622,14 +674,22 @@ def collect_plan(
                 status = "ok" if r.status == "ok" else "failed"
                 store.put_measurement(
                     Measurement(
-                        spec.name, device.key, p.D, p.block, kind, status, r.value, r.reason
+                        spec.name,
+                        device.key,
+                        p.D,
+                        p.block,
+                        kind,
+                        status,
+                        r.value,
+                        r.reason,
+                        params=p.params,
                     )
                 )
                 report._add(kind, status)
                 known[key_of[p.id]] = plan_result(r.value) if status == "ok" else None
                 if status != "ok":
-                    report.failures.append(Failure(p.D, p.block, kind, r.reason))
-                    bars.print(f"failed: D={p.D} block={p.block} ({kind}): {r.reason}")
+                    report.failures.append(Failure(p.D, p.block, kind, r.reason, p.params))
+                    bars.print(f"failed: D={p.D} {_variant(p)}block={p.block} ({kind}): {r.reason}")
 
             t = time.perf_counter()
             exists = set(key_of.values())
@@ -648,8 +708,8 @@ def collect_plan(
             report.wall_s["timing"] = time.perf_counter() - t
             result = plan.replay(known, exists)
             if result.counter_requests and options.counters:
-                wanted = {(D, candidates[c]) for D, c in result.counter_requests}
-                pts = [p for p in points if not p.cold and (p.D.values(), p.block) in wanted]
+                wanted = {(D, _as_config(candidates[c])) for D, c in result.counter_requests}
+                pts = [p for p in points if not p.cold and (p.D.values(), p.config) in wanted]
                 _ncu_pass(
                     spec,
                     Plan(pts, [], pts),
@@ -669,17 +729,26 @@ def collect_plan(
     return report, result
 
 
+def _as_config(c: Block | Config) -> Config:
+    return c if isinstance(c, Config) else Config(ParamValues.NONE, tuple(c))  # type: ignore[arg-type]
+
+
+def _variant(p: Point) -> str:
+    return f"{p.params} " if p.params else ""
+
+
 def _counter_results(
-    store: Store, spec: KernelSpec, device: DeviceProfile, index: Mapping[Block, int]
+    store: Store, spec: KernelSpec, device: DeviceProfile, index: Mapping[Config, int]
 ) -> dict[tuple[tuple[int, ...], int], dict[str, float]]:
     """DRAM bytes, replay passes and duration of the profiled points, keyed as the plan asks."""
     out: dict[tuple[tuple[int, ...], int], dict[str, float]] = {}
     for m in store.measurements(spec.name, device.key, kind=NCU, status="ok"):
         v = m.value
-        if m.block not in index:
+        c = Config(m.params, m.block)
+        if c not in index:
             continue
         try:
-            out[(m.D.values(), index[m.block])] = {
+            out[(m.D.values(), index[c])] = {
                 "dram_bytes": float(v["dram__bytes_read.sum"]) + float(v["dram__bytes_write.sum"]),
                 "passes": float(v.get("profiler__replayer_passes", 1.0)),
                 "ms": float(v["gpu__time_duration.sum"]) / 1e6,

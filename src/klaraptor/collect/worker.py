@@ -43,7 +43,7 @@ from typing import Any
 from klaraptor.backends.cupy_backend import CupyBackend, Timer, count_barriers, describe_error
 from klaraptor.collect.process import EXIT_CONTEXT_LOST, EXIT_FATAL, EXIT_OK, NVTX_PREFIX, Events
 from klaraptor.core.errors import CollectError, CompileError
-from klaraptor.core.types import Block, DataSize, Grid
+from klaraptor.core.types import Block, Config, DataSize, Grid, ParamValues
 
 JOB_VERSION = 1
 MODES = ("info", "time", "ncu", "probe", "plan")
@@ -73,10 +73,11 @@ def make_backend(name: str) -> Any:
 
 @dataclass
 class Point:
-    """One (D, block) to measure, with what the launch needs (grid, dynamic shared memory).
+    """One (D, configuration) to measure, with what the launch needs (grid, dynamic shared
+    memory). `params` is the compiled variant (none without program parameters).
 
     `cold`: time it with the L2 flushed before every sample (a first call on data not in the
-    L2); the output check is left to the hot point at the same (D, block)."""
+    L2); the output check is left to the hot point at the same (D, configuration)."""
 
     id: int
     D: DataSize
@@ -84,6 +85,11 @@ class Point:
     grid: Grid
     smem: int = 0
     cold: bool = False
+    params: ParamValues = ParamValues.NONE
+
+    @property
+    def config(self) -> Config:
+        return Config(self.params, self.block)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,7 +300,12 @@ class _ArgsCache:
 
 
 class _Kernel:
-    """The compiled kernel of a job, with the device it runs on."""
+    """The compiled kernel of a job, with the device it runs on.
+
+    A kernel with program parameters has one compiled variant per parameter values: every
+    variant the job's points use is compiled on CPU threads from the start, in the order the
+    points come, so the GPU measures the first variant while the next ones compile (NVRTC runs
+    outside the GIL); `fn_for` waits only for a variant not compiled yet."""
 
     def __init__(self, job: Job) -> None:
         t0 = time.time()
@@ -304,21 +315,57 @@ class _Kernel:
         self.device_id = int(getattr(job.options, "device_id", 0))
         be.use_device(self.device_id)
         spec = job.spec
+        self.spec = spec
         t1 = time.time()
-        self.fn = be.compile_spec(spec)
+        self._pool: Any = None
+        self._futures: dict[ParamValues, Any] = {}
+        self._fns: dict[ParamValues, Any] = {}
+        if spec.params:
+            wanted = list(dict.fromkeys(p.params for p in _ordered(job.points, spec)))
+            wanted = wanted or [spec.default_variant]
+            self._start_compiling(wanted)
+            self.fn = self.fn_for(wanted[0])
+        else:
+            self.fn = self._compiled(ParamValues.NONE)
+            self._fns[ParamValues.NONE] = self.fn
+        self.compile_s = time.time() - t1
+        self.startup_s = time.time() - job.created
+
+    def _compiled(self, pv: ParamValues) -> Any:
+        be, spec = self.backend, self.spec
+        fn = be.compile_spec(spec, pv) if pv else be.compile_spec(spec)
         if spec.dynamic_smem is not None:
             # Opt in to the device maximum once, so every planned size up to it launches.
             optin = be.max_dynamic_smem_optin(self.device_id)
-            be.opt_in_dynamic_smem(self.fn, optin - be.attributes(self.fn).static_smem)
-        self.compile_s = time.time() - t1
-        self.startup_s = time.time() - job.created
-        self.spec = spec
+            be.opt_in_dynamic_smem(fn, optin - be.attributes(fn).static_smem)
+        return fn
+
+    def _start_compiling(self, variants: Sequence[ParamValues]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        workers = max(1, min(len(variants), (os.cpu_count() or 2) - 1, 8))
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="nvrtc")
+        for pv in variants:
+            self._futures[pv] = self._pool.submit(self._compiled, pv)
+
+    def fn_for(self, pv: ParamValues) -> Any:
+        """The compiled variant `pv` (the kernel itself without program parameters)."""
+        fn = self._fns.get(pv)
+        if fn is None:
+            fut = self._futures.get(pv)
+            fn = fut.result() if fut is not None else self._compiled(pv)
+            self._fns[pv] = fn
+        return fn
+
+    def variants(self) -> list[ParamValues]:
+        """The variants this kernel compiles (none listed without program parameters)."""
+        return list(self._futures)
 
     def timings(self) -> dict[str, float]:
         return {"import_s": self.import_s, "compile_s": self.compile_s, "startup_s": self.startup_s}
 
     def launcher(self, p: Point, args: Sequence[Any]) -> Any:
-        fn, launch = self.fn, self.backend.launch
+        fn, launch = self.fn_for(p.params), self.backend.launch
         return lambda: launch(fn, p.grid, p.block, args, p.smem)
 
 
@@ -336,15 +383,28 @@ def _run_info(job: Job, events: Events) -> int:
     attrs = be.attributes(k.fn)
     arch = f"compute_{device.cc[0]}{device.cc[1]}"
     barriers: int | None
+    spec = job.spec
+    first = k.variants()[0] if spec.params else None
     try:
-        ptx, entry = be.kernel_ptx(job.spec, k.fn, arch)
+        ptx, entry = (
+            be.kernel_ptx(spec, k.fn, arch, first) if first else be.kernel_ptx(spec, k.fn, arch)
+        )
         barriers = count_barriers(ptx, entry)
         note = f"static count of bar.sync/barrier.sync in the {arch} PTX (exact outside loops)"
     except Exception as exc:  # noqa: BLE001 - the count is optional; say why it is missing
         barriers, note = None, f"PTX barrier count unavailable: {describe_error(exc)}"
+    variants: dict[str, Any] = {}
+    for pv in k.variants():
+        t = time.time()
+        fn = k.fn_for(pv)
+        variants[",".join(f"{n}={v}" for n, v in pv.items())] = {
+            **be.attributes(fn).to_dict(),
+            "ready_s": time.time() - t,
+        }
     events.emit(
         "info",
         attributes=attrs.to_dict(),
+        variant_attributes=variants,
         device=device.to_dict(),
         ptx_barriers=barriers,
         ptx_note=note,
@@ -385,8 +445,9 @@ def _measure_point(k: _Kernel, cache: _ArgsCache, timer: Timer, p: Point, opts: 
             check_args = cache.fresh(p.D, stream=1)
             expected = spec.reference(p.D, be.to_host(check_args))
         poison_idx = spec.meta.get("overwrites", spec.outputs)
+        fn = k.fn_for(p.params)
         value["check"] = be.check_outputs(
-            lambda a: be.launch(k.fn, p.grid, p.block, a, p.smem),
+            lambda a: be.launch(fn, p.grid, p.block, a, p.smem),
             check_args,
             expected,
             poison_indices=tuple(poison_idx),
@@ -423,7 +484,8 @@ class _PointFailed(Exception):
 
 
 def _config(p: Point) -> str:
-    return f"D={p.D}, block={p.block}, grid={p.grid}, dynamic smem={p.smem} B"
+    variant = f"{p.params}, " if p.params else ""
+    return f"D={p.D}, {variant}block={p.block}, grid={p.grid}, dynamic smem={p.smem} B"
 
 
 def _run_time(job: Job, events: Events) -> int:

@@ -24,7 +24,7 @@ import numpy as np
 
 from klaraptor.core.errors import BuildError, FitError, UnmeasuredError
 from klaraptor.core.metrics import derive, expected_warps
-from klaraptor.core.types import BLOCK_VARS, Block, DataSize, KernelAttributes
+from klaraptor.core.types import BLOCK_VARS, Block, Config, DataSize, KernelAttributes, ParamValues
 from klaraptor.device.occupancy import arch_params
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.fit import FitSettings, fit_rational, fit_rational_table
@@ -59,27 +59,36 @@ def hardware_inputs(profile: DeviceProfile, *, allow_missing: bool = False) -> d
 
 
 def exact_subprograms(spec: KernelSpec, attrs: KernelAttributes) -> dict[str, Program]:
-    """`blocks`, `threads`, `regs`, `smem` as programs: known exactly, never fitted."""
+    """`blocks`, `threads`, `regs`, `smem` as programs: known exactly, never fitted.
+
+    With program parameters the grid and shared memory read the parameters, and registers and
+    static shared memory are the candidate's compiled variant's (`kl_regs`, `kl_static_smem`:
+    per-candidate inputs of the helper program)."""
     dn = spec.data_names
+    pn = spec.param_names
     gx, gy, gz = spec.grid_exprs()
     smem_expr = spec.smem_expr()
-    smem_asg = [
-        ("smem", const(float(attrs.static_smem)) + (smem_expr if smem_expr is not None else 0.0))
-    ]
+    static = var("kl_static_smem") if pn else const(float(attrs.static_smem))
+    smem_asg = [("smem", static + (smem_expr if smem_expr is not None else 0.0))]
     smem_inputs = tuple(
-        n for n in dn + BLOCK_VARS if smem_expr is not None and n in smem_expr.variables()
+        n for n in dn + pn + BLOCK_VARS if smem_expr is not None and n in smem_expr.variables()
+    ) + (("kl_static_smem",) if pn else ())
+    regs = (
+        Program("regs", ("kl_regs",), [("regs", var("kl_regs"))], ["regs"])
+        if pn
+        else Program("regs", (), [("regs", const(float(attrs.num_regs)))], ["regs"])
     )
     return {
         "blocks": Program(
             "blocks",
-            dn + BLOCK_VARS,
+            dn + pn + BLOCK_VARS,
             [("gx", gx), ("gy", gy), ("gz", gz), ("blocks", var("gx") * var("gy") * var("gz"))],
             ["blocks"],
         ),
         "threads": Program(
             "threads", BLOCK_VARS, [("threads", var("bx") * var("by") * var("bz"))], ["threads"]
         ),
-        "regs": Program("regs", (), [("regs", const(float(attrs.num_regs)))], ["regs"]),
+        "regs": regs,
         "smem": Program("smem", smem_inputs, smem_asg, ["smem"]),
     }
 
@@ -201,6 +210,8 @@ def fit_metric(
 class TrainingSet:
     """The training points of one kernel on one device, as arrays aligned per point.
 
+    A point is a (D, configuration): `params` holds each point's compiled variant (None: a
+    kernel without program parameters, every point `ParamValues.NONE`) and `blocks` its block.
     `cold_ms`/`cold_spread`: the point's L2-flushed timing (kind 'time_cold': median and relative
     IQR), NaN where it was not measured."""
 
@@ -211,6 +222,7 @@ class TrainingSet:
     spread: np.ndarray  # relative IQR of each point's timing samples
     cold_ms: np.ndarray | None = None
     cold_spread: np.ndarray | None = None
+    params: list[ParamValues] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.derived)
@@ -231,6 +243,22 @@ class TrainingSet:
     def size_of(self, i: int) -> DataSize:
         """The data size of point i."""
         return DataSize(self.data_names, tuple(int(v) for v in self.D[i]))
+
+    def config(self, i: int) -> Config:
+        """The configuration (compiled variant and block) of point i."""
+        b = self.blocks[i]
+        pv = ParamValues.NONE if self.params is None else self.params[i]
+        return Config(pv, (int(b[0]), int(b[1]), int(b[2])))
+
+    def configs(self) -> list[Config]:
+        """Every point's configuration, in point order."""
+        return [self.config(i) for i in range(self.n)]
+
+    def key(self, i: int) -> Block | Config:
+        """How candidates are keyed for point i's kernel: by block without program
+        parameters, by Config with them."""
+        c = self.config(i)
+        return c if self.params is not None else c.block
 
     def sizes(self) -> list[DataSize]:
         """The distinct training sizes, smallest first."""
@@ -254,6 +282,7 @@ class TrainingSet:
             self.spread[idx],
             self.cold_ms[idx],
             self.cold_spread[idx],
+            None if self.params is None else [self.params[int(i)] for i in idx],
         )
 
 
@@ -264,14 +293,20 @@ def training_set(
     wanted = set(sizes)
     pts = collected(store, spec, device_key)
     spreads = {
-        (m.D, m.block): float(m.value.get("spread", math.nan))
+        (m.D, Config(m.params, m.block)): float(m.value.get("spread", math.nan))
         for m in store.measurements(spec.name, device_key, kind="time", status="ok")
     }
     cold = {
-        (m.D, m.block): (float(m.value["median_ms"]), float(m.value.get("spread", math.nan)))
+        (m.D, Config(m.params, m.block)): (
+            float(m.value["median_ms"]),
+            float(m.value.get("spread", math.nan)),
+        )
         for m in store.measurements(spec.name, device_key, kind="time_cold", status="ok")
     }
-    keys = sorted((k for k in pts if k[0] in wanted), key=lambda k: (k[0].values(), k[1]))
+    keys = sorted(
+        (k for k in pts if k[0] in wanted),
+        key=lambda k: (k[0].values(), k[1].params.values(), k[1].block),
+    )
     if not keys:
         raise UnmeasuredError(
             f"no successful measurement of {spec.name!r} on {device_key!r} at the training sizes "
@@ -281,35 +316,36 @@ def training_set(
     return TrainingSet(
         data_names=spec.data_names,
         D=np.array([k[0].values() for k in keys], dtype=np.float64).reshape(len(keys), -1),
-        blocks=np.array([k[1] for k in keys], dtype=np.float64),
+        blocks=np.array([k[1].block for k in keys], dtype=np.float64),
         derived=[pts[k] for k in keys],
         spread=np.array([spreads.get(k, math.nan) for k in keys]),
         cold_ms=np.array([cold.get(k, nan2)[0] for k in keys]),
         cold_spread=np.array([cold.get(k, nan2)[1] for k in keys]),
+        params=[k[1].params for k in keys] if spec.params else None,
     )
 
 
 def collected(
     store: Store, spec: KernelSpec, device: str
-) -> dict[tuple[DataSize, Block], dict[str, float]]:
+) -> dict[tuple[DataSize, Config], dict[str, float]]:
     """Canonical metrics of every successfully timed point of a kernel on a device.
 
-    Keys are (D, block). Points with counters get the full set; points measured by timing only
-    get `time_ms` and `warps` (exact from block and grid). `sync_per_warp` comes from the
-    kernel's collection facts on this device (the PTX barrier count).
+    Keys are (D, configuration). Points with counters get the full set; points measured by
+    timing only get `time_ms` and `warps` (exact from block and grid). `sync_per_warp` comes from
+    the kernel's collection facts on this device (the PTX barrier count).
     """
     facts = store.collect_facts(spec.name, device)
     sync = None if facts is None else facts.sync_per_warp
     ncu_rows = {
-        (m.D, m.block): m.value
+        (m.D, Config(m.params, m.block)): m.value
         for m in store.measurements(spec.name, device, kind="ncu", status="ok")
     }
-    out: dict[tuple[DataSize, Block], dict[str, float]] = {}
+    out: dict[tuple[DataSize, Config], dict[str, float]] = {}
     for m in store.measurements(spec.name, device, kind="time", status="ok"):
-        key = (m.D, m.block)
+        key = (m.D, Config(m.params, m.block))
         grid = m.value.get("grid")
         if grid is None:
-            grid = spec.grid_for(m.D, m.block)
+            grid = spec.grid_for(m.D, m.block, m.params if spec.params else None)
         raw = ncu_rows.get(key)
         if raw is None:
             out[key] = {

@@ -1,8 +1,10 @@
 """HelperProgram: the performance model with a kernel's fitted functions bound in, plus the rule
 that turns its predictions into one launch configuration.
 
-A helper program is two rational programs over the data parameters D and a candidate block
-(bx, by, bz) with its index `cfg`:
+A helper program is two rational programs over the data parameters D and a candidate
+configuration — its block (bx, by, bz), its index `cfg` and, for a kernel with program
+parameters, the parameters' values and the compiled variant's registers and static shared memory
+(`kl_regs`, `kl_static_smem`):
 - `model`: predicted cycles (first output) and the model's diagnostics (occupancy, ...);
 - `admit`: the grid (gx, gy, gz) and `ok`, which is 1 when the spec's constraints hold and the
   launch is possible for this D (grid limits, shared memory).
@@ -29,8 +31,20 @@ from typing import Any
 import numpy as np
 
 from klaraptor.core.errors import ProgramError
-from klaraptor.core.types import BLOCK_VARS, INT32_MAX, Block, DataSchema, DataSize, Grid
+from klaraptor.core.types import (
+    BLOCK_VARS,
+    INT32_MAX,
+    Block,
+    Config,
+    DataSchema,
+    DataSize,
+    Grid,
+    ParamValues,
+)
 from klaraptor.program import Expr, Program, call, floor, var, where
+
+# Per-candidate inputs of a kernel with program parameters: the compiled variant's attributes.
+VARIANT_ATTR_VARS: tuple[str, str] = ("kl_regs", "kl_static_smem")
 
 _min_reduce = np.minimum.reduce
 _where = np.where
@@ -53,7 +67,12 @@ class Prediction:
 
 @dataclass
 class HelperProgram:
-    """A kernel's helper program: choose the block for any D in microseconds."""
+    """A kernel's helper program: choose the configuration for any D in microseconds.
+
+    `candidates` are the candidates' blocks. A kernel with program parameters also has
+    `param_names`, and per candidate its variant's values (`variants`) and attributes
+    (`variant_attrs`: registers, static shared memory); its candidates are then keyed by
+    `Config` (`keys`), a kernel without parameters keeps keying them by block."""
 
     kernel: str
     model_name: str
@@ -67,6 +86,9 @@ class HelperProgram:
     info: dict[str, Any] = field(default_factory=dict)
     # (lo, hi) of each data parameter: the spec's sane ranges, also enforced by `admit`.
     data_ranges: tuple[tuple[int, int], ...] = ()
+    param_names: tuple[str, ...] = ()
+    variants: tuple[ParamValues, ...] = ()
+    variant_attrs: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.data_ranges:
@@ -75,7 +97,19 @@ class HelperProgram:
         self.candidates = tuple(tuple(int(v) for v in b) for b in self.candidates)  # type: ignore[misc]
         if not self.candidates:
             raise ProgramError(f"helper program of {self.kernel!r} has no candidate block")
-        expect = set(self.data_names) | set(BLOCK_VARS) | {"cfg"} | set(self.hw)
+        self.param_names = tuple(self.param_names)
+        n = len(self.candidates)
+        if self.param_names and (len(self.variants) != n or len(self.variant_attrs) != n):
+            raise ProgramError(
+                f"helper program of {self.kernel!r}: {n} candidates but "
+                f"{len(self.variants)} variants and {len(self.variant_attrs)} attribute rows"
+            )
+        self.variants = tuple(self.variants)
+        self.variant_attrs = tuple((int(r), int(m)) for r, m in self.variant_attrs)
+        per_candidate = (
+            set(self.param_names) | set(VARIANT_ATTR_VARS) if self.param_names else set()
+        )
+        expect = set(self.data_names) | set(BLOCK_VARS) | {"cfg"} | set(self.hw) | per_candidate
         extra = set(self.model.inputs) - expect
         if extra:
             raise ProgramError(
@@ -83,6 +117,20 @@ class HelperProgram:
             )
         cand = np.array(self.candidates, dtype=np.float64)
         self._fixed_blocks = {"bx": cand[:, 0], "by": cand[:, 1], "bz": cand[:, 2]}
+        if self.param_names:
+            for j, name in enumerate(self.param_names):
+                self._fixed_blocks[name] = np.array(
+                    [float(v.values()[j]) for v in self.variants], dtype=np.float64
+                )
+            attrs = np.array(self.variant_attrs, dtype=np.float64)
+            self._fixed_blocks["kl_regs"] = attrs[:, 0]
+            self._fixed_blocks["kl_static_smem"] = attrs[:, 1]
+        self.keys: tuple[Block | Config, ...] = (
+            tuple(Config(v, b) for v, b in zip(self.variants, self.candidates))
+            if self.param_names
+            else self.candidates
+        )
+        self._key_index = {k: i for i, k in enumerate(self.keys)}
         self._threads = cand.prod(axis=1)
         fixed = {k: v for k, v in self._fixed_blocks.items() if k in self.model.inputs}
         if "cfg" in self.model.inputs:
@@ -115,7 +163,8 @@ class HelperProgram:
 
         mkey, akey = fresh("kl_model"), fresh("kl_admit")
         hw = tuple(h for h in self.hw if h in self.model.inputs)
-        inputs = tuple(self.data_names) + BLOCK_VARS + ("cfg",) + hw
+        per_candidate = (*self.param_names, *VARIANT_ATTR_VARS) if self.param_names else ()
+        inputs = tuple(self.data_names) + BLOCK_VARS + per_candidate + ("cfg",) + hw
         c, ok, score = fresh("kl_cycles"), fresh("kl_ok"), fresh("kl_score")
         gnames = [fresh(f"kl_{g}") for g in ("gx", "gy", "gz")]
         asg: list[tuple[str, Expr]] = [
@@ -157,6 +206,25 @@ class HelperProgram:
             self._tie_perm = np.lexsort((idx, self._threads, -fn.constant_outputs[occ]))
         self._idx = idx
         self._ms_per_cycle = self.clock_mhz * 1e3
+
+    # -- candidates ------------------------------------------------------------------------------
+
+    def config(self, index: int) -> Config:
+        """The configuration of candidate `index` (its variant and block)."""
+        pv = self.variants[index] if self.param_names else ParamValues.NONE
+        return Config(pv, self.candidates[index])
+
+    def index_of(self, key: Block | Config) -> int:
+        """The index of a candidate by its key (a block, or a Config with parameters);
+        ProgramError when it is not a candidate."""
+        if isinstance(key, Config) and not self.param_names and not key.params:
+            key = key.block
+        elif not isinstance(key, Config):
+            key = tuple(int(v) for v in key)  # type: ignore[assignment]
+        try:
+            return self._key_index[key]
+        except (KeyError, TypeError):
+            raise ProgramError(f"{self.kernel}: {key} is not a candidate") from None
 
     # -- evaluation ------------------------------------------------------------------------------
 
@@ -263,10 +331,21 @@ class HelperProgram:
             "band": self.band,
             "info": self.info,
             "data_ranges": [list(r) for r in self.data_ranges],
+            # absent without parameters: stored helpers of such kernels stay as they were
+            **(
+                {
+                    "param_names": list(self.param_names),
+                    "variants": [list(v.values()) for v in self.variants],
+                    "variant_attrs": [list(a) for a in self.variant_attrs],
+                }
+                if self.param_names
+                else {}
+            ),
         }
 
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> HelperProgram:
+        names = tuple(d.get("param_names") or ())
         return HelperProgram(
             kernel=d["kernel"],
             model_name=d["model_name"],
@@ -279,6 +358,9 @@ class HelperProgram:
             band=float(d.get("band", 0.0)),
             info=dict(d.get("info", {})),
             data_ranges=tuple(tuple(r) for r in d.get("data_ranges", ())),  # type: ignore[misc]
+            param_names=names,
+            variants=tuple(ParamValues(names, v) for v in d.get("variants") or ()),
+            variant_attrs=tuple(tuple(a) for a in d.get("variant_attrs") or ()),  # type: ignore[misc]
         )
 
     # -- code generation -------------------------------------------------------------------------
@@ -299,11 +381,17 @@ class HelperProgram:
         occ_idx = self.model.outputs.index(self._occ_name) if self._occ_name else -1
         n = len(self.candidates)
 
+        P = len(self.param_names)
+
         def arg(name: str) -> str:
             if name in self.data_names:
                 return f"(double)D[{self.data_names.index(name)}]"
             if name in BLOCK_VARS:
                 return f"(double)kp_{k}_cand[i][{BLOCK_VARS.index(name)}]"
+            if name in self.param_names:
+                return f"(double)kp_{k}_par[i][{self.param_names.index(name)}]"
+            if name in VARIANT_ATTR_VARS:
+                return f"(double)kp_{k}_vat[i][{VARIANT_ATTR_VARS.index(name)}]"
             if name == "cfg":
                 return "(double)i"
             return float.hex(float(self.hw[name]))
@@ -313,9 +401,35 @@ class HelperProgram:
         cands = ",\n    ".join(f"{{{b[0]}, {b[1]}, {b[2]}}}" for b in self.candidates)
         guard = f"KLARAPTOR_{k.upper()}_H"
         dn = ", ".join(self.data_names)
+        if P:
+            pars = ",\n    ".join(
+                "{" + ", ".join(str(x) for x in v.values()) + "}" for v in self.variants
+            )
+            vats = ",\n    ".join(f"{{{r}, {m}}}" for r, m in self.variant_attrs)
+            tables = (
+                f"static const int kp_{k}_par[{n}][{P}] = {{\n    {pars}\n}};\n"
+                f"static const int kp_{k}_vat[{n}][2] = {{\n    {vats}\n}};\n"
+                f"/* The program parameters, in this order: {', '.join(self.param_names)}. */\n"
+                f"#define KLARAPTOR_{k.upper()}_NPARAMS {P}\n"
+            )
+            signature = (
+                f"klaraptor_{k}_best(const long *D, int grid[3], int block[3], int params[{P}])"
+            )
+            copy_params = f"\n    for (i = 0; i < {P}; ++i) params[i] = kp_{k}_par[best][i];"
+            what = (
+                f"klaraptor_{k}_best(D, grid, block, params) picks the launch configuration for "
+                f"data parameters\n * D = ({dn}): grid, block and the program parameters "
+                f"({', '.join(self.param_names)}) of the\n * compiled variant to launch"
+            )
+        else:
+            tables, copy_params = "", ""
+            signature = f"klaraptor_{k}_best(const long *D, int grid[3], int block[3])"
+            what = (
+                f"klaraptor_{k}_best(D, grid, block) picks the launch configuration for data "
+                f"parameters\n * D = ({dn})"
+            )
         return f"""/* Generated by klaraptor: helper program of kernel {self.kernel!r} (model {self.model_name}).
- * klaraptor_{k}_best(D, grid, block) picks the launch configuration for data parameters
- * D = ({dn}); it returns 0 on success, -1 when no candidate is admissible.
+ * {what}; it returns 0 on success, -1 when no candidate is admissible.
  * Compile as C99 or C++ without -ffast-math and with -ffp-contract=off so that every
  * rounding matches the Python selector. Depends only on <math.h>. */
 #ifndef {guard}
@@ -327,8 +441,8 @@ class HelperProgram:
 static const int kp_{k}_cand[{n}][3] = {{
     {cands}
 }};
-
-static int klaraptor_{k}_best(const long *D, int grid[3], int block[3]) {{
+{tables}
+static int {signature} {{
     double t[{n}], occ[{n}], g[{n}][3];
     int ok[{n}], i, best = -1;
     double tmin = INFINITY, tie, bocc = 0.0, bthr = 0.0;
@@ -355,7 +469,7 @@ static int klaraptor_{k}_best(const long *D, int grid[3], int block[3]) {{
     for (i = 0; i < 3; ++i) {{
         grid[i] = (int)g[best][i];
         block[i] = kp_{k}_cand[best][i];
-    }}
+    }}{copy_params}
     return 0;
 }}
 #endif /* {guard} */
@@ -374,6 +488,10 @@ static int klaraptor_{k}_best(const long *D, int grid[3], int block[3]) {{
                 return f"{name}=float(D[{self.data_names.index(name)}])"
             if name in BLOCK_VARS:
                 return f"{name}=float(c[{BLOCK_VARS.index(name)}])"
+            if name in self.param_names:
+                return f"{name}=float(PARAMS[i][{self.param_names.index(name)}])"
+            if name in VARIANT_ATTR_VARS:
+                return f"{name}=float(VARIANT_ATTRS[i][{VARIANT_ATTR_VARS.index(name)}])"
             if name == "cfg":
                 return "cfg=float(i)"
             return f"{name}={float(self.hw[name])!r}"
@@ -381,9 +499,24 @@ static int klaraptor_{k}_best(const long *D, int grid[3], int block[3]) {{
         margs = ", ".join(arg(x) for x in self.model.inputs)
         aargs = ", ".join(arg(x) for x in self.admit.inputs)
         one_out = len(self.model.outputs) == 1
+        if self.param_names:
+            doc = (
+                f"best(D) -> (grid, block, params) for D = {self.data_names}, params a dict of the "
+                f"program parameters {self.param_names} (the compiled variant to launch);"
+            )
+            tables = (
+                f"PARAM_NAMES = {self.param_names!r}\n"
+                f"PARAMS = {[tuple(v.values()) for v in self.variants]!r}\n"
+                f"VARIANT_ATTRS = {[tuple(a) for a in self.variant_attrs]!r}\n"
+            )
+            ret = "return r[4], r[0], dict(zip(PARAM_NAMES, PARAMS[i]))"
+        else:
+            doc = f"best(D) -> (grid, block) for D = {self.data_names};"
+            tables = ""
+            ret = "return r[4], r[0]"
         return f'''"""Generated by klaraptor: helper program of kernel {self.kernel!r} (model {self.model_name}).
 
-best(D) -> (grid, block) for D = {self.data_names}; predict(D) -> [(block, cycles, admitted)].
+{doc} predict(D) -> [(block, cycles, admitted)].
 Standalone: needs only the standard library.
 """
 
@@ -396,7 +529,7 @@ import math
 DATA_NAMES = {self.data_names!r}
 CANDIDATES = {[tuple(b) for b in self.candidates]!r}
 BAND = {float(self.band)!r}
-
+{tables}
 
 def predict(D):
     rows = []
@@ -418,7 +551,7 @@ def best(D):
     tie = min(r[1] for r in valid) * (1.0 + BAND)
     tied = [(i, r) for i, r in enumerate(rows) if r[3] and r[1] <= tie]
     i, r = min(tied, key=lambda ir: (-ir[1][2], ir[1][0][0] * ir[1][0][1] * ir[1][0][2], ir[0]))
-    return r[4], r[0]
+    {ret}
 '''
 
 
@@ -448,12 +581,16 @@ def admit_program(
     smem_limit: int,
     max_grid: Sequence[int],
     data_ranges: Sequence[tuple[int, int]] = (),
+    param_names: Sequence[str] = (),
 ) -> Program:
-    """The admission program: grid (gx, gy, gz) and ok for one (D, block).
+    """The admission program: grid (gx, gy, gz) and ok for one (D, configuration).
 
     `ok` also requires every data parameter inside its sane range, so generated code refuses a D
-    the spec rejects (the C function then returns -1)."""
-    inputs = tuple(data_names) + BLOCK_VARS
+    the spec rejects (the C function then returns -1). With program parameters the expressions
+    read them, and the static shared memory is the candidate's variant's (`kl_static_smem`)."""
+    inputs = tuple(data_names) + tuple(param_names) + BLOCK_VARS
+    if param_names:
+        inputs += ("kl_static_smem",)
     asg: list[tuple[str, Expr]] = [("gx", grid[0]), ("gy", grid[1]), ("gz", grid[2])]
     conds: list[Expr] = []
     for name, (lo, hi) in zip(data_names, data_ranges):
@@ -463,9 +600,14 @@ def admit_program(
         conds += [v >= 1, v <= float(lim), v.eq(floor(v))]
     for c in constraints:
         conds.append(c.ne(0.0))
+    # Without parameters the static shared memory is a number, as it always was (the exported
+    # helpers of such kernels stay byte-identical).
+    static: Expr | float = var("kl_static_smem") if param_names else float(static_smem)
     if smem is not None:
         asg.append(("dyn_smem", smem))
-        conds += [var("dyn_smem") >= 0, var("dyn_smem") + float(static_smem) <= float(smem_limit)]
+        conds += [var("dyn_smem") >= 0, var("dyn_smem") + static <= float(smem_limit)]
+    elif param_names:  # a variant's static shared memory alone may exceed the limit
+        conds.append(var("kl_static_smem") <= float(smem_limit))
     ok = conds[0]
     for c in conds[1:]:
         ok = ok & c

@@ -29,7 +29,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from klaraptor.core.errors import BuildError, UnmeasuredError
-from klaraptor.core.types import BLOCK_VARS, WARP_SIZE, Block, DataSize, KernelAttributes
+from klaraptor.core.types import (
+    BLOCK_VARS,
+    WARP_SIZE,
+    Block,
+    Config,
+    DataSize,
+    KernelAttributes,
+    ParamValues,
+)
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.fit.training import (
     FitOptions,
@@ -38,7 +46,7 @@ from klaraptor.fit.training import (
     fit_metric,
     hardware_inputs,
 )
-from klaraptor.helper.program import HelperProgram, admit_program
+from klaraptor.helper.program import VARIANT_ATTR_VARS, HelperProgram, admit_program
 from klaraptor.program import Program
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
@@ -51,21 +59,53 @@ KERNEL_QUANTITIES: tuple[str, ...] = ("blocks", "threads", "regs", "smem")
 class HelperJob:
     """Everything a model may use to build the helper program of one kernel on one GPU.
 
-    `candidates` are the blocks that can launch (in canonical order); `rejected` the others with
-    why. `sync_per_warp` is the static barrier count from the PTX (None when unknown).
-    `arg_bytes` are the bytes of the array arguments `make_args` builds at some sizes (the
-    argument footprint, exact; empty when unknown).
+    `candidates` are the configurations that can launch (in canonical order), keyed as the
+    helper program keys them: by block for a kernel without program parameters, by `Config`
+    for one with them (`configs` and `blocks` give both forms); `rejected` the others with why.
+    `attrs` are the kernel's attributes (the default variant's with parameters;
+    `variant_attrs` has every variant's). `sync_per_warp` is the static barrier count from the
+    PTX (None when unknown). `arg_bytes` are the bytes of the array arguments `make_args` builds
+    at some sizes (the argument footprint, exact; empty when unknown).
     """
 
     spec: KernelSpec
     profile: DeviceProfile
     attrs: KernelAttributes
     train: TrainingSet
-    candidates: tuple[Block, ...]
-    rejected: dict[Block, str] = field(default_factory=dict)
+    candidates: tuple[Any, ...]
+    rejected: dict[Any, str] = field(default_factory=dict)
     sync_per_warp: float | None = None
     fit: FitOptions = field(default_factory=FitOptions)
     arg_bytes: tuple[tuple[DataSize, int], ...] = ()
+    variant_attrs: dict[ParamValues, KernelAttributes] = field(default_factory=dict)
+
+    @property
+    def configs(self) -> tuple[Config, ...]:
+        """Every candidate as a Config (variant and block)."""
+        return tuple(
+            c if isinstance(c, Config) else Config(ParamValues.NONE, tuple(c))  # type: ignore[arg-type]
+            for c in self.candidates
+        )
+
+    @property
+    def blocks(self) -> tuple[Block, ...]:
+        """Every candidate's block."""
+        return tuple(c.block for c in self.configs)
+
+    def key(self, config: Config) -> Any:
+        """How this job keys a configuration: its block without program parameters."""
+        return config if self.spec.params else config.block
+
+    def attrs_of(self, pv: ParamValues) -> KernelAttributes:
+        """The attributes of one compiled variant."""
+        if not pv:
+            return self.attrs
+        try:
+            return self.variant_attrs[pv]
+        except KeyError:
+            raise BuildError(
+                f"{self.spec.name}: no attributes for the compiled variant {pv}; collect it first"
+            ) from None
 
     def subset(self, sizes: Sequence[Any]) -> HelperJob:
         """The same job trained on some of its sizes only (model-selection folds)."""
@@ -75,11 +115,16 @@ class HelperJob:
         """The job over the candidates with at least one training point, the others moved to
         `rejected`: what a model that fits each candidate from its own points can build.
         Raises UnmeasuredError when no candidate has one."""
-        timed = {tuple(int(v) for v in b) for b in self.train.blocks}
+        timed = {self.key(c) for c in self.train.configs()}
         kept = tuple(b for b in self.candidates if b in timed)
         if not kept:
             sizes = [str(D) for D in self.train.sizes()]
-            out = [b for b in sorted(timed) if b in self.rejected]
+            order = (
+                sorted(timed, key=lambda c: (c.params.values(), c.block))
+                if self.spec.params
+                else sorted(timed)
+            )
+            out = [b for b in order if b in self.rejected]
             why = f" (the store's timed blocks are all out: {out[0]}: {self.rejected[out[0]]})"
             raise UnmeasuredError(
                 f"{self.spec.name}: none of the {len(self.candidates)} candidate blocks has a "
@@ -93,7 +138,7 @@ class HelperJob:
         return replace(self, candidates=kept, rejected=rejected)
 
     def admit(self) -> Program:
-        """The admission program: grid and launchability of every (D, block)."""
+        """The admission program: grid and launchability of every (D, configuration)."""
         spec, attrs, profile = self.spec, self.attrs, self.profile
         return admit_program(
             "admit",
@@ -105,6 +150,7 @@ class HelperJob:
             smem_limit=profile.smem_per_block_optin,
             max_grid=profile.max_grid_dim,
             data_ranges=[(p.lo, p.hi) for p in spec.data],
+            param_names=spec.param_names,
         )
 
     def tune_once(self) -> int | None:
@@ -117,7 +163,7 @@ class HelperJob:
         index = {b: i for i, b in enumerate(self.candidates)}
         best, t_best = None, math.inf
         for i in range(self.train.n):
-            b = tuple(int(v) for v in self.train.blocks[i])
+            b = self.key(self.train.config(i))
             t = float(self.train.derived[i].get("time_ms", math.nan))
             if b in index and np.array_equal(self.train.D[i], L) and t < t_best:
                 best, t_best = index[b], t
@@ -134,11 +180,18 @@ class HelperJob:
     ) -> HelperProgram:
         """The helper program of this job's kernel and candidates for a model's `program`."""
         spec = self.spec
+        configs = self.configs
+        variant_attrs = ()
+        if spec.params:
+            variant_attrs = tuple(
+                (self.attrs_of(c.params).num_regs, self.attrs_of(c.params).static_smem)
+                for c in configs
+            )
         return HelperProgram(
             kernel=spec.name,
             model_name=model_name,
             data_names=spec.data_names,
-            candidates=tuple(self.candidates),
+            candidates=tuple(c.block for c in configs),
             model=program,
             admit=self.admit(),
             hw=dict(hw),
@@ -146,6 +199,9 @@ class HelperJob:
             band=band,
             info=info,
             data_ranges=tuple((p.lo, p.hi) for p in spec.data),
+            param_names=spec.param_names,
+            variants=tuple(c.params for c in configs) if spec.params else (),
+            variant_attrs=variant_attrs,
         )
 
     def noise_band(self) -> float:
@@ -160,6 +216,9 @@ class Model(ABC):
     name: ClassVar[str]
     needs_counters: ClassVar[bool]
     needs_measurements: ClassVar[bool] = True
+    # Whether it models kernels with compile-time program parameters (a configuration is then
+    # a compiled variant and a block); a build refuses it for such kernels otherwise.
+    supports_params: ClassVar[bool] = False
 
     @abstractmethod
     def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
@@ -206,9 +265,10 @@ class TemplateModel(Model):
         # Per-point metric values (points without counters are skipped by counter models).
         rows: list[tuple[int, dict[str, float]]] = []
         for i, d in enumerate(train.derived):
-            b = tuple(int(v) for v in train.blocks[i])
-            if b not in index or (self.needs_counters and "inst_per_warp" not in d):
+            key = job.key(train.config(i))
+            if key not in index or (self.needs_counters and "inst_per_warp" not in d):
                 continue
+            b = train.config(i).block
             if job.sync_per_warp is not None and "sync_per_warp" not in d:
                 d = {**d, "sync_per_warp": float(job.sync_per_warp)}
             threads = b[0] * b[1] * b[2]
@@ -221,9 +281,7 @@ class TemplateModel(Model):
         sel = np.array([i for i, _ in rows])
         D = train.D[sel]
         blocks = train.blocks[sel]
-        cfg = np.array(
-            [index[tuple(int(v) for v in train.blocks[i])] for i in sel], dtype=np.float64
-        )
+        cfg = np.array([index[job.key(train.config(i))] for i in sel], dtype=np.float64)
         subs = exact_subprograms(spec, job.attrs)
         report: dict[str, Any] = {"metrics": {}, "n_points": int(len(rows))}
         t0 = time.perf_counter()
@@ -233,11 +291,16 @@ class TemplateModel(Model):
             ok = np.isfinite(y)
             if not ok.all():
                 report.setdefault("dropped_non_finite", {})[metric] = int((~ok).sum())
-            mf = fit_metric(metric, spec.data_names, D[ok], blocks[ok], cfg[ok], y[ok], n_cfg, fit)
+            # A joint fit in (D, bx, by, bz) cannot tell variants apart: per configuration only.
+            mode_fit = replace(fit, mode="table") if spec.params else fit
+            mf = fit_metric(
+                metric, spec.data_names, D[ok], blocks[ok], cfg[ok], y[ok], n_cfg, mode_fit
+            )
             subs[metric] = mf.program
             report["metrics"][metric] = mf.summary()
         report["fit_s"] = time.perf_counter() - t0
-        inputs = tuple(spec.data_names) + BLOCK_VARS + ("cfg",)
+        per_candidate = (*spec.param_names, *VARIANT_ATTR_VARS) if spec.params else ()
+        inputs = tuple(spec.data_names) + BLOCK_VARS + per_candidate + ("cfg",)
         template = self.program(inputs)
         bound = template.bind({k: v for k, v in subs.items() if k in template.unbound_calls()})
         hw_all = hardware_inputs(job.profile)

@@ -106,21 +106,29 @@ def exact_quantities(
     *,
     cc: tuple[int, int],
     sm_count: int,
+    params: Mapping[str, np.ndarray] | None = None,
 ) -> ExactQuantities:
     """Blocks, threads, occupancy and waves of every candidate at D (never fitted).
 
-    `spec` is a KernelSpec (its grid and dynamic shared-memory formulas), `attrs` the kernel's
-    attributes (``num_regs``, ``static_smem``)."""
+    `spec` is a KernelSpec (its grid and dynamic shared-memory formulas), `candidates` the
+    candidates' blocks, `attrs` the kernel's attributes (``num_regs``, ``static_smem``: numbers,
+    or arrays per candidate for the compiled variants of a kernel with program parameters,
+    whose values per candidate `params` gives by name)."""
     from klaraptor.device.occupancy import active_blocks_per_sm
 
     cand = np.asarray(candidates, dtype=np.float64).reshape(-1, 3)
     bx, by, bz = cand[:, 0], cand[:, 1], cand[:, 2]
-    gx, gy, gz = spec.grid_arrays(dict(D), bx, by, bz)
+    gx, gy, gz = spec.grid_arrays(dict(D), bx, by, bz, params)
     blocks = gx * gy * gz
     threads = bx * by * bz
-    smem = float(attrs["static_smem"]) + spec.dynamic_smem_arrays(dict(D), bx, by, bz)
+    static = np.asarray(attrs["static_smem"], dtype=np.float64)
+    smem = static + spec.dynamic_smem_arrays(dict(D), bx, by, bz, params)
+    regs = np.asarray(attrs["num_regs"])
     active = active_blocks_per_sm(
-        threads.astype(np.int64), int(attrs["num_regs"]), smem.astype(np.int64), cc
+        threads.astype(np.int64),
+        regs.astype(np.int64) if regs.ndim else int(regs),
+        smem.astype(np.int64),
+        cc,
     ).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         waves = np.where(active > 0, blocks / (active * sm_count), np.inf)

@@ -48,7 +48,7 @@ def scaling_table(job: HelperJob) -> ScalingTable:
     waves = _waves_by_size(job)
     D, cfg, ms, cold, spread, w = [], [], [], [], [], []
     for i in range(train.n):
-        b = tuple(int(v) for v in train.blocks[i])
+        b = job.key(train.config(i))
         if b not in index:
             continue
         c = index[b]
@@ -76,19 +76,42 @@ def scaling_table(job: HelperJob) -> ScalingTable:
 
 
 def _exact(job: HelperJob, D: DataSize) -> Any:
-    attrs = {"num_regs": job.attrs.num_regs, "static_smem": job.attrs.static_smem}
+    params = None
+    if job.spec.params:
+        configs = job.configs
+        per = [job.attrs_of(c.params) for c in configs]
+        attrs: dict[str, Any] = {
+            "num_regs": np.array([a.num_regs for a in per]),
+            "static_smem": np.array([a.static_smem for a in per], dtype=np.float64),
+        }
+        params = {n: np.array([float(c.params[n]) for c in configs]) for n in job.spec.param_names}
+    else:
+        attrs = {"num_regs": job.attrs.num_regs, "static_smem": job.attrs.static_smem}
     return exact_quantities(
         job.spec,
-        job.candidates,
+        job.blocks,
         dict(D.items()),
         attrs,
         cc=tuple(job.profile.cc),  # type: ignore[arg-type]
         sm_count=job.profile.sm_count,
+        params=params,
     )
 
 
 def _waves_by_size(job: HelperJob) -> dict[tuple[int, ...], np.ndarray]:
     return {D.values(): _exact(job, D).waves for D in job.train.sizes()}
+
+
+def _variant_info(job: HelperJob) -> dict[str, Any]:
+    """Each compiled variant's attributes, for `show` and `explain` (empty without parameters)."""
+    if not job.spec.params:
+        return {}
+    return {
+        "variant_attributes": {
+            str(pv): a.to_dict()
+            for pv, a in sorted(job.variant_attrs.items(), key=lambda kv: kv[0].values())
+        }
+    }
 
 
 class ScalingModel(Model):
@@ -97,6 +120,7 @@ class ScalingModel(Model):
     name = "scaling"
     needs_counters = False
     needs_measurements = True
+    supports_params = True
 
     def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
         spec = job.spec
@@ -144,6 +168,7 @@ class ScalingModel(Model):
             info={
                 "tune_once": fit.tune_once,
                 "attributes": job.attrs.to_dict(),
+                **_variant_info(job),
                 "device": job.profile.key,
                 "noise_band": fit.band,
                 "drift": fit.drift,

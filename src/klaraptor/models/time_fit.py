@@ -31,6 +31,7 @@ class TimeFitModel(TemplateModel):
     metrics: tuple[str, ...] = ("time_ms",)
     hardware: tuple[str, ...] = ("hw_clock_ghz", *HW_INPUTS)
     needs_counters = False
+    supports_params = True
     # Time grows up to N^3 in the suite; one denominator degree allows saturation.
     fit_degrees = (3, 1)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from klaraptor.backends.cupy_backend import CupyBackend
 from klaraptor.core.errors import LaunchError
-from klaraptor.core.types import Block, DataSize, Grid
+from klaraptor.core.types import Block, Config, DataSize, Grid, LaunchConfig, ParamValues
 from klaraptor.runtime.selector import Selection, Selector
 from klaraptor.spec import KernelSpec
 
@@ -31,9 +31,11 @@ class _Plan:
     grid: Grid
     block: Block
     smem: int
-    # Refinement state: blocks still to try, and (block, start, end) events of tried ones.
-    todo: list[tuple[Block, Grid, int]] = field(default_factory=list)
-    timed: list[tuple[Block, Any, Any]] = field(default_factory=list)
+    fn: Any  # the compiled kernel (for program parameters: the chosen variant)
+    # Refinement state: candidates still to try as (candidate, fn, grid, block, smem), and
+    # (candidate, start, end) events of tried ones.
+    todo: list[tuple[Any, Any, Grid, Block, int]] = field(default_factory=list)
+    timed: list[tuple[Any, Any, Any]] = field(default_factory=list)
 
 
 def data_reader(spec: KernelSpec) -> Callable[[Sequence[Any]], Any]:
@@ -68,11 +70,23 @@ class TunedKernel:
         self.refine = int(refine)
         self.backend = backend or CupyBackend()
         # The per-call path calls CuPy's RawKernel itself: no wrapper between the call and it.
-        self._fn = self.backend.compile(spec.source, spec.kernel, spec.options)
+        # A kernel with program parameters compiles each variant the first time it is chosen.
+        self._fns: dict[ParamValues, Any] = {}
+        self._opted: dict[int, int] = {}  # id(fn) -> dynamic shared memory opted in to
+        self._fn = None if spec.params else self._variant_fn(ParamValues.NONE)
         self._read = data_reader(spec)
         self._multi = len(spec.data) > 1
         self._plans: dict[Any, _Plan] = {}
-        self._opted_smem = 0
+
+    def _variant_fn(self, pv: ParamValues) -> Any:
+        fn = self._fns.get(pv)
+        if fn is None:
+            fn = self._fns[pv] = (
+                self.backend.compile_spec(self.spec, pv)
+                if pv
+                else self.backend.compile(self.spec.source, self.spec.kernel, self.spec.options)
+            )
+        return fn
 
     def __call__(self, *args: Any, stream: Any | None = None) -> None:
         try:
@@ -85,30 +99,45 @@ class TunedKernel:
         if plan.timed:
             self._maybe_settle(plan)
         if stream is None:
-            self._fn(plan.grid, plan.block, args, shared_mem=plan.smem)
+            plan.fn(plan.grid, plan.block, args, shared_mem=plan.smem)
         else:
             with stream:
-                self._fn(plan.grid, plan.block, args, shared_mem=plan.smem)
+                plan.fn(plan.grid, plan.block, args, shared_mem=plan.smem)
 
     def plan_for(self, *args: Any) -> tuple[Grid, Block, int]:
-        """(grid, block, dynamic shared memory) the next call with these arguments would use."""
+        """(grid, block, dynamic shared memory) the next call with these arguments would use
+        (`launch_for` also gives the program parameters' values)."""
         plan = self._plans.get(self._read(args)) or self._new_plan(args)
         if plan.todo:
-            return plan.todo[0][1], plan.todo[0][0], plan.todo[0][2]
+            _, _, grid, block, smem = plan.todo[0]
+            return grid, block, smem
         return plan.grid, plan.block, plan.smem
+
+    def launch_for(self, *args: Any) -> LaunchConfig:
+        """The whole launch configuration the next call with these arguments would use."""
+        plan = self._plans.get(self._read(args)) or self._new_plan(args)
+        if plan.todo:
+            cand, _, grid, block, smem = plan.todo[0]
+            pv = cand.params if isinstance(cand, Config) else ParamValues.NONE
+            return LaunchConfig(pv, block, grid, smem)
+        sel = self.selector.select(plan.D)
+        return LaunchConfig(sel.params, plan.block, plan.grid, plan.smem)
 
     # -- once per new D -----------------------------------------------------------------------
 
     def _new_plan(self, args: tuple[Any, ...]) -> _Plan:
         D = self.spec.read_data(args)  # checked: integer, inside the sane range
         sel: Selection = self.selector.select(D)
-        plan = _Plan(D, sel.grid, sel.block, self._smem(D, sel.block))
+        fn = self._variant_fn(sel.params)
+        plan = _Plan(D, sel.grid, sel.block, self._smem(D, sel.config, fn), fn)
         if self.refine > 1 and sel.source == "model":
-            blocks = self.selector.refine_blocks(D, self.refine)
-            if len(blocks) > 1:
-                for block in blocks:
-                    grid = self.selector.grid_for(D, block)
-                    plan.todo.append((block, grid, self._smem(D, block)))
+            candidates = self.selector.refine_blocks(D, self.refine)
+            if len(candidates) > 1:
+                for cand in candidates:
+                    c = cand if isinstance(cand, Config) else Config(ParamValues.NONE, cand)
+                    cfn = self._variant_fn(c.params)
+                    grid = self.selector.grid_for(D, cand)
+                    plan.todo.append((cand, cfn, grid, c.block, self._smem(D, c, cfn)))
         key = self._read(args)
         try:
             hash(key)
@@ -119,25 +148,25 @@ class TunedKernel:
         self._plans[key] = plan
         return plan
 
-    def _smem(self, D: DataSize, block: Block) -> int:
-        nbytes = self.spec.dynamic_smem_for(D, block)
-        if nbytes > max(self._opted_smem, 48 * 1024):
-            self.backend.opt_in_dynamic_smem(self._fn, nbytes)
-            self._opted_smem = nbytes
+    def _smem(self, D: DataSize, c: Config, fn: Any) -> int:
+        nbytes = self.spec.dynamic_smem_for(D, c.block, c.params if self.spec.params else None)
+        if nbytes > max(self._opted.get(id(fn), 0), 48 * 1024):
+            self.backend.opt_in_dynamic_smem(fn, nbytes)
+            self._opted[id(fn)] = nbytes
         return nbytes
 
     # -- refinement ----------------------------------------------------------------------------
 
     def _refining_call(self, plan: _Plan, args: tuple[Any, ...], stream: Any | None) -> None:
         cupy = self.backend.module()
-        block, grid, smem = plan.todo.pop(0)
+        cand, fn, grid, block, smem = plan.todo.pop(0)
         s = stream if stream is not None else cupy.cuda.get_current_stream()
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         start.record(s)
         with s:
-            self._fn(grid, block, args, shared_mem=smem)
+            fn(grid, block, args, shared_mem=smem)
         end.record(s)
-        plan.timed.append((block, start, end))
+        plan.timed.append((cand, start, end))
 
     def _maybe_settle(self, plan: _Plan) -> None:
         """Pin the fastest measured block once all refinement launches have completed."""
@@ -145,11 +174,12 @@ class TunedKernel:
 
         if not all(end.done for _, _, end in plan.timed):
             return
-        times = [(cupy.cuda.get_elapsed_time(s, e), b) for b, s, e in plan.timed]
-        ms, block = min(times)
-        sel = self.selector.fix(plan.D, block, ms)
+        times = [(cupy.cuda.get_elapsed_time(s, e), i) for i, (_, s, e) in enumerate(plan.timed)]
+        ms, i = min(times)
+        sel = self.selector.fix(plan.D, plan.timed[i][0], ms)
+        plan.fn = self._variant_fn(sel.params)
         plan.grid, plan.block = sel.grid, sel.block
-        plan.smem = self._smem(plan.D, sel.block)
+        plan.smem = self._smem(plan.D, sel.config, plan.fn)
         plan.timed = []
 
     def settle(self) -> None:

@@ -31,7 +31,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from klaraptor.core.errors import ExtrapolationWarning, KlaraptorError, KlaraptorWarning
-from klaraptor.core.types import Block, DataSchema, DataSize, Grid
+from klaraptor.core.types import (
+    Block,
+    Config,
+    DataSchema,
+    DataSize,
+    Grid,
+    LaunchConfig,
+    ParamValues,
+)
 from klaraptor.helper.program import HelperProgram
 from klaraptor.store import HistoryRow
 
@@ -46,18 +54,35 @@ HISTORY_BATCH = 64
 
 @dataclass(frozen=True)
 class Selection:
-    """The choice for one D: launch grid and block, the model's estimate and its runners-up."""
+    """The choice for one D: launch grid and block (and, for a kernel with program parameters,
+    the compiled variant `params`), the model's estimate and its runners-up.
+
+    `topk` lists the model's best candidates with their predicted times, the chosen one first
+    (it is also `block`/`params`): blocks, or Configs for a kernel with program parameters.
+    `launch` is the whole launch configuration (parameters, grid, block, shared memory)."""
 
     D: DataSize
     block: Block
     grid: Grid
     predicted_ms: float
-    topk: tuple[tuple[Block, float], ...]
+    topk: tuple[tuple[Any, float], ...]
     source: str  # "model", or "refined" when measured on real calls
     measured_ms: float | None = None
     # How far D lies outside the training sizes ("" inside them), e.g. "N=4096 is 2.7× the
     # largest training size N=1536".
     extrapolated: str = ""
+    params: ParamValues = ParamValues.NONE
+    smem: int = 0
+
+    @property
+    def config(self) -> Config:
+        """The chosen configuration (compiled variant and block)."""
+        return Config(self.params, self.block)
+
+    @property
+    def launch(self) -> LaunchConfig:
+        """What to launch: the variant's parameter values, grid, block and dynamic shared memory."""
+        return LaunchConfig(self.params, self.block, self.grid, self.smem)
 
 
 # Most blocks online refinement tries for one D (tune-once's block may come on top).
@@ -94,6 +119,7 @@ class CandidateRow:
     outputs: dict[str, float]
     rank: int | None
     excluded: str
+    params: ParamValues = ParamValues.NONE
 
 
 def _write_history(
@@ -302,16 +328,19 @@ class Selector:
                 f"{self.helper.kernel}: no candidate block is admissible for D={D} "
                 f"(see explain for each candidate's reason)"
             )
-        cand = self.helper.candidates
+        keys = self.helper.keys
         far = self.extrapolation(D) if self._trained else ""
+        chosen = self.helper.config(top[0])
         sel = Selection(
             D=D,
-            block=cand[top[0]],
+            block=chosen.block,
             grid=grid,  # type: ignore[arg-type]
             predicted_ms=ms[0],
-            topk=tuple(zip([cand[i] for i in top], ms)),
+            topk=tuple(zip([keys[i] for i in top], ms)),
             source="model",
             extrapolated=far,
+            params=chosen.params,
+            smem=self._smem(D, chosen),
         )
         if far and not self._warned_extrapolation:
             self._warned_extrapolation = True
@@ -327,11 +356,18 @@ class Selector:
             self._queue(sel)
         return sel
 
-    def refine_blocks(self, D: Any, kmax: int = REFINE_KMAX) -> list[Block]:
-        """The blocks online refinement tries at D: the model's best, then the next ones while
-        the predicted gap is within the model's band at D (its `band` output, else the build's
-        noise band), at most `kmax`, plus the block measured fastest at the largest training
-        size. Once per new D (it evaluates every output), never on the per-call path."""
+    def _smem(self, D: DataSize, c: Config) -> int:
+        """The dynamic shared memory of configuration `c` at D (0 without a spec or a formula)."""
+        if self.spec is None or self.spec.dynamic_smem is None:
+            return 0
+        return self.spec.dynamic_smem_for(D, c.block, c.params if self.spec.params else None)
+
+    def refine_blocks(self, D: Any, kmax: int = REFINE_KMAX) -> list[Any]:
+        """The candidates online refinement tries at D (blocks, or Configs with program
+        parameters): the model's best, then the next ones while the predicted gap is within the
+        model's band at D (its `band` output, else the build's noise band), at most `kmax`, plus
+        the one measured fastest at the largest training size. Once per new D (it evaluates
+        every output), never on the per-call path."""
         key = self.schema.parse(D)
         pred = self.helper.predict(key)
         ms = np.where(pred.valid, pred.ms, np.inf)
@@ -339,7 +375,7 @@ class Selector:
         band = float(band_out[0]) if band_out is not None else float(self.helper.band)
         must = self.helper.info.get("tune_once")
         top = adaptive_topk(ms, band, None if must is None else int(must), max(1, int(kmax)))
-        return [self.helper.candidates[i] for i in top]
+        return [self.helper.keys[i] for i in top]
 
     def extrapolation(self, D: DataSize) -> str:
         """How far D lies outside the training sizes, in words ("" inside them or unknown)."""
@@ -352,24 +388,28 @@ class Selector:
                 parts.append(f"{name}={v} is {v / lo:.3g}× the smallest training size {name}={lo}")
         return "; ".join(parts)
 
-    def grid_for(self, D: DataSize, block: Block) -> Grid:
-        i = self.helper.candidates.index(tuple(block))
-        return self.helper.grid(D, i)
+    def grid_for(self, D: DataSize, candidate: Block | Config) -> Grid:
+        """The grid of a candidate (a block, or a Config with program parameters) at D."""
+        return self.helper.grid(D, self.helper.index_of(candidate))
 
-    def fix(self, D: Any, block: Block, measured_ms: float) -> Selection:
-        """Pin D to a block measured on real calls (online refinement); persisted as 'refined'."""
+    def fix(self, D: Any, candidate: Block | Config, measured_ms: float) -> Selection:
+        """Pin D to a candidate measured on real calls (online refinement); persisted as
+        'refined'."""
         key = self.schema.parse(D)
         base = self._hits.get(key) or self._select_new(key)
-        pred = dict(base.topk).get(tuple(block), base.predicted_ms)
+        c = self.helper.config(self.helper.index_of(candidate))
+        pred = dict(base.topk).get(self.helper.keys[self.helper.index_of(candidate)])
         sel = Selection(
             D=key,
-            block=tuple(block),  # type: ignore[arg-type]
-            grid=self.grid_for(key, block),
-            predicted_ms=pred,
+            block=c.block,
+            grid=self.grid_for(key, candidate),
+            predicted_ms=base.predicted_ms if pred is None else pred,
             topk=base.topk,
             source="refined",
             measured_ms=float(measured_ms),
             extrapolated=base.extrapolated,
+            params=c.params,
+            smem=self._smem(key, c),
         )
         with self._lock:
             # Raw-form entries of the old choice must not outlive it.
@@ -390,9 +430,11 @@ class Selector:
         rows = []
         for i, b in enumerate(self.helper.candidates):
             why = ""
+            pv = self.helper.config(i).params
             if not pred.admitted[i]:
                 why = (
-                    env_reasons.get(b) or "not launchable for this D (grid or shared memory limit)"
+                    env_reasons.get(self.helper.keys[i])
+                    or "not launchable for this D (grid or shared memory limit)"
                 )
             elif not pred.valid[i]:
                 why = f"prediction is not a finite positive number ({pred.ms[i]!r})"
@@ -406,12 +448,21 @@ class Selector:
                     outputs={k: float(v[i]) for k, v in pred.outputs.items()},
                     rank=rank.get(i),
                     excluded=why,
+                    params=pv,
                 )
             )
-        for b, why in self.rejected.items():
+        for key, why in self.rejected.items():
+            b, pv = (key.block, key.params) if isinstance(key, Config) else (key, ParamValues.NONE)
             rows.append(
                 CandidateRow(
-                    b, b[0] * b[1] * b[2], None, float("nan"), {}, None, f"rejected at build: {why}"
+                    b,
+                    b[0] * b[1] * b[2],
+                    None,
+                    float("nan"),
+                    {},
+                    None,
+                    f"rejected at build: {why}",
+                    params=pv,
                 )
             )
         return rows
@@ -419,11 +470,13 @@ class Selector:
     def _constraint_reasons(self, D: DataSize) -> dict[Block, str]:
         if self.spec is None:
             return {}
-        out: dict[Block, str] = {}
-        for b in self.helper.candidates:
-            ok, why = self.spec.satisfies_constraints(D, b)
+        out: dict[Any, str] = {}
+        has_params = bool(self.spec.params)
+        for i, b in enumerate(self.helper.candidates):
+            pv = self.helper.config(i).params if has_params else None
+            ok, why = self.spec.satisfies_constraints(D, b, pv)
             if not ok:
-                out[b] = why
+                out[self.helper.keys[i]] = why
         return out
 
     # -- history -----------------------------------------------------------------------------
@@ -439,6 +492,7 @@ class Selector:
                 predicted_ms=sel.predicted_ms,
                 measured_ms=sel.measured_ms,
                 source=sel.source,
+                params=sel.params,
             )
         )
         if len(self._pending) >= HISTORY_BATCH or sel.source == "refined":
@@ -481,7 +535,8 @@ class Selector:
         for row in self.store.history(self.helper.kernel, self.device_key, self.helper.model_name):
             if row.source != "refined" or row.D.names != self.schema.names:
                 continue
-            if row.block not in self.helper.candidates:
+            key: Any = Config(row.params, row.block) if self.helper.param_names else row.block
+            if key not in self.helper.keys:
                 continue
             pred = float("nan") if row.predicted_ms is None else float(row.predicted_ms)
             self._cache(
@@ -490,10 +545,12 @@ class Selector:
                     block=row.block,
                     grid=row.grid,
                     predicted_ms=pred,
-                    topk=((row.block, pred),),
+                    topk=((key, pred),),
                     source="refined",
                     measured_ms=row.measured_ms,
                     extrapolated=self.extrapolation(row.D) if self._trained else "",
+                    params=row.params,
+                    smem=self._smem(row.D, Config(row.params, row.block)),
                 )
             )
 
@@ -504,7 +561,9 @@ def format_explain(rows: Sequence[CandidateRow], *, limit: int | None = None) ->
     excluded = [r for r in rows if r.rank is None]
     diag = sorted({k for r in ranked for k in r.outputs} - {"cycles"})
     # Grid before block, as everywhere a launch configuration is shown (CUDA's <<<grid, block>>>).
-    head = ["rank", "grid", "block", "threads", "pred ms", "cycles", *diag]
+    with_params = any(r.params for r in rows)
+    head = ["rank", *(["params"] if with_params else []), "grid", "block", "threads", "pred ms"]
+    head += ["cycles", *diag]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for r in ranked[:limit] if limit else ranked:
         cyc = r.outputs.get("cycles", float("nan"))
@@ -512,6 +571,7 @@ def format_explain(rows: Sequence[CandidateRow], *, limit: int | None = None) ->
             " | ".join(
                 [
                     str(r.rank + 1),
+                    *([str(r.params)] if with_params else []),
                     str(r.grid),
                     str(r.block),
                     str(r.threads),
@@ -522,5 +582,6 @@ def format_explain(rows: Sequence[CandidateRow], *, limit: int | None = None) ->
             )
         )
     for r in excluded:
-        lines.append(f"excluded {r.block}: {r.excluded}")
+        what = f"{r.params} {r.block}" if r.params else str(r.block)
+        lines.append(f"excluded {what}: {r.excluded}")
     return "\n".join(lines)

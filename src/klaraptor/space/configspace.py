@@ -27,7 +27,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from klaraptor.core.errors import SpecError
-from klaraptor.core.types import BLOCK_VARS, Block, DataSchema, DataSize, Grid, KernelAttributes
+from klaraptor.core.types import (
+    BLOCK_VARS,
+    Block,
+    Config,
+    DataSchema,
+    DataSize,
+    Grid,
+    KernelAttributes,
+    ParamValues,
+)
 from klaraptor.spec import Constraint, KernelSpec
 from klaraptor.spec.expressions import constraint_masks, parse_constraints
 
@@ -42,7 +51,8 @@ MIN_DEFAULT_THREADS = 32  # below one warp a block wastes lanes on every SM
 
 @dataclass(frozen=True)
 class PlannedPoint:
-    """One (D, block) of a plan: 'measure', or 'rejected' with the reason."""
+    """One (D, configuration) of a plan: 'measure', or 'rejected' with the reason. `params`
+    is the compiled variant (none without program parameters)."""
 
     D: DataSize
     block: Block
@@ -51,10 +61,15 @@ class PlannedPoint:
     grid: Grid | None = None
     dynamic_smem: int = 0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    params: ParamValues = ParamValues.NONE
 
     @property
     def threads(self) -> int:
         return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def config(self) -> Config:
+        return Config(self.params, self.block)
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -202,7 +217,8 @@ class ConfigSpace:
     def _user_items(self, data_names: Sequence[str]) -> tuple[tuple[str, Any], ...]:
         key = tuple(data_names)
         if key not in self._parsed_user:
-            allowed = (*key, *BLOCK_VARS)
+            params = self.spec.param_names if self.spec is not None else ()
+            allowed = (*key, *params, *BLOCK_VARS)
             self._parsed_user[key] = parse_constraints(
                 self.user_constraints, allowed, "ConfigSpace user constraints"
             )
@@ -223,8 +239,10 @@ class ConfigSpace:
         blocks: Sequence[Block] | None = None,
         *,
         spec: KernelSpec | None = None,
+        params: ParamValues | None = None,
     ) -> tuple[list[Block], list[tuple[Block, str]]]:
-        """(blocks satisfying every constraint for D, [(block, reason)] for the others)."""
+        """(blocks satisfying every constraint for D, [(block, reason)] for the others); for a
+        kernel with program parameters, of the compiled variant `params`."""
         spec = spec or self.spec
         d = self._data(D, spec)
         blocks = list(self._candidates if blocks is None else blocks)
@@ -235,7 +253,13 @@ class ConfigSpace:
         if not items:
             return blocks, []
         bx, by, bz = self.arrays(blocks)
-        env: dict[str, Any] = {**dict(d.items()), "bx": bx, "by": by, "bz": bz}
+        env: dict[str, Any] = {
+            **dict(d.items()),
+            **dict(params or {}),
+            "bx": bx,
+            "by": by,
+            "bz": bz,
+        }
         masks = constraint_masks(items, env)
         ok: list[Block] = []
         rejected: list[tuple[Block, str]] = []
@@ -257,8 +281,10 @@ class ConfigSpace:
         device: DeviceProfile,
         *,
         spec: KernelSpec | None = None,
+        params: ParamValues | None = None,
     ) -> tuple[list[Block], list[tuple[Block, str]]]:
-        """Split blocks into (launchable, [(block, reason)]) WITHOUT launching anything.
+        """Split blocks into (launchable, [(block, reason)]) WITHOUT launching anything (for a
+        kernel with program parameters: of the compiled variant `params`, whose `attrs`).
 
         A block is refused when its threads exceed the function's register-limited
         max_threads_per_block or the device limit, a dimension exceeds the device's block dims,
@@ -278,8 +304,9 @@ class ConfigSpace:
         dyns = np.zeros(len(blocks))
         if spec is not None:
             bx, by, bz = self.arrays(blocks)
-            grids = np.stack(spec.grid_arrays(d, bx, by, bz), axis=-1).reshape(len(blocks), 3)
-            dyns = np.asarray(spec.dynamic_smem_arrays(d, bx, by, bz), dtype=np.float64)
+            pv = params if spec.params else None
+            grids = np.stack(spec.grid_arrays(d, bx, by, bz, pv), axis=-1).reshape(len(blocks), 3)
+            dyns = np.asarray(spec.dynamic_smem_arrays(d, bx, by, bz, pv), dtype=np.float64)
             dyns = np.broadcast_to(dyns, (len(blocks),))
         ok: list[Block] = []
         rejected: list[tuple[Block, str]] = []
@@ -352,42 +379,72 @@ class ConfigSpace:
 
     # -- dry run ------------------------------------------------------------------------------------
 
+    def variants(self, spec: KernelSpec | None = None) -> list[ParamValues]:
+        """The compiled variants of the space's kernel ([ParamValues.NONE] without program
+        parameters)."""
+        spec = spec or self.spec
+        return spec.variants() if spec is not None else [ParamValues.NONE]
+
+    def configs(self, spec: KernelSpec | None = None) -> list[Config]:
+        """Every candidate configuration: variant by variant (the spec's order), each with
+        every candidate block (canonical order)."""
+        return [Config(pv, b) for pv in self.variants(spec) for b in self._candidates]
+
     def dry_run(
         self,
         spec: KernelSpec | None,
         sizes: Iterable[Mapping[str, Any] | Sequence[Any] | int],
         device: DeviceProfile | None = None,
-        attrs: KernelAttributes | None = None,
+        attrs: KernelAttributes | Mapping[ParamValues, KernelAttributes] | None = None,
     ) -> list[PlannedPoint]:
-        """The collection plan for `sizes`: every (D, block) marked 'measure' or 'rejected'.
+        """The collection plan for `sizes`: every (D, configuration) marked 'measure' or
+        'rejected'.
 
         Constraints always apply; device limits apply when `device` is given, function limits
-        (registers, static shared memory) when `attrs` is given too. Nothing touches a GPU.
+        (registers, static shared memory) when `attrs` is given too (for a kernel with program
+        parameters, a mapping of each compiled variant's attributes). Nothing touches a GPU.
         """
         spec = spec or self.spec
         plan: list[PlannedPoint] = []
         for D in sizes:
             d = self._data(D, spec)
-            ok, rejected = self.admissible(d, spec=spec)
-            reasons: dict[Block, str] = dict(rejected)
-            if device is not None:
-                ok, rej2 = self.filter_launchable(ok, d, attrs, device, spec=spec)
-                reasons.update(rej2)
-            good = set(ok)
-            for b in self._candidates:
-                if b in good:
-                    grid: Block | None = None
-                    dyn = 0
-                    if spec is not None:
-                        try:
-                            grid = spec.grid_for(d, b)
-                            dyn = spec.dynamic_smem_for(d, b)
-                        except SpecError as exc:
-                            plan.append(PlannedPoint(d, b, "rejected", str(exc)))
-                            continue
-                    plan.append(PlannedPoint(d, b, "measure", "", grid, dyn))
-                else:
-                    plan.append(PlannedPoint(d, b, "rejected", reasons.get(b, "")))
+            for pv in self.variants(spec):
+                a = attrs.get(pv) if isinstance(attrs, Mapping) else attrs
+                plan += self._dry_run_variant(spec, d, device, a, pv)
+        return plan
+
+    def _dry_run_variant(
+        self,
+        spec: KernelSpec | None,
+        d: DataSize,
+        device: DeviceProfile | None,
+        attrs: KernelAttributes | None,
+        pv: ParamValues,
+    ) -> list[PlannedPoint]:
+        has_params = spec is not None and bool(spec.params)
+        ok, rejected = self.admissible(d, spec=spec, params=pv if has_params else None)
+        reasons: dict[Block, str] = dict(rejected)
+        if device is not None:
+            ok, rej2 = self.filter_launchable(
+                ok, d, attrs, device, spec=spec, params=pv if has_params else None
+            )
+            reasons.update(rej2)
+        good = set(ok)
+        plan: list[PlannedPoint] = []
+        for b in self._candidates:
+            if b in good:
+                grid: Block | None = None
+                dyn = 0
+                if spec is not None:
+                    try:
+                        grid = spec.grid_for(d, b, pv if has_params else None)
+                        dyn = spec.dynamic_smem_for(d, b, pv if has_params else None)
+                    except SpecError as exc:
+                        plan.append(PlannedPoint(d, b, "rejected", str(exc), params=pv))
+                        continue
+                plan.append(PlannedPoint(d, b, "measure", "", grid, dyn, params=pv))
+            else:
+                plan.append(PlannedPoint(d, b, "rejected", reasons.get(b, ""), params=pv))
         return plan
 
 
@@ -411,7 +468,7 @@ def format_dry_run(
             head = ("block", "threads", "grid", "smem", "status", "reason")
             table = [
                 (
-                    "×".join(map(str, p.block)),
+                    "×".join(map(str, p.block)) + (f" [{p.params}]" if p.params else ""),
                     str(p.threads),
                     "×".join(map(str, p.grid)) if p.grid else "-",
                     str(p.dynamic_smem) if p.status == "measure" else "-",

@@ -15,11 +15,31 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from klaraptor.core.enums import HistorySource, MeasurementStatus
 from klaraptor.core.errors import SpecError, StoreError
-from klaraptor.core.types import Block, DataSize, Grid, KernelAttributes
+from klaraptor.core.types import Block, Config, DataSize, Grid, KernelAttributes, ParamValues
 
-MEASUREMENT_STATUSES = ("ok", "failed", "rejected")
-HISTORY_SOURCES = ("model", "refined", "history")
+MEASUREMENT_STATUSES = tuple(MeasurementStatus)
+HISTORY_SOURCES = tuple(HistorySource)
+
+
+def params_text(pv: ParamValues) -> str:
+    """A variant's stored key: "ITEMS=4,TILE=16" in the spec's order ("" without parameters)."""
+    return ",".join(f"{n}={v}" for n, v in pv.items())
+
+
+def params_from_text(text: str, names: tuple[str, ...] = ()) -> ParamValues:
+    """The inverse of `params_text` (names are checked against `names` when given)."""
+    if not text:
+        return ParamValues.NONE
+    pairs = [part.partition("=") for part in text.split(",")]
+    try:
+        pv = ParamValues([n for n, _, _ in pairs], [int(v) for _, _, v in pairs])
+    except ValueError:
+        raise StoreError(f"malformed parameter values {text!r} in the store") from None
+    if names and pv.names != names:
+        raise StoreError(f"stored parameter values {text!r} do not name {list(names)}")
+    return pv
 
 
 def now() -> float:
@@ -56,9 +76,24 @@ class CollectFacts:
     imports: tuple[dict[str, Any], ...] = ()
     # Bytes of the array arguments `make_args` builds, per D (values): the argument footprint.
     arg_bytes: tuple[tuple[tuple[int, ...], int], ...] = ()
+    # A kernel with program parameters: each compiled variant's own attributes (registers,
+    # static shared memory), by `params_text`; `attributes` is then the default variant's.
+    variant_attributes: dict[str, KernelAttributes] = field(default_factory=dict)
+
+    def attributes_of(self, pv: ParamValues) -> KernelAttributes | None:
+        """The attributes of one compiled variant (the kernel's own without parameters)."""
+        if not pv:
+            return self.attributes
+        return self.variant_attributes.get(params_text(pv))
 
     def to_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if self.variant_attributes:  # absent without parameters: stored facts stay as they were
+            extra["variant_attributes"] = {
+                k: a.to_dict() for k, a in sorted(self.variant_attributes.items())
+            }
         return {
+            **extra,
             "attributes_assumed": dict(self.attributes_assumed),
             "imports": [dict(i) for i in self.imports],
             "arg_bytes": [[list(D), int(b)] for D, b in self.arg_bytes],
@@ -98,6 +133,10 @@ class CollectFacts:
                 arg_bytes=tuple(
                     (tuple(int(v) for v in D), int(b)) for D, b in d.get("arg_bytes") or ()
                 ),
+                variant_attributes={
+                    str(k): KernelAttributes.from_dict(a)
+                    for k, a in (d.get("variant_attributes") or {}).items()
+                },
             )
         except (TypeError, ValueError, AttributeError, SpecError) as exc:
             raise StoreError(f"malformed collect facts {dict(d)}: {exc}") from None
@@ -116,10 +155,11 @@ class TruthDecision:
 
 @dataclass
 class Measurement:
-    """One measured (or refused) point: kernel × device × D × block × kind.
+    """One measured (or refused) point: kernel × device × D × configuration × kind.
 
     `value` is a JSON-safe dict (e.g. `{"median_ms": 0.12, "spread": 0.01}` for kind 'time',
-    the raw counters for 'ncu').
+    the raw counters for 'ncu'). The configuration is `params` (the compiled variant; none
+    without program parameters) and `block`.
     """
 
     kernel: str
@@ -131,6 +171,7 @@ class Measurement:
     value: dict[str, Any]
     reason: str = ""
     created: float = field(default_factory=now)
+    params: ParamValues = ParamValues.NONE
 
 
 @dataclass(frozen=True)
@@ -147,11 +188,12 @@ class BuildInfo:
 @dataclass(frozen=True)
 class BuildRecord(BuildInfo):
     """A build: the helper program (its `to_dict` form), the build report (a JSON document of
-    fits, timings and model selection) and the blocks refused at build time with why."""
+    fits, timings and model selection) and the configurations refused at build time with why:
+    keyed by block for a kernel without program parameters, else by `Config`."""
 
     helper: dict[str, Any] = field(default_factory=dict, compare=False)
     report: dict[str, Any] = field(default_factory=dict, compare=False)
-    rejected: dict[Block, str] = field(default_factory=dict, compare=False)
+    rejected: dict[Block | Config, str] = field(default_factory=dict, compare=False)
 
 
 @dataclass
@@ -166,6 +208,7 @@ class HistoryRow:
     source: str = "model"
     created: float = field(default_factory=now)
     model: str = ""
+    params: ParamValues = ParamValues.NONE  # the chosen variant (none without parameters)
 
 
 @dataclass(frozen=True)
@@ -225,6 +268,8 @@ def opt_float(x: Any) -> float | None:
 __all__ = [
     "HISTORY_SOURCES",
     "MEASUREMENT_STATUSES",
+    "params_from_text",
+    "params_text",
     "BuildInfo",
     "BuildRecord",
     "CollectFacts",

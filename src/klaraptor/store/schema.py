@@ -6,7 +6,9 @@ its payload, and keyed everything per GPU by name, driver and SM clock. Version 
 own table and keys by what changes performance (`DeviceProfile.key`: model, SMs, clocks, memory
 size), with the driver recorded in each build's report; `migrate_1_to_2` moves the data over in
 the same write transaction that opens the file. Version 3 adds the tables of statistical models
-(`kernel_features`, `stat_models`: SNOWPACK's static features and fitted models).
+(`kernel_features`, `stat_models`: SNOWPACK's static features and fitted models). Version 4 adds
+program parameters: a measurement, a history row and a build's refused configuration name their
+compiled variant (`params`, "ITEMS=4,TILE=16", empty without parameters).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from klaraptor.core.errors import StoreError
 from klaraptor.store.records import CollectFacts, dumps
 
 APPLICATION_ID = 0x4B4C5250  # "KLRP" in the SQLite header: marks a klaraptor store
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE meta (
@@ -70,7 +72,8 @@ CREATE TABLE measurements (
     value   TEXT NOT NULL,
     reason  TEXT NOT NULL DEFAULT '',
     created REAL NOT NULL,
-    UNIQUE (kernel, device, d, bx, by, bz, kind)
+    params  TEXT NOT NULL DEFAULT '',
+    UNIQUE (kernel, device, d, params, bx, by, bz, kind)
 );
 CREATE INDEX measurements_by_kind ON measurements (kernel, device, kind, status);
 CREATE TABLE builds (
@@ -89,7 +92,8 @@ CREATE TABLE build_rejected (
     by       INTEGER NOT NULL,
     bz       INTEGER NOT NULL,
     reason   TEXT NOT NULL,
-    PRIMARY KEY (build_id, bx, by, bz)
+    params   TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (build_id, params, bx, by, bz)
 );
 CREATE TABLE history (
     id           INTEGER PRIMARY KEY,
@@ -107,6 +111,7 @@ CREATE TABLE history (
     measured_ms  REAL,
     source       TEXT NOT NULL CHECK (source IN ('model', 'refined', 'history')),
     created      REAL NOT NULL,
+    params       TEXT NOT NULL DEFAULT '',
     UNIQUE (kernel, device, model, d)
 );
 CREATE TABLE kernel_features (
@@ -297,8 +302,36 @@ def migrate_2_to_3(conn: sqlite3.Connection) -> None:
             conn.execute(stmt)
 
 
+def _rebuild(conn: sqlite3.Connection, table: str, columns: str) -> None:
+    """Recreate `table` with the current schema's definition (SQLite cannot change a key in
+    place), copying `columns` over; its indexes are made again."""
+    conn.execute(f"ALTER TABLE {table} RENAME TO {table}_old")
+    for stmt in SCHEMA.split(";"):
+        m = re.search(r"CREATE (?:TABLE|INDEX) (\w+)(?: ON (\w+))?", stmt)
+        if m and (m.group(1) == table or m.group(2) == table):
+            if m.group(2) == table:
+                conn.execute(f"DROP INDEX IF EXISTS {m.group(1)}")
+            conn.execute(stmt)
+    conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {table}_old")
+    conn.execute(f"DROP TABLE {table}_old")
+
+
+def migrate_3_to_4(conn: sqlite3.Connection) -> None:
+    """Schema 3 → 4: program parameters. Measurements and a build's refused configurations get
+    `params` in their key, history rows a `params` column; every existing row is of a kernel
+    without parameters (params '')."""
+    _rebuild(
+        conn,
+        "measurements",
+        "id, kernel, device, d, bx, by, bz, kind, status, value, reason, created",
+    )
+    _rebuild(conn, "build_rejected", "build_id, bx, by, bz, reason")
+    conn.execute("ALTER TABLE history ADD COLUMN params TEXT NOT NULL DEFAULT ''")
+
+
 # MIGRATIONS[v] upgrades a store from schema v to v + 1 inside the open write transaction.
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: migrate_1_to_2,
     2: migrate_2_to_3,
+    3: migrate_3_to_4,
 }

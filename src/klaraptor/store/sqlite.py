@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from klaraptor.core.errors import KlaraptorError, StoreError
-from klaraptor.core.types import Block, DataSize
+from klaraptor.core.types import Block, Config, DataSize, ParamValues
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.store.connection import HINT, StoreFile
 from klaraptor.store.records import (
@@ -40,6 +40,8 @@ from klaraptor.store.records import (
     dumps,
     now,
     opt_float,
+    params_from_text,
+    params_text,
 )
 
 
@@ -310,12 +312,13 @@ class Store(StoreFile):
             dumps(dict(m.value)),
             m.reason or "",
             float(m.created),
+            params_text(m.params),
         )
 
     _PUT_MEASUREMENT = (
         "INSERT INTO measurements (kernel, device, d, bx, by, bz, kind, status, value, reason, "
-        "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (kernel, device, d, bx, by, bz, kind) DO UPDATE SET "
+        "created, params) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (kernel, device, d, params, bx, by, bz, kind) DO UPDATE SET "
         "status = excluded.status, value = excluded.value, reason = excluded.reason, "
         "created = excluded.created"
     )
@@ -341,7 +344,7 @@ class Store(StoreFile):
     ) -> list[Measurement]:
         """Points of one kernel on one device, optionally of one kind / status, oldest first."""
         sql = (
-            "SELECT d, bx, by, bz, kind, status, value, reason, created "
+            "SELECT d, bx, by, bz, kind, status, value, reason, created, params "
             "FROM measurements WHERE kernel = ? AND device = ?"
         )
         params: list[Any] = [kernel, device]
@@ -366,22 +369,34 @@ class Store(StoreFile):
                 value=self._object(r[6], f"a measurement of {kernel!r}"),
                 reason=r[7],
                 created=r[8],
+                params=params_from_text(r[9]),
             )
             for r in rows
         ]
 
     def measured_keys(self, kernel: str, device: str, kind: str) -> set[tuple[DataSize, Block]]:
-        """(D, block) pairs already done (status ok or failed): what a resumed build skips."""
+        """(D, block) pairs already done (status ok or failed) of a kernel without program
+        parameters: what a resumed build skips (`measured_configs` for every kernel)."""
+        return {
+            (D, c.block) for D, c in self.measured_configs(kernel, device, kind) if not c.params
+        }
+
+    def measured_configs(self, kernel: str, device: str, kind: str) -> set[tuple[DataSize, Config]]:
+        """(D, configuration) pairs already done (status ok or failed): what a resumed build
+        skips."""
         rows = self._read(
-            "SELECT d, bx, by, bz FROM measurements WHERE kernel = ? AND device = ? AND kind = ? "
-            "AND status IN ('ok', 'failed')",
+            "SELECT d, params, bx, by, bz FROM measurements WHERE kernel = ? AND device = ? "
+            "AND kind = ? AND status IN ('ok', 'failed')",
             (kernel, device, kind),
         )
         if not rows:
             return set()
         names = self.data_names(kernel)
         what = f"a measurement of {kernel!r}"
-        return {(self._size(d, names, what), (bx, by, bz)) for d, bx, by, bz in rows}
+        return {
+            (self._size(d, names, what), Config(params_from_text(p), (bx, by, bz)))
+            for d, p, bx, by, bz in rows
+        }
 
     def count_measurements(self, kernel: str | None = None) -> int:
         """Number of measurement rows (of one kernel, or all)."""
@@ -400,11 +415,15 @@ class Store(StoreFile):
         model: str,
         helper: Mapping[str, Any],
         report: Mapping[str, Any],
-        rejected: Mapping[Block, str] | None = None,
+        rejected: Mapping[Block | Config, str] | None = None,
     ) -> int:
-        """Record a build (helper program, report, blocks refused at build); returns its id."""
+        """Record a build (helper program, report, configurations refused at build: keyed by
+        block, or by Config for a kernel with program parameters); returns its id."""
         helper_json, report_json = dumps(dict(helper)), dumps(dict(report))
-        rej = [(*_triple(b, "rejected block"), str(why)) for b, why in (rejected or {}).items()]
+        rej = []
+        for key, why in (rejected or {}).items():
+            pv, b = (key.params, key.block) if isinstance(key, Config) else (ParamValues.NONE, key)
+            rej.append((*_triple(b, "rejected block"), str(why), params_text(pv)))
 
         def body(c: sqlite3.Connection) -> int:
             build_id = int(
@@ -415,7 +434,8 @@ class Store(StoreFile):
                 ).lastrowid
             )
             c.executemany(
-                "INSERT INTO build_rejected (build_id, bx, by, bz, reason) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO build_rejected (build_id, bx, by, bz, reason, params) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 [(build_id, *r) for r in rej],
             )
             return build_id
@@ -441,14 +461,16 @@ class Store(StoreFile):
             return None
         r = rows[0]
         what = f"build {r[0]} of {kernel!r}"
-        rejected = {
-            (bx, by, bz): why
-            for bx, by, bz, why in self._read(
-                "SELECT bx, by, bz, reason FROM build_rejected WHERE build_id = ? "
-                "ORDER BY bx, by, bz",
-                (r[0],),
+        rejected: dict[Block | Config, str] = {}
+        for bx, by, bz, why, p in self._read(
+            "SELECT bx, by, bz, reason, params FROM build_rejected WHERE build_id = ? "
+            "ORDER BY params, bx, by, bz",
+            (r[0],),
+        ):
+            key: Block | Config = (
+                (bx, by, bz) if not p else Config(params_from_text(p), (bx, by, bz))
             )
-        }
+            rejected[key] = why
         helper, report = self._json(r[5], what), self._json(r[6], what)
         if not isinstance(helper, dict) or not isinstance(report, dict):
             raise self._err(f"{what} is malformed (helper and report must be JSON objects)")
@@ -561,6 +583,7 @@ class Store(StoreFile):
             opt_float(row.measured_ms),
             row.source,
             float(row.created),
+            params_text(row.params),
         )
 
     def record_history(
@@ -572,13 +595,13 @@ class Store(StoreFile):
             self._write(
                 lambda c: c.executemany(
                     "INSERT INTO history (kernel, device, model, d, bx, by, bz, gx, gy, gz, "
-                    "predicted_ms, measured_ms, source, created) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "predicted_ms, measured_ms, source, created, params) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (kernel, device, model, d) DO UPDATE SET "
                     "bx = excluded.bx, by = excluded.by, bz = excluded.bz, gx = excluded.gx, "
                     "gy = excluded.gy, gz = excluded.gz, predicted_ms = excluded.predicted_ms, "
                     "measured_ms = excluded.measured_ms, source = excluded.source, "
-                    "created = excluded.created",
+                    "created = excluded.created, params = excluded.params",
                     data,
                 )
             )
@@ -587,8 +610,8 @@ class Store(StoreFile):
     def history(self, kernel: str, device: str, model: str | None = None) -> list[HistoryRow]:
         """Recorded decisions of a kernel on a device (optionally one model), oldest first."""
         sql = (
-            "SELECT d, bx, by, bz, gx, gy, gz, predicted_ms, measured_ms, source, created, model "
-            "FROM history WHERE kernel = ? AND device = ?"
+            "SELECT d, bx, by, bz, gx, gy, gz, predicted_ms, measured_ms, source, created, model, "
+            "params FROM history WHERE kernel = ? AND device = ?"
         )
         params: list[Any] = [kernel, device]
         if model is not None:
@@ -608,6 +631,7 @@ class Store(StoreFile):
                 source=r[9],
                 created=r[10],
                 model=r[11],
+                params=params_from_text(r[12]),
             )
             for r in rows
         ]
