@@ -75,7 +75,7 @@ def test_plan_rejects_unlaunchable_points_with_reasons() -> None:
     big = [p.block[0] for p in plan.points if p.D["N"] == 5000]
     assert big == list(range(32, 641, 32))
     assert [p.id for p in plan.points] == list(range(len(plan.points)))
-    reasons = {(d["N"], b[0]): why for d, b, why in plan.rejected}
+    reasons = {(d["N"], c.block[0]): why for d, c, why in plan.rejected}
     assert "bx <= N" in reasons[(100, 128)]
     assert "max_threads_per_block 640" in reasons[(5000, 672)]
     assert "registers" in reasons[(5000, 1024)]
@@ -108,7 +108,7 @@ def test_resume_skips_measured_points(tmp_path: Path) -> None:
                 Measurement(s.name, "other GPU", n, (256, 1, 1), "time", "ok", {}),
             ]
         )
-        done = store.measured_keys(s.name, dev.key, kc.TIME)
+        done = store.measured_configs(s.name, dev.key, kc.TIME)
         plan = kc.plan_points(s, [n], space, ATTRS, dev, done)
     # ok and failed points are done; a 'rejected' row and another device's row are not.
     assert [p.block[0] for p in plan.todo] == [128, 256]

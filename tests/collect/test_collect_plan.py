@@ -94,7 +94,7 @@ def test_a_crash_costs_one_point_and_the_plan_goes_on(case, monkeypatch, tmp_pat
     ids = {}
     for p in laid.points:
         for cold in (False, True) if p.D == spec.size(1536) else (False,):
-            ids[keys[(p.D, p.block, cold)]] = len(ids)
+            ids[keys[(p.D, p.config, cold)]] = len(ids)
     _emulate(monkeypatch, tmp_path, rows, crash=f"{ids[victim]}:{tmp_path / 'crashed'}")
     with Store(tmp_path / "s.sqlite") as store:
         kc._register(store, spec)
@@ -141,7 +141,9 @@ def test_cold_points_skip_the_output_check() -> None:
         check_outputs=lambda *a, **k: rec.calls.append("compared") or {"ok": True},
         launch=lambda *a, **k: None,
     )
-    k = SimpleNamespace(backend=backend, spec=spec, fn=None, launcher=lambda p, args: None)
+    k = SimpleNamespace(
+        backend=backend, spec=spec, fn=None, fn_for=lambda pv: None, launcher=lambda p, args: None
+    )
     D = suite.get(KERNEL).size(64)
     for cold in (False, True):
         rec.calls.clear()

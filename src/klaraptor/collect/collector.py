@@ -55,7 +55,8 @@ class CollectOptions:
 
     Timing: `warmup` launches, then samples of `inner` back-to-back launches (batched until one
     sample lasts `target_sample_ms`, at most `max_inner`) until `min_time_ms` of kernel time is
-    measured (at least `min_repeats`, at most `max_repeats` samples, at most `max_point_s` s).
+    measured (at least `min_repeats`, at most `max_repeats` samples, at most `max_point_s` s);
+    with `racing`, the points of one size race and only the contenders get that protocol.
     `flush_l2` rewrites a 2 × L2 buffer before every sample (then inner = 1). `check` compares
     the outputs with `spec.reference` once per point.
     Isolation: a point taking longer than `timeout_s` is failed and its worker replaced; a
@@ -87,6 +88,13 @@ class CollectOptions:
     python: str | None = None
     keep_workdir: bool = False
     backend: str = ""
+    # Racing (`klaraptor.collect.racing`): the points of one size get a first estimate of
+    # `race_first_ms` of kernel time, and only those within the noise band of the leader are
+    # timed with the full protocol above. `noise_band` None: the device's default band.
+    racing: bool = True
+    race_first_ms: float = 1.0
+    race_first_repeats: int = 3
+    noise_band: float | None = None
 
 
 # ---------------------------------------------------------------------------------------------

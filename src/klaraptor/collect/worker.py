@@ -42,6 +42,7 @@ from typing import Any
 
 from klaraptor.backends.cupy_backend import CupyBackend, Timer, count_barriers, describe_error
 from klaraptor.collect.process import EXIT_CONTEXT_LOST, EXIT_FATAL, EXIT_OK, NVTX_PREFIX, Events
+from klaraptor.collect.racing import DEFAULT_BAND, RaceSettings, race
 from klaraptor.core.errors import CollectError, CompileError
 from klaraptor.core.types import Block, Config, DataSize, Grid, ParamValues
 
@@ -495,10 +496,109 @@ def _run_time(job: Job, events: Events) -> int:
     timers = _Timers(k, flush_all=bool(opts.flush_l2))
     cache = _ArgsCache(job.spec, opts.seed, k.backend)
     events.emit("ready", pid=os.getpid(), **k.timings())
-    for p in _ordered(job.points, job.spec):
+    points = list(_ordered(job.points, job.spec))
+    if getattr(opts, "racing", False):
+        for group in _same_size_groups(points):
+            if _race_group(k, cache, timers, group, opts, events)[0]:
+                return EXIT_CONTEXT_LOST
+        return EXIT_OK
+    for p in points:
         if _time_one(k, cache, timers, p, opts, events)[0] == "lost":
             return EXIT_CONTEXT_LOST
     return EXIT_OK
+
+
+def _same_size_groups(points: Sequence[Point]) -> list[list[Point]]:
+    """Consecutive runs of points with one D and one cold flag (the sweeps that race)."""
+    groups: list[list[Point]] = []
+    for p in points:
+        if groups and groups[-1][0].D == p.D and groups[-1][0].cold == p.cold:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    return groups
+
+
+def _race_group(
+    k: _Kernel,
+    cache: _ArgsCache,
+    timers: _Timers,
+    points: Sequence[Point],
+    opts: Any,
+    events: Events,
+    since: float | None = None,
+) -> tuple[bool, dict[int, tuple[str, dict[str, Any]]]]:
+    """Race the points of one size (`klaraptor.collect.racing`) and emit one result per point.
+
+    Every measurement of a point is preceded by its `start` event, so a crash or a hang is
+    blamed on the point being measured. Returns (the CUDA context was lost, {point id: (status,
+    value)} of the points with a result); after a loss the points not measured get no result
+    (the next worker measures them)."""
+    import dataclasses
+
+    band = getattr(opts, "noise_band", None) or DEFAULT_BAND
+    settings = RaceSettings(
+        first_ms=float(getattr(opts, "race_first_ms", 1.0)),
+        first_repeats=int(getattr(opts, "race_first_repeats", 3)),
+        band=float(band),
+    )
+    quick = dataclasses.replace(
+        opts, min_time_ms=settings.first_ms, min_repeats=settings.first_repeats
+    )
+    precise = dataclasses.replace(opts, check=False)  # checked at the first estimate
+    by_id = {p.id: p for p in points}
+    failed: dict[int, tuple[str, dict[str, Any], str]] = {}
+    walls: dict[int, float] = {}
+    lost = False
+    t_prev = time.perf_counter() if since is None else since
+
+    def measure(pid: int, options: Any) -> dict[str, Any] | None:
+        nonlocal lost, t_prev
+        if lost:
+            return None
+        p = by_id[pid]
+        events.emit("start", id=pid)
+        try:
+            value = _measure_point(k, cache, timers.get(p.cold), p, options)
+            return value
+        except _PointFailed as exc:
+            failed[pid] = ("failed", exc.value, str(exc))
+            return None
+        except Exception as exc:  # noqa: BLE001 - any error is this point's failure
+            reason = f"{describe_error(exc)} [{_config(p)}]"
+            if k.backend.context_alive():
+                failed[pid] = ("failed", {}, reason)
+            else:
+                lost = True
+                failed[pid] = (
+                    "failed",
+                    {},
+                    reason + " (the CUDA context was lost; the worker is replaced)",
+                )
+            return None
+        finally:
+            now = time.perf_counter()
+            walls[pid] = walls.get(pid, 0.0) + now - t_prev
+            t_prev = now
+
+    values = race(
+        [p.id for p in points],
+        lambda pid: measure(pid, quick),
+        lambda pid: measure(pid, precise),
+        settings,
+    )
+    out: dict[int, tuple[str, dict[str, Any]]] = {}
+    for p in points:
+        if p.id in failed:
+            status, value, reason = failed[p.id]
+            events.emit("result", id=p.id, status=status, value=value, reason=reason)
+            out[p.id] = (status, value)
+        elif values.get(p.id) is not None:
+            value = dict(values[p.id])  # type: ignore[arg-type]
+            value["wall_s"] = walls.get(p.id, 0.0)  # both stages: what the point cost
+            events.emit("result", id=p.id, status="ok", value=value)
+            out[p.id] = ("ok", value)
+    return lost, out
 
 
 class _Timers:
@@ -566,7 +666,13 @@ def plan_result(value: Mapping[str, Any]) -> tuple[float, ...]:
     return (*out, float(value["setup_s"])) if "setup_s" in value else out
 
 
-def plan_loop(job: Job, events: Events, measure: Callable[[Point, float], tuple[str, Any]]) -> int:
+def plan_loop(
+    job: Job,
+    events: Events,
+    measure: Callable[[Point, float], tuple[str, Any]],
+    measure_group: Callable[[list[Point], float], tuple[bool, dict[int, tuple[str, Any]]]]
+    | None = None,
+) -> int:
     """Mode plan's loop: replay the job's plan over the results so far, measure the points it
     asks for next (`measure(point, since)` emits their events: ("ok", value) | ("failed",
     value) | ("lost", value) when the CUDA context is gone), until the plan is done; the job's
@@ -575,7 +681,11 @@ def plan_loop(job: Job, events: Events, measure: Callable[[Point, float], tuple[
 
     `since` is when the previous point ended: a measured wall from there charges the point with
     everything the session spent on it (replanning, argument set-up, events), so the plan's
-    budget counts the whole session after start-up, not only the timed launches."""
+    budget counts the whole session after start-up, not only the timed launches.
+
+    `measure_group(points, since)`, when given, measures the points the plan asks for at one
+    size together (racing) and emits their events: (the context was lost, {id: (status,
+    value)})."""
     plan = job.extra["plan"]
     key_of: dict[int, Any] = {int(i): tuple(v) for i, v in job.extra["keys"].items()}
     by_key = {key_of[p.id]: p for p in job.points}
@@ -583,12 +693,27 @@ def plan_loop(job: Job, events: Events, measure: Callable[[Point, float], tuple[
     exists = set(by_key) | set(results)
     since = time.perf_counter()
     while need := plan.next_points(results, exists):
-        for key in need:
-            status, value = measure(by_key[key], since)
+        groups = (
+            _same_size_groups([by_key[k] for k in need])
+            if measure_group is not None
+            else [[by_key[k]] for k in need]
+        )
+        for group in groups:
+            if len(group) > 1 and measure_group is not None:
+                lost, got = measure_group(group, since)
+                since = time.perf_counter()
+                for p in group:
+                    if p.id in got:
+                        status, value = got[p.id]
+                        results[key_of[p.id]] = plan_result(value) if status == "ok" else None
+                if lost:
+                    return EXIT_CONTEXT_LOST
+                continue
+            status, value = measure(group[0], since)
             since = time.perf_counter()
             if status == "lost":
                 return EXIT_CONTEXT_LOST
-            results[key] = plan_result(value) if status == "ok" else None
+            results[key_of[group[0].id]] = plan_result(value) if status == "ok" else None
     for key, p in by_key.items():
         if key not in results:
             events.emit("result", id=p.id, status="skipped", value={}, reason="not planned")
@@ -600,8 +725,14 @@ def _run_plan(job: Job, events: Events) -> int:
     timers = _Timers(k, flush_all=False)
     cache = _ArgsCache(job.spec, job.options.seed, k.backend)
     events.emit("ready", pid=os.getpid(), **k.timings())
+    racing = bool(getattr(job.options, "racing", False))
     return plan_loop(
-        job, events, lambda p, since: _time_one(k, cache, timers, p, job.options, events, since)
+        job,
+        events,
+        lambda p, since: _time_one(k, cache, timers, p, job.options, events, since),
+        (lambda ps, since: _race_group(k, cache, timers, ps, job.options, events, since))
+        if racing
+        else None,
     )
 
 
