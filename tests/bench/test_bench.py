@@ -9,10 +9,11 @@ import pytest
 
 from klaraptor import suite
 from klaraptor.assemble import make_job
-from klaraptor.assemble.model_selection import AUTO_MODELS, select_model
+from klaraptor.assemble.model_selection import select_model
 from klaraptor.bench.dataset import load_recorded
 from klaraptor.bench.evaluate import METHODS, evaluate_kernel, summarize
 from klaraptor.bench.report import table_6_1, table_6_2
+from klaraptor.models import auto_candidates
 
 
 @pytest.fixture(scope="module")
@@ -108,8 +109,8 @@ def test_auto_selects_with_training_sizes_only(data, store) -> None:  # noqa: AN
     job = make_job(spec, store, data.profile(), [spec.size(n) for n in spec.meta["train_sizes"]])
     assert max(D["N"] for D in job.train.sizes()) < min(spec.meta["eval_sizes"])
     chosen, info = select_model(job)
-    assert chosen in AUTO_MODELS and info["chosen"] == chosen
-    for name in AUTO_MODELS:
+    assert chosen in auto_candidates() and info["chosen"] == chosen
+    for name in auto_candidates():
         sc = info["scores"][name]
         if "error" in sc:
             continue

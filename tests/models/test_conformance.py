@@ -9,7 +9,7 @@ import pytest
 
 from klaraptor import suite
 from klaraptor.assemble import make_job
-from klaraptor.models import available_models, register_model
+from klaraptor.models import ModelTags, available_models, register_model
 from klaraptor.models.checks import ModelCheckError, check_declarations, check_model
 from klaraptor.models.time_fit import TimeFitModel
 
@@ -33,10 +33,17 @@ def test_registered_model_conforms(name: str, job) -> None:  # noqa: ANN001
 
 
 class Undeclared(TimeFitModel):
-    """A model that forgot to declare whether it needs counters."""
+    """A model that declares its capabilities as a dict, not as ModelTags."""
 
     name = "undeclared"
-    needs_counters = None  # type: ignore[assignment]
+    tags = {"needs_counters": False}  # type: ignore[assignment]
+
+
+class UnrankedPrior(TimeFitModel):
+    """A model tagged as a prior that cannot rank."""
+
+    name = "unranked_prior"
+    tags = ModelTags(ranks_without_measuring=True)
 
 
 class WrongMetric(TimeFitModel):
@@ -50,7 +57,11 @@ class WrongMetric(TimeFitModel):
 
 @pytest.mark.parametrize(
     ("cls", "message"),
-    [(Undeclared, "needs_counters"), (WrongMetric, "no_such_metric")],
+    [
+        (Undeclared, "ModelTags class attribute"),
+        (UnrankedPrior, "must implement `rank`"),
+        (WrongMetric, "no_such_metric"),
+    ],
 )
 def test_the_checks_catch_a_broken_model(cls, message: str, job, monkeypatch) -> None:  # noqa: ANN001
     from klaraptor import models

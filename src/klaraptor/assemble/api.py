@@ -15,7 +15,6 @@ from typing import Any
 from klaraptor.assemble.kernel import BuildReport, Kernel
 from klaraptor.assemble.model_selection import select_model
 from klaraptor.assemble.planned import (
-    BUDGETED_MODELS,
     DEFAULT_BUDGET,
     BuildPlan,
     ladder_sizes,
@@ -30,7 +29,7 @@ from klaraptor.core.types import Block, Config, DataSize, KernelAttributes, Para
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.fit.training import FitOptions, TrainingSet, training_set
 from klaraptor.helper.program import HelperProgram
-from klaraptor.models import HelperJob, get_model
+from klaraptor.models import HelperJob, get_model, is_budgeted
 from klaraptor.space.configspace import ConfigSpace
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
@@ -326,7 +325,7 @@ def build(
         )
     if model != "auto" and not get_model(model).needs_measurements:
         return _build_unmeasured(spec, model, store, device, t0)
-    if model not in BUDGETED_MODELS:
+    if not is_budgeted(model):
         budget = None  # a per-configuration model needs every candidate at every size
     if (prior is not None or prior_keep is not None) and budget is None:
         raise BuildError(
@@ -384,7 +383,7 @@ def build(
         assert device is not None
         t_fit = time.perf_counter()
         job = make_job(spec, store, device, size_list, fit=fit)
-        if model not in BUDGETED_MODELS:
+        if not is_budgeted(model):
             job = job.measured_only()  # it fits each candidate from that candidate's points
     else:
         if collect_data and executor is not None:
@@ -419,7 +418,7 @@ def build(
     selection = None
     if model == "auto":
         model, selection = select_model(job)
-        if model not in BUDGETED_MODELS:
+        if not is_budgeted(model):
             # A per-configuration model chosen over a plan's points: only the candidates the
             # plan timed can be fitted (a prior's cut leaves the others without any point).
             job = job.measured_only()

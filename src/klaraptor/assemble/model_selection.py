@@ -24,10 +24,7 @@ import numpy as np
 
 from klaraptor.core.errors import BuildError, KlaraptorError
 from klaraptor.core.types import Config, DataSize
-from klaraptor.models import HelperJob, get_model
-
-# Candidates of model="auto"; the first is the default the others must beat.
-AUTO_MODELS = ("scaling", "time_fit", "mwp_cwp")
+from klaraptor.models import HelperJob, auto_candidates, get_model
 
 
 def _scalar(D: DataSize) -> float:
@@ -108,12 +105,13 @@ def fold_score(job: HelperJob, model: str) -> dict[str, Any]:
 
 
 def select_model(
-    job: HelperJob, *, candidates: Sequence[str] = AUTO_MODELS
+    job: HelperJob, *, candidates: Sequence[str] | None = None
 ) -> tuple[str, dict[str, Any]]:
-    """The chosen model's name and the selection report (see the module docstring). For a
-    kernel with program parameters only the models that support them compete."""
-    if job.spec.params:
-        candidates = [n for n in candidates if get_model(n).supports_params]
+    """The chosen model's name and the selection report (see the module docstring). The
+    candidates are the models tagged with an `auto_rank` (the first the default); for a kernel
+    with program parameters only those that support them."""
+    if candidates is None:
+        candidates = auto_candidates(params=bool(job.spec.params))
     default = candidates[0]
     band = job.noise_band()
     if fold_sizes(job.train.sizes()) is None:

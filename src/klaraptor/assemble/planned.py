@@ -30,11 +30,8 @@ from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
 
 DEFAULT_BUDGET = 1.5
-# The models a budgeted plan serves; the others fit every configuration at every training size.
-BUDGETED_MODELS = ("auto", "scaling")
 
 __all__ = [
-    "BUDGETED_MODELS",
     "DEFAULT_BUDGET",
     "BuildPlan",
     "ladder_sizes",
@@ -107,16 +104,20 @@ def make_plan(
     L, smaller = ladder_sizes(sizes)
     order: tuple[int, ...] = ()
     if prior is not None:
-        if prior != "snowpack":
-            raise BuildError(f"unknown prior {prior!r} (the one prior is 'snowpack')")
-        if spec.params:
-            raise BuildError(
-                f"{spec.name}: the SNOWPACK prior ranks blocks of one compiled kernel; a kernel "
-                "with program parameters is planned without a prior"
-            )
-        from klaraptor.models.snowpack import rank_prior
+        from klaraptor.models import get_model, priors
 
-        ranked = rank_prior(spec, L, list(candidates), device=device, store=store)
+        if prior not in priors():
+            raise BuildError(
+                f"unknown prior {prior!r}: a prior is a model that ranks candidates without "
+                f"measuring ({', '.join(priors())})"
+            )
+        model = get_model(prior)
+        if spec.params and not model.supports_params:
+            raise BuildError(
+                f"{spec.name}: the {prior} prior ranks blocks of one compiled kernel; a kernel "
+                "with program parameters is planned without it"
+            )
+        ranked = model.rank(spec, L, list(candidates), device=device, store=store)
         index = {tuple(b): i for i, b in enumerate(candidates)}
         order = tuple(index[tuple(b)] for b in ranked)
     elif prior_keep is not None:

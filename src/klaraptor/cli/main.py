@@ -30,6 +30,7 @@ from klaraptor.cli.common import (
 from klaraptor.cli.kernel_tuner import add_parser as add_kernel_tuner
 from klaraptor.cli.recorded import add_parser as add_recorded
 from klaraptor.core.errors import KlaraptorError
+from klaraptor.models import AUTO, available_models
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -74,8 +75,9 @@ def make_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--model",
         default=DEFAULT_MODEL,
-        help="auto (default: scaling unless a x2 fold on the training data says otherwise), "
-        "scaling, time_fit or mwp_cwp",
+        choices=[AUTO, *available_models()],
+        help="auto (default: the models tagged as candidates of auto compete in a x2 fold on the "
+        "training data; the scaling model wins unless another does clearly better), or one model",
     )
     b.add_argument(
         "--budget",
@@ -85,9 +87,10 @@ def make_parser() -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--prior",
-        choices=["snowpack"],
         default=None,
-        help="time the candidates at the largest training size in SNOWPACK's predicted order",
+        metavar="MODEL",
+        help="time the candidates at the largest training size in this model's predicted order "
+        "(a model that ranks candidates without measuring)",
     )
     b.add_argument(
         "--prior-keep",

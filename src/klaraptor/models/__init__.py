@@ -20,17 +20,26 @@ import importlib
 from collections.abc import Callable
 
 from klaraptor.core.errors import KlaraptorError
-from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, Model, TemplateModel
+from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, Model, ModelTags, TemplateModel
 
 __all__ = [
+    "AUTO",
     "KERNEL_QUANTITIES",
     "HelperJob",
     "Model",
+    "ModelTags",
     "TemplateModel",
+    "auto_candidates",
     "available_models",
     "get_model",
+    "is_budgeted",
+    "model_tags",
+    "priors",
     "register_model",
 ]
+
+# Not a model: a build's choice among the models tagged with an `auto_rank`.
+AUTO = "auto"
 
 # name -> "module:attribute" of a zero-argument factory, imported on first use.
 _BUILTIN: dict[str, str] = {
@@ -73,3 +82,31 @@ def get_model(name: str) -> Model:
             f"model {name!r} is a {type(model).__name__}, not a klaraptor.models.Model"
         )
     return model
+
+
+def model_tags(name: str) -> ModelTags:
+    """The capabilities a registered model declares."""
+    return get_model(name).tags
+
+
+def auto_candidates(params: bool = False) -> list[str]:
+    """The models `model="auto"` chooses among, the default first (for a kernel with program
+    parameters, those that support them)."""
+    ranked = [
+        (t.auto_rank, n)
+        for n in available_models()
+        if (t := model_tags(n)).auto_rank is not None and (t.supports_params or not params)
+    ]
+    return [n for _, n in sorted(ranked)]
+
+
+def is_budgeted(name: str) -> bool:
+    """Whether a budgeted measurement plan serves builds with this model (auto: its default)."""
+    if name == AUTO:
+        return model_tags(auto_candidates()[0]).budgeted
+    return model_tags(name).budgeted
+
+
+def priors() -> list[str]:
+    """The models that can order a budgeted build's sweep without measuring (`prior=`)."""
+    return [n for n in available_models() if model_tags(n).ranks_without_measuring]

@@ -2,13 +2,11 @@
 
 A model turns a kernel's training data (`HelperJob`) into a predictor for every candidate block
 at any D: usually a `HelperProgram` (a rational program, so `select` costs microseconds and the
-C/Python exporters work). Every model declares, as class attributes:
-
-- `name`: its registry name;
-- `needs_counters`: whether it reads hardware counters (Nsight Compute) at training points;
-- `needs_measurements`: whether it needs timed points at all (False for a model that predicts
-  from static information only: it then implements `static_job`, the job built with no
-  measurements).
+C/Python exporters work). Every model declares, as class attributes, its registry `name` and
+its capabilities (`tags`, a `ModelTags`, as scikit-learn's estimators declare theirs): the build
+asks the tags, never a list of model names. A model that needs no measurements implements
+`static_job`, the job built with no measurements; one that ranks candidates without measuring
+them implements `rank` (a prior for a budgeted build's sweep).
 
 `TemplateModel` is the family KLARAPTOR defines: a rational-program template over fitted
 per-kernel metrics, exact quantities and hardware parameters. It declares `metrics`,
@@ -210,15 +208,63 @@ class HelperJob:
         return float(np.median(spreads)) if spreads.size else 0.0
 
 
+@dataclass(frozen=True)
+class ModelTags:
+    """What a model can do and needs, declared by the model itself.
+
+    - `needs_counters`: it reads hardware counters (Nsight Compute) at training points;
+    - `needs_measurements`: it needs timed points at all (False: it predicts from static
+      information and implements `Model.static_job`);
+    - `budgeted`: a budgeted measurement plan serves it (a sweep of every candidate at the
+      largest training size, a ladder of smaller sizes for the most promising); otherwise it
+      fits each configuration from its own points, so every candidate is measured at every
+      training size;
+    - `auto_rank`: its place among the candidates of `model="auto"` (0 is the default the others
+      must beat; None: not a candidate);
+    - `ranks_without_measuring`: it orders candidates before any measurement (`Model.rank`), so
+      it can be a build's prior;
+    - `supports_params`: it models kernels with compile-time program parameters (a
+      configuration is then a compiled variant and a block).
+    """
+
+    needs_counters: bool = False
+    needs_measurements: bool = True
+    budgeted: bool = False
+    auto_rank: int | None = None
+    ranks_without_measuring: bool = False
+    supports_params: bool = False
+
+
 class Model(ABC):
     """A performance model (see the module docstring for the contract)."""
 
     name: ClassVar[str]
-    needs_counters: ClassVar[bool]
-    needs_measurements: ClassVar[bool] = True
-    # Whether it models kernels with compile-time program parameters (a configuration is then
-    # a compiled variant and a block); a build refuses it for such kernels otherwise.
-    supports_params: ClassVar[bool] = False
+    tags: ClassVar[ModelTags] = ModelTags()
+
+    @property
+    def needs_counters(self) -> bool:
+        return self.tags.needs_counters
+
+    @property
+    def needs_measurements(self) -> bool:
+        return self.tags.needs_measurements
+
+    @property
+    def supports_params(self) -> bool:
+        return self.tags.supports_params
+
+    def rank(
+        self,
+        spec: KernelSpec,
+        D: Any,
+        candidates: Sequence[Any],
+        *,
+        device: DeviceProfile,
+        store: Store | None,
+    ) -> list[Any]:
+        """The candidates at D best first, without measuring (models tagged
+        `ranks_without_measuring`)."""
+        raise NotImplementedError(f"model {self.name!r} cannot rank candidates without measuring")
 
     @abstractmethod
     def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
@@ -327,4 +373,4 @@ class TemplateModel(Model):
         return helper, report
 
 
-__all__ = ["KERNEL_QUANTITIES", "HelperJob", "Model", "TemplateModel"]
+__all__ = ["KERNEL_QUANTITIES", "HelperJob", "Model", "ModelTags", "TemplateModel"]

@@ -18,7 +18,7 @@ from klaraptor.core.types import BLOCK_VARS
 from klaraptor.fit.training import hardware_inputs
 from klaraptor.helper.program import HelperProgram
 from klaraptor.models import get_model
-from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, Model, TemplateModel
+from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, Model, ModelTags, TemplateModel
 from klaraptor.program import Program
 
 
@@ -36,11 +36,15 @@ def check_declarations(name: str, model: Model) -> None:
         raise _fail(name, f"is a {type(model).__name__}, not a klaraptor.models.Model")
     if model.name != name:
         raise _fail(name, f"declares name {model.name!r}, but is registered as {name!r}")
-    for attr in ("needs_counters", "needs_measurements"):
-        if not isinstance(getattr(type(model), attr, None), bool):
-            raise _fail(name, f"must declare `{attr}` as a bool class attribute")
-    if not model.needs_measurements and type(model).static_job is Model.static_job:
+    tags = getattr(type(model), "tags", None)
+    if not isinstance(tags, ModelTags):
+        raise _fail(name, "must declare its capabilities as `tags`, a ModelTags class attribute")
+    if tags.auto_rank is not None and not (isinstance(tags.auto_rank, int) and tags.auto_rank >= 0):
+        raise _fail(name, f"auto_rank must be a non-negative int or None, got {tags.auto_rank!r}")
+    if not tags.needs_measurements and type(model).static_job is Model.static_job:
         raise _fail(name, "needs no measurements, so it must implement `static_job`")
+    if tags.ranks_without_measuring and type(model).rank is Model.rank:
+        raise _fail(name, "is tagged ranks_without_measuring, so it must implement `rank`")
     if isinstance(model, TemplateModel):
         _check_template(name, model)
 

@@ -44,7 +44,7 @@ from collections.abc import Mapping, Sequence
 
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.device.occupancy import HW_INPUTS, occupancy_program
-from klaraptor.models.base import KERNEL_QUANTITIES, TemplateModel
+from klaraptor.models.base import KERNEL_QUANTITIES, ModelTags, TemplateModel
 from klaraptor.program import Expr, Program, call, ceil, const, minimum, var, where
 
 __all__ = ["MODEL_HARDWARE", "MwpCwpModel"]
@@ -90,7 +90,7 @@ class MwpCwpModel(TemplateModel):
     """The faithful KLARAPTOR MWP-CWP model (registry name ``"mwp_cwp"``)."""
 
     name = "mwp_cwp"
-    needs_counters = True
+    tags = ModelTags(needs_counters=True, auto_rank=2)
     metrics: tuple[str, ...] = (
         "inst_per_warp",
         "coal_mem_per_warp",

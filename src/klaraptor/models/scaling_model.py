@@ -21,7 +21,7 @@ import numpy as np
 from klaraptor.core.errors import BuildError, FitError
 from klaraptor.core.types import DataSize
 from klaraptor.helper.program import HelperProgram
-from klaraptor.models.base import HelperJob, Model
+from klaraptor.models.base import HelperJob, Model, ModelTags
 from klaraptor.models.scaling import Footprint, ScalingTable, exact_quantities, fit_scaling
 
 __all__ = ["ScalingModel", "argument_footprint", "scaling_table"]
@@ -118,9 +118,7 @@ class ScalingModel(Model):
     """Registry name ``"scaling"`` (see the module docstring and `klaraptor.models.scaling`)."""
 
     name = "scaling"
-    needs_counters = False
-    needs_measurements = True
-    supports_params = True
+    tags = ModelTags(budgeted=True, auto_rank=0, supports_params=True)
 
     def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
         spec = job.spec

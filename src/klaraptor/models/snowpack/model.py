@@ -26,7 +26,7 @@ import numpy as np
 
 from klaraptor.core.types import BLOCK_VARS, Block, DataSize
 from klaraptor.helper.program import HelperProgram
-from klaraptor.models.base import HelperJob, Model
+from klaraptor.models.base import HelperJob, Model, ModelTags
 from klaraptor.models.snowpack.features import (
     RETRAIN,
     CandidateFeatures,
@@ -189,12 +189,23 @@ class SnowpackModel(Model):
     """Registry name ``"snowpack"``: static features + regression, no measurements needed."""
 
     name = NAME
-    needs_counters = False
-    needs_measurements = False
+    tags = ModelTags(needs_measurements=False, ranks_without_measuring=True)
 
     def __init__(self, regressor: Regressor | None = None, store: Store | None = None) -> None:
         self.regressor = regressor
         self.store = store
+
+    def rank(
+        self,
+        spec: KernelSpec,
+        D: Any,
+        candidates: Sequence[Any],
+        *,
+        device: DeviceProfile,
+        store: Store | None,
+    ) -> list[Any]:
+        """SNOWPACK's predicted order of the candidate blocks at D (`rank_prior`)."""
+        return rank_prior(spec, D, candidates, device=device, store=store)
 
     def static_job(
         self, spec: KernelSpec, device: DeviceProfile, store: Store | None = None
