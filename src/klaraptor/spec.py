@@ -11,19 +11,22 @@ by `spec_expressions`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import keyword
 import math
 import operator
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from klaraptor.errors import KlaraptorError, SpecError
+from klaraptor.csource import blank_comments
+from klaraptor.errors import KlaraptorError, KlaraptorWarning, SpecError
 from klaraptor.program import Expr
 from klaraptor.spec_expressions import (
     accepts_positional,
@@ -192,6 +195,30 @@ class KernelSpec:
             object.__setattr__(self, "default_block", tuple(self.default_block))
         object.__setattr__(self, "_cache", {})
         self.validate()
+        self._warn_unused_block_dims()
+
+    def _warn_unused_block_dims(self) -> None:
+        """A rule over by (bz) with dim=1 (1 or 2) is legal, as the unused block dimensions are
+        1, but it is likely a mistake: warn naming the rule."""
+        unused = BLOCK_VARS[self.dim :]
+        cache = self.__dict__["_cache"]
+        rules = [(f"grid[{i}]", t, e) for i, (t, e) in enumerate(zip(self.grid, cache["grid"]))]
+        rules += [(f"constraints[{i}]", t, e) for i, (t, e) in enumerate(cache["constraints"])]
+        if "smem" in cache:
+            rules.append(("dynamic_smem", self.dynamic_smem, cache["smem"]))
+        for where, text, e in rules:
+            used = sorted(set(unused) & set(getattr(e, "variables", frozenset)()))
+            if used:
+                warnings.warn(
+                    KlaraptorWarning(
+                        f"kernel {self.name!r}: {where} {text!r} uses {', '.join(used)}, but "
+                        f"dim={self.dim} makes every block {self.dim}-D ({', '.join(unused)} "
+                        f"= 1); give dim={BLOCK_VARS.index(used[-1]) + 1} for such blocks, or "
+                        "write the rule without them"
+                    ),
+                    stacklevel=4,
+                )
+                return
 
     def __getstate__(self) -> dict[str, Any]:
         # Parsed expressions are a cache: rebuild them in the receiving process.
@@ -305,16 +332,9 @@ class KernelSpec:
                 ok = False
                 continue
             where = f"data[{i}] ({p.name!r})"
-            if not isinstance(p.name, str) or not _IDENT.match(p.name):
-                bad(where, "the name must be an identifier")
-                ok = False
-            elif (
-                p.name in BLOCK_VARS
-                or p.name in RESERVED_NAMES
-                or keyword.iskeyword(p.name)
-                or p.name.startswith("_kp_")  # klaraptor.program reserves it for generated code
-            ):
-                bad(where, f"the name {p.name!r} is reserved (block variable or function)")
+            problem = data_name_problem(p.name)
+            if problem:
+                bad(where, problem)
                 ok = False
             elif p.name in seen:
                 bad(where, f"duplicate data parameter name {p.name!r}")
@@ -359,11 +379,33 @@ class KernelSpec:
             if isinstance(p, DataParam):
                 if p.arg is not None:
                     check(f"data[{k}] ({p.name!r})", p.arg)
+                    if is_int(p.arg) and p.arg < n and is_int(p.hi):
+                        self._check_c_range(k, p, params[p.arg], bad)
                 if isinstance(p.shape_of, tuple) and p.shape_of:
                     check(f"data[{k}] ({p.name!r}) shape_of", p.shape_of[0])
         if isinstance(self.outputs, tuple):
             for i in self.outputs:
                 check("outputs", i)
+
+    def _check_c_range(
+        self, k: int, p: DataParam, declaration: str, bad: Callable[[str, str], None]
+    ) -> None:
+        """D is passed to the kernel as argument `p.arg`: its C type bounds D. The default hi
+        (INT32_MAX) is narrowed to a smaller type's maximum; a larger hi given is refused."""
+        found = c_int_max(declaration)
+        if found is None or p.hi <= found[1]:
+            return
+        ctype, most = found
+        if p.hi == INT32_MAX:  # the default range, not a user's choice: narrow it to the type
+            data = list(self.data)
+            data[k] = dataclasses.replace(p, hi=most)
+            object.__setattr__(self, "data", tuple(data))
+            return
+        bad(
+            f"data[{k}] ({p.name!r})",
+            f"hi={p.hi} exceeds what argument {p.arg} ({declaration.strip()}) can hold: a C "
+            f"{ctype} holds at most {most}; lower hi (e.g. hi={most}) or widen the parameter",
+        )
 
     def _validate_exprs(self, bad: Callable[[str, str], None]) -> None:
         allowed = self.allowed_names
@@ -609,13 +651,74 @@ class KernelSpec:
         }
 
 
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+def data_name_problem(name: Any) -> str:
+    """Why `name` cannot name a data parameter ('' when it can): it must be an identifier that
+    is not a block variable, an expression function, a Python keyword or klaraptor's prefix."""
+    if not isinstance(name, str) or not _IDENT.match(name):
+        return "the name must be an identifier"
+    if (
+        name in BLOCK_VARS
+        or name in RESERVED_NAMES
+        or keyword.iskeyword(name)
+        or name.startswith("_kp_")  # klaraptor.program reserves it for generated code
+    ):
+        return f"the name {name!r} is reserved (block variable or function)"
+    return ""
+
+
+# The C integer types a data parameter read from a kernel argument may have, and their maxima.
+_C_INT_MAX = {
+    "char": 2**7 - 1,
+    "signed char": 2**7 - 1,
+    "int8_t": 2**7 - 1,
+    "unsigned char": 2**8 - 1,
+    "uint8_t": 2**8 - 1,
+    "short": 2**15 - 1,
+    "short int": 2**15 - 1,
+    "signed short": 2**15 - 1,
+    "int16_t": 2**15 - 1,
+    "unsigned short": 2**16 - 1,
+    "unsigned short int": 2**16 - 1,
+    "uint16_t": 2**16 - 1,
+    "int": 2**31 - 1,
+    "signed": 2**31 - 1,
+    "signed int": 2**31 - 1,
+    "int32_t": 2**31 - 1,
+    "unsigned": 2**32 - 1,
+    "unsigned int": 2**32 - 1,
+    "uint32_t": 2**32 - 1,
+    "long": 2**63 - 1,
+    "long int": 2**63 - 1,
+    "long long": 2**63 - 1,
+    "long long int": 2**63 - 1,
+    "int64_t": 2**63 - 1,
+    "ptrdiff_t": 2**63 - 1,
+    "unsigned long": 2**64 - 1,
+    "unsigned long long": 2**64 - 1,
+    "uint64_t": 2**64 - 1,
+    "size_t": 2**64 - 1,
+}
+_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|register)\b")
+
+
+def c_int_max(declaration: str) -> tuple[str, int] | None:
+    """(type, largest value) of a scalar integer parameter declaration such as `const int n`,
+    or None when it is not one (a pointer, a float, a template or typedef klaraptor cannot
+    tell)."""
+    if any(ch in declaration for ch in "*&[<("):
+        return None
+    words = _QUALIFIERS.sub(" ", declaration).split()
+    if len(words) < 2:
+        return None
+    ctype = " ".join(words[:-1]).removeprefix("std::")
+    most = _C_INT_MAX.get(ctype)
+    return None if most is None else (ctype, most)
 
 
 def kernel_parameters(source: str, kernel: str) -> list[str] | None:
     """The parameter declarations of the `__global__` function `kernel` in `source`, or None
     when they cannot be told (no such function, or overloads that disagree)."""
-    text = _COMMENT.sub(" ", source)
+    text = blank_comments(source)
     found: list[list[str]] = []
     for m in re.finditer(rf"\b{re.escape(kernel)}\s*\(", text):
         start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
@@ -654,7 +757,7 @@ def _has_global_function(source: str, kernel: str) -> bool:
     preprocessor line; it must contain `__global__` (this allows `extern "C"`, templates,
     `__launch_bounds__(...)` and either order of `void __global__`).
     """
-    text = _COMMENT.sub(" ", source)
+    text = blank_comments(source)
     for m in re.finditer(rf"\b{re.escape(kernel)}\s*\(", text):
         start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
         if start >= 0 and text[start] == "#":

@@ -16,6 +16,7 @@ import numpy as np
 
 from klaraptor.errors import ProgramError, SpecError
 from klaraptor.program import Expr, Program, parse_expr
+from klaraptor.validate import block_limit_problem
 
 
 def parse_expression(text: str, allowed: Sequence[str]) -> Expr:
@@ -172,7 +173,7 @@ def block_problem(block: Any, dim: int) -> str:
     unused = block[dim:]
     if any(b != 1 for b in unused):
         return f"{block!r} uses dimensions beyond dim={dim} (they must be 1)"
-    return ""
+    return block_limit_problem(block)
 
 
 def callable_name(fn: Any) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from klaraptor.cli.common import console, die_with_parent, open_store
 from klaraptor.errors import KlaraptorError
+from klaraptor.validate import arg_positive_int
 
 
 def add_parser(sub: Any) -> None:
@@ -33,7 +34,7 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--model", default="auto", help="the model to build with")
     r.add_argument(
         "--jobs",
-        type=int,
+        type=arg_positive_int,
         default=min(8, os.cpu_count() or 1),
         help="kernels built at once (processes)",
     )
@@ -133,8 +134,12 @@ def cmd_import_recorded(args: argparse.Namespace) -> int:
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+    from klaraptor.demo import klaraptor_command
+
+    cmd = klaraptor_command()
     console.print(
         f"[bold green]done[/bold green] in {time.perf_counter() - t0:.0f} s. Try: "
-        "klaraptor list; klaraptor select polybench.gemm.gemm N=4096"
+        f"{cmd} list; {cmd} select polybench.gemm.gemm N=4096",
+        highlight=False,
     )
     return 0

@@ -46,7 +46,12 @@ HISTORY_BATCH = 64
 
 @dataclass(frozen=True)
 class Selection:
-    """The choice for one D: launch grid and block, the model's estimate and its runners-up."""
+    """The choice for one D: launch grid and block, the model's estimate and the ranking.
+
+    `topk`: the model's best (block, predicted ms) pairs in its order, so it includes the chosen
+    block, first when `source == "model"` (a refined choice, measured on real calls, may be one
+    of the others). A runner-up may be predicted a little faster than the first when within the
+    tie band (see `klaraptor select`)."""
 
     D: DataSize
     block: Block
@@ -503,6 +508,15 @@ def format_explain(rows: Sequence[CandidateRow], *, limit: int | None = None) ->
     ranked = sorted((r for r in rows if r.rank is not None), key=lambda r: r.rank)  # type: ignore[arg-type, return-value]
     excluded = [r for r in rows if r.rank is None]
     diag = sorted({k for r in ranked for k in r.outputs} - {"cycles"})
+    # A model output that is the prediction itself (time_ms) would repeat the pred ms column.
+    diag = [
+        k
+        for k in diag
+        if not all(
+            np.isclose(r.outputs.get(k, np.nan), r.predicted_ms, rtol=1e-12, equal_nan=True)
+            for r in ranked
+        )
+    ]
     # Grid before block, as everywhere a launch configuration is shown (CUDA's <<<grid, block>>>).
     head = ["rank", "grid", "block", "threads", "pred ms", "cycles", *diag]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
