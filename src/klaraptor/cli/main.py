@@ -157,7 +157,7 @@ def make_parser() -> argparse.ArgumentParser:
             )
         s.set_defaults(func=fn)
 
-    ls = sub.add_parser("list", help="builds in the store, one row per kernel and GPU")
+    ls = sub.add_parser("list", help="builds in the store, one row per kernel, GPU and model")
     ls.add_argument("--suite", action="store_true", help="list the bundled benchmark kernels")
     ls.add_argument(
         "--all", action="store_true", help="every build, older ones and each model's too"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
@@ -131,6 +132,10 @@ def cmd_import_recorded(args: argparse.Namespace) -> int:
             else:
                 for fut in as_completed(futures):
                     report(fut.result())
+    except KeyboardInterrupt:
+        _stop_pool(pool)
+        pool = None
+        raise
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -143,3 +148,19 @@ def cmd_import_recorded(args: argparse.Namespace) -> int:
         highlight=False,
     )
     return 0
+
+
+def _stop_pool(pool: ProcessPoolExecutor | None) -> None:
+    """Ctrl-C: stop the workers now (each build is written in transactions, and a kernel whose
+    build did not finish is built again by the next run) and shut the pool down with a second
+    Ctrl-C ignored, so that no KeyboardInterrupt lands inside the executor's cleanup (which
+    printed a traceback before the message)."""
+    if pool is None:
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
