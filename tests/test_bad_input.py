@@ -781,6 +781,16 @@ API: list[tuple[str, str, Callable[[Ctx], Any], type[KlaraptorError], str]] = [
     ("kt_export_no_dir", "export_t4 to /nonexistent/dir/x.json", lambda c: _export_t4(c, "/nonexistent/dir/x.json"), KlaraptorError, "the directory /nonexistent/dir does not exist"),
     ("dask_address", "distributed.cluster.connect('notaurl')", lambda c: _connect("notaurl"), KlaraptorError, "'notaurl' is not a Dask scheduler address"),
     ("dask_timeout", "connect(address, timeout_s=-1)", lambda c: _connect("tcp://127.0.0.1:1", timeout_s=-1), KlaraptorError, "must be greater than 0"),
+    ("store_path_int", "Store(42)", lambda c: Store(42), StoreError, "a store's path must be a str or a Path, got int 42"),
+    ("store_path_empty", "Store('')", lambda c: Store(""), StoreError, "a store's path is empty"),
+    ("store_timeout", "Store(path, timeout='x')", lambda c: Store(c.tmp / "t.sqlite", timeout="x"), StoreError, "the store's timeout (seconds) must be a number"),
+    ("plan_device_name", "klaraptor.plan(spec, sizes, device='h200')", lambda c: klaraptor.plan(_spec_1d(), [256], device="h200"), KlaraptorError, "recorded_profile('h200')"),
+    ("plan_space", "klaraptor.plan(spec, sizes, space='x')", lambda c: klaraptor.plan(_spec_1d(), [256], space="x"), KlaraptorError, "space= must be a ConfigSpace"),
+    ("build_device_name", "klaraptor.build(spec, sizes, device='h200')", lambda c: klaraptor.build(_spec_1d(), [256], device="h200"), KlaraptorError, "device= must be a DeviceProfile"),
+    ("build_fit", "klaraptor.build(spec, sizes, fit=5)", lambda c: klaraptor.build(_spec_1d(), [256], fit=5), KlaraptorError, "fit= must be a FitOptions"),
+    ("build_collect_data", "klaraptor.build(spec, sizes, collect_data='no')", lambda c: klaraptor.build(_spec_1d(), [256], collect_data="no"), KlaraptorError, "collect_data= must be True or False, got str 'no'"),
+    ("load_force", "klaraptor.load(name, force='yes')", lambda c: _load(c, force="yes"), KlaraptorError, "force= must be True or False"),
+    ("tune_device_name", "tune(device='h200')", lambda c: _tune_numba(device="h200"), KlaraptorError, "tune(device=...) must be a DeviceProfile"),
     ("store_delete_keep", "store.delete_builds(keep=-1)", lambda c: Store(c.store).delete_builds(keep=-1), StoreError, "keep must be an integer >= 0"),
 ]
 # fmt: on

@@ -252,6 +252,32 @@ def check_store(value: Any, *, must_exist: bool = False) -> Store | None:
     )
 
 
+def check_bool(value: Any, what: str) -> bool:
+    """A bool (True/False, or NumPy's); 'yes', 1 and None are refused."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise KlaraptorError(f"{what} must be True or False, got {shown(value)}")
+    return bool(value)
+
+
+def check_instance(value: Any, kind: type, what: str, example: str) -> Any:
+    """None or an instance of `kind` (`example` shows how to make one)."""
+    if value is not None and not isinstance(value, kind):
+        raise KlaraptorError(f"{what} must be a {kind.__name__} ({example}), got {shown(value)}")
+    return value
+
+
+def check_device(value: Any, what: str = "device=") -> Any:
+    """None or a DeviceProfile; a name is refused with how to get one."""
+    from klaraptor.device_profile import DeviceProfile
+
+    if value is None or isinstance(value, DeviceProfile):
+        return value
+    hint = ""
+    if isinstance(value, str):
+        hint = f"; for a committed profile use klaraptor.device_profile.recorded_profile({value!r})"
+    raise KlaraptorError(f"{what} must be a DeviceProfile, got {shown(value)}{hint}")
+
+
 # -- output files ---------------------------------------------------------------------------------
 
 

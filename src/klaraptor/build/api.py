@@ -35,7 +35,10 @@ from klaraptor.store import Store
 from klaraptor.training import FitOptions, TrainingSet, training_set
 from klaraptor.types import Block, DataSize, KernelAttributes
 from klaraptor.validate import (
+    check_bool,
     check_budget,
+    check_device,
+    check_instance,
     check_int,
     check_kernel_name,
     check_sizes,
@@ -110,6 +113,8 @@ def plan(
     `prior_keep`, `model`: as `build` (a model that fits each configuration, such as time_fit,
     measures every point whatever the budget, so its plan is the full collection)."""
     spec, budget, store = check_spec(spec), check_budget(budget), check_store(store)
+    device = check_device(device)
+    check_instance(space, ConfigSpace, "space=", "ConfigSpace.for_spec(spec)")
     _check_prior(prior, prior_keep)
     if _model_measures_all(model):
         budget = None
@@ -314,9 +319,13 @@ def build(
     (`benchmarks/snowpack_prior.py` measures what that loses).
     """
     t0 = time.perf_counter()
-    spec, budget = check_spec(spec), check_budget(budget)
+    spec, budget, device = check_spec(spec), check_budget(budget), check_device(device)
     _check_prior(prior, prior_keep)
     check_text(model, "model")
+    check_instance(fit, FitOptions, "fit=", "klaraptor.training.FitOptions()")
+    check_bool(progress, "progress=")
+    if collect_data is not None:
+        check_bool(collect_data, "collect_data=")
     store = check_store(store) or Store()
     if model != "auto" and not get_model(model).needs_measurements:
         return _build_unmeasured(spec, model, store, device, t0)
@@ -627,6 +636,7 @@ def load(
     for value, what in ((device, "device="), (model, "model=")):
         if value is not None:
             check_text(value, what)
+    check_bool(force, "force=")
     here = None
     if device is None and gpu_available():
         from klaraptor.device_profile import query_device

@@ -57,6 +57,8 @@ from klaraptor.spec import DataParam, KernelSpec, data_name_problem
 from klaraptor.types import BLOCK_VARS, INT32_MAX, Block, DataSchema, DataSize
 from klaraptor.validate import (
     check_block,
+    check_bool,
+    check_device,
     check_int,
     check_list,
     check_sizes,
@@ -716,6 +718,8 @@ def tune(
     if sizes is not None:
         sizes = check_sizes(sizes, "tune(sizes=...)")
     check_text(model, "tune(model=...)", SpecError)
+    check_device(device, "tune(device=...)")
+    check_bool(progress, "tune(progress=...)")
     options = TuneOptions(
         data=dict(data) if isinstance(data, Mapping) else data,
         grid=grid,
