@@ -33,6 +33,7 @@ GPU_EVAL = 2048
 
 # What each column and score means, printed under the tables (the README repeats it).
 RECORDED_COLUMNS = (
+    ("kernel", "the suite kernel (PolyBench's, without the polybench. prefix)"),
     ("N", "the evaluation size: larger than every training size, so each choice extrapolates"),
     ("chosen block, chosen ms", "klaraptor's block and its measured time at N"),
     ("best block, best ms", "the fastest block of the recorded exhaustive search at N"),
