@@ -302,29 +302,33 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def _list_rows(store: Any, builds: list[Any], *, every: bool) -> list[tuple[str, str, str, str]]:
     """One row per kernel, GPU and model (the newest build, which every command uses), sorted
-    by kernel; an `auto` build is the row of the model it chose. `every`: each build."""
+    by kernel; an `auto` build is the row of the model it chose when both hold the same helper
+    program (auto stores its choice under both names). `every`: each build."""
     if every:
         ordered = sorted(builds, key=lambda b: (b.kernel, b.device, b.model, -b.created))
         return [(b.kernel, b.model, when(b.created), b.device) for b in ordered]
     newest: dict[tuple[str, str, str], Any] = {}
     for b in builds:  # newest first
         newest.setdefault((b.kernel, b.device, b.model), b)
+    merged: dict[tuple[str, str], str] = {}  # (kernel, device) -> the model auto's build is
+    labels: dict[tuple[str, str, str], str] = {}
+    for kernel, device, model in newest:
+        if model != "auto":
+            continue
+        auto = store.latest_build(kernel, device, "auto")
+        chosen = str((auto.report if auto is not None else {}).get("model") or "")
+        labels[(kernel, device, model)] = f"{chosen} (auto)" if chosen else "auto"
+        if (kernel, device, chosen) in newest and auto is not None:
+            twin = store.latest_build(kernel, device, chosen)
+            if twin is not None and twin.helper == auto.helper:
+                merged[(kernel, device)] = chosen
     rows = []
     for (kernel, device, model), b in sorted(newest.items()):
-        if model == "auto":
-            rec = store.latest_build(kernel, device, "auto")
-            chosen = str((rec.report if rec is not None else {}).get("model") or "")
-            twin = newest.get((kernel, device, chosen))
-            if twin is not None and abs(twin.created - b.created) < 60:
-                continue  # the same build, listed as its model's row
-            rows.append((kernel, f"{chosen} (auto)" if chosen else "auto", when(b.created), device))
-            continue
-        auto = newest.get((kernel, device, "auto"))
-        label = model
-        if auto is not None and abs(auto.created - b.created) < 60:
-            rec = store.latest_build(kernel, device, "auto")
-            if rec is not None and (rec.report or {}).get("model") == model:
-                label = f"{model} (auto)"
+        if model == "auto" and (kernel, device) in merged:
+            continue  # the same build, listed as its model's row
+        label = labels.get((kernel, device, model), model)
+        if merged.get((kernel, device)) == model:
+            label = f"{model} (auto)"
         rows.append((kernel, label, when(b.created), device))
     return rows
 
