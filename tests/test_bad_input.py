@@ -9,8 +9,10 @@ appears. API rows run Python calls: the public API, specs, annotated files, stor
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -76,6 +78,14 @@ NOSIZES = KernelSpec(name="my.nosizes", source=SRC, kernel="add",
                      data=(DataParam("rows", arg=2), DataParam("cols", arg=3)), dim=2,
                      grid=("ceil(cols / bx)", "ceil(rows / by)", "1"), make_args=make_args)
 NOT_A_SPEC = 42
+SPEC1D = KernelSpec(name="my.k", source='extern "C" __global__ void k(const float* x, float* y, int n) { }',
+                    kernel="k", data=(DataParam("n", arg=2),), dim=1, grid=("ceil(n / bx)", "1", "1"),
+                    make_args=make_args)
+EMPTYLIST = []
+BIGSIZES = KernelSpec(name="my.bigsizes", source=SRC, kernel="add",
+                      data=(DataParam("rows", arg=2), DataParam("cols", arg=3)), dim=2,
+                      grid=("ceil(cols / bx)", "ceil(rows / by)", "1"), make_args=make_args,
+                      meta={"train_sizes": "big"})
 '''
 
 GOOD_CU = """#define TWO 2
@@ -242,7 +252,28 @@ def ctx(recorded_home: Path, tmp_path_factory: pytest.TempPathFactory) -> Ctx:
     f["cu_sizes"] = _cu(tmp, "sizes", GOOD_CU, GOOD_CFG + 'sizes = ["big"]\n')
     f["cu_missing"] = tmp / "missing.cu"
     f["cu_no_sizes"] = _cu(tmp, "nosizes", GOOD_CU)
+    # issue 38: companion files, comments, directories named like files
+    f["cu_dir"] = tmp / "adir.cu"
+    f["cu_dir"].mkdir()
+    f["cu_upper"] = tmp / "UPPER.CU"
+    f["cu_cfg_dir"] = _cu(tmp, "cfgdir", GOOD_CU, None)
+    (tmp / "cfgdir.k.py").mkdir()
+    f["cu_grid_twice"] = _cu(tmp, "gridtwice", GOOD_CU, GOOD_CFG + 'grid = ("n", "1", "1")\n')
+    f["cu_arrays_name"] = _cu(
+        tmp, "arrname", GOOD_CU, GOOD_CFG.replace('"y": "n"}', '"y": "n", "z": "n"}')
+    )
+    f["cu_arrays_size"] = _cu(tmp, "arrsize", GOOD_CU, GOOD_CFG.replace('"y": "n"', '"y": "m"'))
+    f["cu_sizes_empty"] = _cu(tmp, "sizesempty", GOOD_CU, GOOD_CFG + "sizes = []\n")
+    f["cu_sizes_twice"] = _cu(tmp, "sizestwice", GOOD_CU, GOOD_CFG + "sizes = [256, 512, 256]\n")
+    f["cu_block"] = _cu(tmp, "bigblock", GOOD_CU, GOOD_CFG + "default_block = [2048, 1, 1]\n")
+    commented = GOOD_CU.replace("#pragma kernel_info_size", "/* #pragma kernel_info_size").replace(
+        "dim_k = 1;\n", "dim_k = 1; */\n"
+    )
+    f["cu_comment"] = _cu(tmp, "comment", commented)
     (tmp / "badinput_mod.py").write_text(MODULE)
+    (tmp / "syntaxerr_mod.py").write_text("SPEC = (\n")
+    (tmp / "raising_mod.py").write_text("raise RuntimeError('boom in user module')\n")
+    f["kt_zero"] = _kt_file(tmp, _spec_1d(), time_ms=0.0)
     return Ctx(tmp, good, {**f, "device": Path(device)})
 
 
@@ -255,7 +286,7 @@ CLI: list[tuple[str, tuple[str, ...], type[BaseException], str]] = [
     ("no_command", (), Usage, "the following arguments are required"),
     ("unknown_command", ("frobnicate",), Usage, "invalid choice"),
     ("select_without_size", ("select", GEMM), Usage, "the following arguments are required: D"),
-    ("explain_limit_word", ("explain", GEMM, "4096", "--limit", "many"), Usage, "invalid int value"),
+    ("explain_limit_word", ("explain", GEMM, "4096", "--limit", "many"), Usage, "argument --limit: 'many' is not an integer"),
     ("export_lang", ("export", GEMM, "--lang", "java"), Usage, "invalid choice"),
     # build
     ("build_unknown_target", ("build", "polybench.nothing"), KlaraptorError, "unknown kernel 'polybench.nothing'"),
@@ -265,7 +296,7 @@ CLI: list[tuple[str, tuple[str, ...], type[BaseException], str]] = [
     ("build_sizes_zero", ("build", GEMM, "--sizes", "0,256", "--dry-run"), DataSizeError, "outside its range"),
     ("build_sizes_empty", ("build", GEMM, "--sizes", ",", "--dry-run"), KlaraptorError, "--sizes is empty"),
     ("build_sizes_name", ("build", GEMM, "--sizes", "M=256", "--dry-run"), DataSizeError, "unknown ['M']"),
-    ("build_model", ("build", GEMM, "--model", "nosuch", "--dry-run"), KlaraptorError, "unknown model 'nosuch'"),
+    ("build_model", ("build", GEMM, "--model", "nosuch", "--dry-run"), Usage, "invalid choice: 'nosuch'"),
     ("build_module_missing", ("build", "no_such_module:SPEC", "--dry-run"), KlaraptorError, "cannot import 'no_such_module:SPEC'"),
     ("build_module_attr", ("build", "badinput_mod:MISSING", "--dry-run"), KlaraptorError, "has no attribute 'MISSING'"),
     ("build_module_not_spec", ("build", "badinput_mod:NOT_A_SPEC", "--dry-run"), KlaraptorError, "is not a KernelSpec"),
@@ -295,15 +326,15 @@ CLI: list[tuple[str, tuple[str, ...], type[BaseException], str]] = [
     ("select_multi_missing", ("select", "synthetic.mn", "M=512"), DataSizeError, "missing ['N']"),
     ("select_multi_range", ("select", "synthetic.mn", "M=512", "N=0"), DataSizeError, "outside its range"),
     # explain, show, export
-    ("explain_limit_negative", ("explain", GEMM, "4096", "--limit", "-3"), KlaraptorError, "--limit must be a positive number"),
-    ("explain_limit_zero", ("explain", GEMM, "4096", "--limit", "0"), KlaraptorError, "--limit must be a positive number"),
+    ("explain_limit_negative", ("explain", GEMM, "4096", "--limit", "-3"), Usage, "argument --limit: must be at least 1, got -3"),
+    ("explain_limit_zero", ("explain", GEMM, "4096", "--limit", "0"), Usage, "argument --limit: must be at least 1, got 0"),
     ("explain_size", ("explain", GEMM, "N=0"), DataSizeError, "outside its range"),
     ("explain_unknown", ("explain", "gemm", "4096"), BuildError, "unknown kernel 'gemm'"),
     ("show_unknown", ("show", "polybench.atax.k9"), BuildError, "did you mean 'polybench.atax.k1'"),
     ("show_model", ("show", ATAX, "--model", "time_fit"), BuildError, "has no build with model 'time_fit'"),
-    ("export_no_dir", ("export", GEMM, "-o", "/nonexistent/dir/x.h"), KlaraptorError, "does not exist"),
+    ("export_no_dir", ("export", GEMM, "-o", "/nonexistent/dir/x.h"), Usage, "the directory /nonexistent/dir does not exist"),
     ("export_unknown", ("export", "polybench.gem", "--lang", "python"), BuildError, "unknown kernel"),
-    ("export_to_dir", ("export", GEMM, "-o", "{dir}"), KlaraptorError, "cannot write"),
+    ("export_to_dir", ("export", GEMM, "-o", "{dir}"), Usage, "is a directory; name a file in it"),
     # list and store files, through every read-only command
     ("list_missing", ("--store", "{missing}", "list"), StoreError, "there is no klaraptor store"),
     ("select_missing", ("--store", "{missing}", "select", GEMM, "4096"), StoreError, "import-recorded"),
@@ -334,15 +365,55 @@ CLI: list[tuple[str, tuple[str, ...], type[BaseException], str]] = [
     ("device_no_gpu", ("device",), CollectError, "no CUDA GPU"),
     ("device_recorded", ("device", "--recorded", "a100"), KlaraptorError, "no recorded device profile 'a100'"),
     ("demo_gpu", ("demo", "--gpu"), CollectError, "no CUDA GPU here for `demo --gpu`"),
-    ("demo_plot", ("demo", "--recorded", "--plot", "/nonexistent/dir/x.png"), KlaraptorError, "does not exist"),
+    ("demo_plot", ("demo", "--recorded", "--plot", "/nonexistent/dir/x.png"), Usage, "does not exist"),
     ("bench_collect", ("bench", "collect"), CollectError, "needs a CUDA GPU"),
     ("bench_report_out", ("bench", "report", "--out", "{text}/x"), KlaraptorError, "cannot create the directory"),
     ("bench_export_provenance", ("bench", "export", "--out", "{tmp}/x.json.gz", "--provenance", "{tmp}/none.json"), KlaraptorError, "--provenance"),
     ("bench_export_bad_json", ("bench", "export", "--out", "{tmp}/x.json.gz", "--provenance", "{text}"), KlaraptorError, "not valid JSON"),
     ("import_unknown", ("import-recorded", "--kernels", "polybench.gem"), KlaraptorError, "names no recorded kernel"),
-    ("import_jobs", ("import-recorded", "--jobs", "0"), KlaraptorError, "--jobs must be at least 1"),
+    ("import_jobs", ("import-recorded", "--jobs", "0"), Usage, "argument --jobs: must be at least 1, got 0"),
     ("import_model", ("import-recorded", "--model", "nosuch"), KlaraptorError, "unknown model 'nosuch'"),
     ("import_store_dir", ("--store", "{dir}", "import-recorded", "--kernels", ATAX), StoreError, "is a directory"),
+    # issue 38: option values are checked by argparse before any work (usage errors, exit 2)
+    ("store_empty_path", ("--store", "", "list"), Usage, "argument --store: is empty"),
+    ("select_kernel_empty", ("select", "", "4096"), Usage, "argument kernel: is empty"),
+    ("export_output_empty", ("export", GEMM, "-o", ""), Usage, "argument -o/--output: is empty"),
+    ("device_recorded_empty", ("device", "--recorded", ""), Usage, "argument --recorded: is empty"),
+    ("demo_plot_empty", ("demo", "--recorded", "--plot", ""), Usage, "argument --plot: is empty"),
+    ("demo_plot_hidden", ("demo", "--recorded", "--plot", "{tmp}/.png"), Usage, "give a file name with an image suffix"),
+    ("demo_plot_format", ("demo", "--recorded", "--plot", "{tmp}/x.xyz"), Usage, "format 'xyz' is not one matplotlib writes"),
+    ("demo_plot_dir", ("demo", "--recorded", "--plot", "{dir}"), Usage, "is a directory; name a file in it"),
+    ("build_budget_zero", ("build", GEMM, "--budget", "0", "--dry-run"), Usage, "argument --budget: must be a number >= 1"),
+    ("build_prior_keep_alone", ("build", GEMM, "--prior-keep", "3", "--dry-run"), KlaraptorError, "--prior-keep K needs --prior snowpack"),
+    ("build_prior_keep_zero", ("build", GEMM, "--prior", "snowpack", "--prior-keep", "0", "--dry-run"), Usage, "argument --prior-keep: must be at least 1, got 0"),
+    ("build_prior_model", ("build", GEMM, "--prior", "snowpack", "--model", "time_fit", "--dry-run"), KlaraptorError, "--prior orders a budgeted build's sweep"),
+    ("build_gpus_zero", ("build", GEMM, "--gpus", "0"), Usage, "argument --gpus: must be at least 1, got 0"),
+    ("build_dask_timeout", ("build", GEMM, "--dask", "tcp://127.0.0.1:1", "--dask-timeout", "-1"), Usage, "argument --dask-timeout: must be greater than 0"),
+    ("build_dask_address", ("build", GEMM, "--dask", "notaurl", "--dask-timeout", "3"), KlaraptorError, "'notaurl' is not a Dask scheduler address"),
+    ("bench_report_jobs", ("bench", "report", "--recorded", "--jobs", "0", "--out", "{tmp}/rep"), Usage, "argument --jobs: must be at least 1, got 0"),
+    ("bench_collect_budget", ("bench", "collect", "--budget", "nan"), Usage, "argument --budget: must be a finite number"),
+    ("bench_saake_kernels", ("bench", "saake", "--kernels", "nosuch", "--out", "{tmp}/sk"), KlaraptorError, "--kernels 'nosuch' names no recorded kernel"),
+    ("prune_keep_zero", ("prune", "--keep", "0"), Usage, "argument --keep: must be at least 1, got 0"),
+    ("prune_unknown", ("prune", "nosuch.k"), KlaraptorError, "no build of kernel 'nosuch.k'"),
+    ("rm_unknown", ("rm", "polybench.gemm.gem"), BuildError, "did you mean 'polybench.gemm.gemm'"),
+    # issue 38: a user's module that fails to import is the user's error, with its own message
+    ("build_module_no_name", ("build", ":SPEC", "--dry-run"), KlaraptorError, "give module:ATTR"),
+    ("build_module_syntax", ("build", "syntaxerr_mod:SPEC", "--dry-run"), KlaraptorError, "module 'syntaxerr_mod' has a syntax error at"),
+    ("build_module_raises", ("build", "raising_mod:SPEC", "--dry-run"), KlaraptorError, "importing module 'raising_mod' raised RuntimeError: boom in user module"),
+    ("build_module_empty_list", ("build", "badinput_mod:EMPTYLIST", "--dry-run"), KlaraptorError, "is an empty list: it names no kernel"),
+    ("build_meta_sizes_word", ("build", "badinput_mod:BIGSIZES", "--dry-run"), DataSizeError, "meta['train_sizes'] must be a list"),
+    ("build_cu_upper", ("build", "{cu_upper}", "--dry-run"), SpecError, "UPPER.CU: no such .cu file"),
+    ("build_cu_dir", ("build", "{cu_dir}", "--dry-run"), SpecError, "is a directory, not a .cu file"),
+    ("build_cu_cfg_dir", ("build", "{cu_cfg_dir}", "--dry-run"), SpecError, "cfgdir.k.py: is a directory"),
+    ("build_cu_sizes_empty", ("build", "{cu_sizes_empty}", "--dry-run"), SpecError, "'sizes' is empty"),
+    ("build_cu_sizes_twice", ("build", "{cu_sizes_twice}", "--dry-run"), SpecError, "'sizes' gives [256] more than once"),
+    ("build_cu_comment", ("build", "{cu_comment}", "--dry-run"), SpecError, "no '#pragma kernel_info_size_param_idx"),
+    ("build_cu_block", ("build", "{cu_block}", "--dry-run"), SpecError, "has 2048 threads; CUDA allows at most 1024"),
+    # issue 38: Kernel Tuner files
+    ("import_kt_zero", ("--store", "{tmp}/ktz.sqlite", "import-kt", "{kt_zero}", "badinput_mod:SPEC1D", "--profile", "h200"), KlaraptorError, "a launch takes time"),
+    ("export_kt_no_dir", ("export-kt", GEMM, "-o", "/nonexistent/dir/x.json"), Usage, "the directory /nonexistent/dir does not exist"),
+    ("export_kt_dir", ("export-kt", GEMM, "-o", "{dir}"), Usage, "is a directory; name a file in it"),
+    ("export_kt_unmeasured", ("export-kt", "polybench.mvt.k1", "-o", "{tmp}/mvt.json"), KlaraptorError, "has no measurements in"),
 ]
 # fmt: on
 
@@ -501,19 +572,46 @@ def _tune_numba(**kw: Any) -> Any:
     return klaraptor.tune(**{"data": {"n": "n"}, "grid": "ceil(n / bx)", **kw})(_numba_scale())
 
 
-def _kt_import(ctx: Ctx, spec: KernelSpec, **header: Any) -> Any:
+def _kt_file(tmp: Path, spec: KernelSpec, time_ms: float = 0.01, **header: Any) -> Path:
+    """A Kernel Tuner cache written as Kernel Tuner lays it out (one configuration)."""
+    head = {"device_name": "NVIDIA H200", "kernel_name": spec.kernel, "problem_size": 4096,
+            "tune_params_keys": ["block_size_x"], "objective": ["time"], **header}  # fmt: skip
+    keys = head["tune_params_keys"]
+    record = {**dict.fromkeys(keys, 32), "time": time_ms, "times": [time_ms] * 3}
+    path = tmp / f"kt_{spec.kernel}_{len(keys)}_{time_ms:g}.json"
+    path.write_text(json.dumps({**head, "cache": {",".join(["32"] * len(keys)): record}}))
+    return path
+
+
+def _kt_import(ctx: Ctx, spec: KernelSpec, time_ms: float = 0.01, **header: Any) -> Any:
     """Import a Kernel Tuner cache written as Kernel Tuner lays it out (one configuration)."""
     from klaraptor.device.profile import recorded_profile
     from klaraptor.frontends.kernel_tuner import import_kernel_tuner
 
-    head = {"device_name": "NVIDIA H200", "kernel_name": spec.kernel, "problem_size": 4096,
-            "tune_params_keys": ["block_size_x"], "objective": ["time"], **header}  # fmt: skip
-    keys = head["tune_params_keys"]
-    record = {**dict.fromkeys(keys, 32), "time": 0.01, "times": [0.01]}
-    path = ctx.tmp / f"kt_{spec.kernel}_{len(keys)}.json"
-    path.write_text(json.dumps({**head, "cache": {",".join(["32"] * len(keys)): record}}))
+    path = _kt_file(ctx.tmp, spec, time_ms, **header)
     store = Store(ctx.tmp / "kt.sqlite")
     return import_kernel_tuner(path, spec, store=store, device=recorded_profile("h200"))
+
+
+def _edited(name: str) -> KernelSpec:
+    """A suite kernel's spec with its source edited (a new version of it)."""
+    from klaraptor import suite
+
+    spec = suite.get(name)
+    return dataclasses.replace(spec, source=spec.source + "\n// edited\n")
+
+
+def _export_t4(ctx: Ctx, path: str) -> Any:
+    from klaraptor import suite
+    from klaraptor.frontends.kernel_tuner import export_t4
+
+    return export_t4(Store(ctx.store), suite.get(GEMM), _device(ctx), path)
+
+
+def _connect(address: str, **kw: Any) -> Any:
+    from klaraptor.collect.dask.cluster import connect
+
+    return connect(address, **kw)
 
 
 _SPEC_NM = _mk(
@@ -631,6 +729,69 @@ API: list[tuple[str, str, Callable[[Ctx], Any], type[KlaraptorError], str]] = [
     ("tune_plain_function", "@klaraptor.tune above a plain Python function", lambda c: klaraptor.tune(data={"n": "n"}, grid="ceil(n / bx)")(lambda x, y, n: None), SpecError, "is a plain Python function"),
     ("kt_no_block", "a Kernel Tuner cache without block_size_x/y/z", lambda c: _kt_import(c, _spec_1d(), tune_params_keys=["threads"]), KlaraptorError, "no block dimensions"),
     ("kt_problem_size", "a Kernel Tuner problem_size [512, 256] for data n, m", lambda c: _kt_import(c, _SPEC_NM(c), problem_size=[512, 256]), KlaraptorError, "cannot map data parameter 'n'"),
+    # issue 38: one validation layer for the public API's arguments (klaraptor.core.validate)
+    ("load_name_int", "klaraptor.load(123)", lambda c: klaraptor.load(123, store=Store(c.store)), KlaraptorError, "the kernel name must be a string such as 'polybench.gemm.gemm', got int 123"),
+    ("load_name_none", "klaraptor.load(None)", lambda c: klaraptor.load(None, store=Store(c.store)), KlaraptorError, "got NoneType None"),
+    ("load_store_path", "load(name, store='/nonexistent/x.sqlite')", lambda c: klaraptor.load(GEMM, store=str(c.files["missing"])), StoreError, "there is no klaraptor store"),
+    ("load_store_int", "load(name, store=42)", lambda c: klaraptor.load(GEMM, store=42), StoreError, "store= must be a klaraptor.store.Store or the path of one, got int 42"),
+    ("load_model_int", "load(name, model=5)", lambda c: _load(c, model=5), KlaraptorError, "model= must be a string, got int 5"),
+    ("load_spec_unrelated", "load(name, spec=<an unrelated spec>)", lambda c: _load(c, GEMM, spec=_spec_1d()), BuildError, "the spec is that of kernel 'my.k', not of 'polybench.gemm.gemm'"),
+    ("load_spec_stale", "load(name, spec=<same name, edited source>)", lambda c: _load(c, ATAX, spec=_edited(ATAX)), BuildError, "was made from another version of its spec"),
+    ("load_spec_type", "load(name, spec='x')", lambda c: _load(c, ATAX, spec="x"), SpecError, "spec= must be a klaraptor.KernelSpec"),
+    ("launcher_refine_text", "k.launcher(refine='4')", lambda c: _load(c).launcher(refine="4"), KlaraptorError, "refine must be an integer, got str '4'"),
+    ("launcher_refine_bool", "k.launcher(refine=True)", lambda c: _load(c).launcher(refine=True), KlaraptorError, "refine must be an integer, got bool True"),
+    ("launcher_refine_negative", "k.launcher(refine=-1)", lambda c: _load(c).launcher(refine=-1), KlaraptorError, "refine must be at least 0"),
+    ("plan_sizes_int", "klaraptor.plan(spec, 256)", lambda c: klaraptor.plan(_spec_1d(), 256), DataSizeError, "the training sizes must be a list such as [256, 512, 1024]"),
+    ("plan_sizes_text", "klaraptor.plan(spec, '256')", lambda c: klaraptor.plan(_spec_1d(), "256"), DataSizeError, "a string is not a list"),
+    ("plan_sizes_dict", "klaraptor.plan(spec, {'n': 256})", lambda c: klaraptor.plan(_spec_1d(), {"n": 256}), DataSizeError, "got a mapping"),
+    ("plan_spec_none", "klaraptor.plan(None, [256])", lambda c: klaraptor.plan(None, [256]), SpecError, "spec must be a klaraptor.KernelSpec, got NoneType None"),
+    ("plan_spec_name", "klaraptor.plan('polybench.gemm.gemm', [256])", lambda c: klaraptor.plan(GEMM, [256]), SpecError, "klaraptor.suite.get('polybench.gemm.gemm')"),
+    *[(f"plan_budget_{i}", f"klaraptor.plan(spec, [256], budget={b!r})", lambda c, b=b: klaraptor.plan(_spec_1d(), [256], budget=b), BuildError, "budget must be a number >= 1")
+      for i, b in enumerate((0.5, -1, "2", math.nan, math.inf, 0, True))],
+    ("build_budget_text", "klaraptor.build(spec, [256], budget='2')", lambda c: klaraptor.build(_spec_1d(), [256], budget="2"), BuildError, "budget must be a number >= 1 (a multiple of tune-once's measurement cost) or None"),
+    ("build_budget_bool", "klaraptor.build(spec, [256], budget=True)", lambda c: klaraptor.build(_spec_1d(), [256], budget=True), BuildError, "got bool True"),
+    ("build_store_int", "klaraptor.build(spec, [256], store=42)", lambda c: klaraptor.build(_spec_1d(), [256], store=42), StoreError, "store= must be"),
+    ("build_model_int", "klaraptor.build(spec, [256], model=5)", lambda c: klaraptor.build(_spec_1d(), [256], model=5), KlaraptorError, "model must be a string"),
+    ("plan_prior_keep", "klaraptor.plan(spec, sizes, prior='snowpack', prior_keep=0)", lambda c: klaraptor.plan(_spec_1d(), [256, 512], prior="snowpack", prior_keep=0), BuildError, "prior_keep must be at least 1"),
+    ("meta_sizes_word", "meta={'train_sizes': 'big'}", lambda c: klaraptor.plan(_mk(meta={"train_sizes": "big"})(c)), DataSizeError, "my.k: meta['train_sizes'] must be a list"),
+    ("spec_hi_c_type", "DataParam('n', arg=2, hi=2**40) on a C int n", _mk(data=(DataParam("n", arg=2, hi=2**40),)), SpecError, "a C int holds at most 2147483647"),
+    ("spec_block_threads", "default_block=(2048, 1, 1)", _mk(default_block=(2048, 1, 1)), SpecError, "(2048, 1, 1) has 2048 threads; CUDA allows at most 1024 per block"),
+    ("spec_block_z", "default_block=(1, 1, 128)", _mk(dim=3, default_block=(1, 1, 128)), SpecError, "block dimension z is 128; CUDA allows 64"),
+    ("spec_block_product", "default_block=(64, 32, 1)", _mk(dim=2, default_block=(64, 32, 1)), SpecError, "has 2048 threads; CUDA allows at most 1024"),
+    ("tune_constraints_int", "tune(constraints=5)", lambda c: _tune_numba(constraints=5), SpecError, "tune(constraints=...) must be a list such as ['bx <= n'], got int 5"),
+    ("tune_constraints_text", "tune(constraints='bx <= n')", lambda c: _tune_numba(constraints="bx <= n"), SpecError, "a string is not a list"),
+    ("tune_outputs_int", "tune(outputs=5)", lambda c: _tune_numba(outputs=5), SpecError, "tune(outputs=...) must be a list"),
+    ("tune_name", "tune(name='bad name!')", lambda c: _tune_numba(name="bad name!"), SpecError, "'bad name!' is not a dotted identifier"),
+    ("tune_sizes_word", "tune(sizes='big')", lambda c: _tune_numba(sizes="big"), DataSizeError, "tune(sizes=...) must be a list"),
+    ("tune_data_reserved", "tune(data={'bx': 'n'})", lambda c: _tune_numba(data={"bx": "n"}), SpecError, "data 'bx': the name 'bx' is reserved"),
+    ("tune_default_block", "tune(default_block=(2048, 1, 1))", lambda c: _tune_numba(default_block=(2048, 1, 1)), SpecError, "has 2048 threads; CUDA allows at most 1024"),
+    ("tune_dim", "tune(dim=4)", lambda c: _tune_numba(dim=4), SpecError, "tune(dim=...) must be at most 3"),
+    ("tune_store_int", "tune(store=42)", lambda c: _tune_numba(store=42), StoreError, "store= must be"),
+    ("cu_upper", "a missing UPPER.CU", lambda c: read_annotated(c.files["cu_upper"]), SpecError, "no such .cu file"),
+    ("cu_dir", "a directory named x.cu", lambda c: read_annotated(c.files["cu_dir"]), SpecError, "is a directory, not a .cu file"),
+    ("cu_cfg_dir", "a companion .k.py that is a directory", lambda c: read_annotated(c.files["cu_cfg_dir"]), SpecError, "is a directory; the per-kernel config must be a file"),
+    ("cu_grid_twice", "a companion assigning grid twice", lambda c: read_annotated(c.files["cu_grid_twice"]), SpecError, "'grid' is assigned again (first at line 1)"),
+    ("cu_arrays_name", "arrays naming a non-existent argument", lambda c: read_annotated(c.files["cu_arrays_name"]), SpecError, "'arrays' names 'z', which is not one of the kernel's pointer arguments (x, y)"),
+    ("cu_arrays_size", "an element count over a non-existent size", lambda c: read_annotated(c.files["cu_arrays_size"]), SpecError, "is not an element count over the size parameter 'n'"),
+    ("cu_sizes_empty", "sizes = []", lambda c: read_annotated(c.files["cu_sizes_empty"]), SpecError, "'sizes' is empty"),
+    ("cu_sizes_twice", "sizes = [256, 512, 256]", lambda c: read_annotated(c.files["cu_sizes_twice"]), SpecError, "'sizes' gives [256] more than once"),
+    ("cu_comment", "pragmas inside a /* */ comment", lambda c: read_annotated(c.files["cu_comment"]), SpecError, "no '#pragma kernel_info_size_param_idx"),
+    ("cu_block", "a companion default_block = [2048, 1, 1]", lambda c: read_annotated(c.files["cu_block"]), SpecError, "has 2048 threads"),
+    ("kt_zero_times", "a Kernel Tuner file whose times are all zero", lambda c: _kt_import(c, _spec_1d(), time_ms=0.0), KlaraptorError, "its time is 0.0 ms: a launch takes time"),
+    ("kt_export_no_dir", "export_t4 to /nonexistent/dir/x.json", lambda c: _export_t4(c, "/nonexistent/dir/x.json"), KlaraptorError, "the directory /nonexistent/dir does not exist"),
+    ("dask_address", "distributed.cluster.connect('notaurl')", lambda c: _connect("notaurl"), KlaraptorError, "'notaurl' is not a Dask scheduler address"),
+    ("dask_timeout", "connect(address, timeout_s=-1)", lambda c: _connect("tcp://127.0.0.1:1", timeout_s=-1), KlaraptorError, "must be greater than 0"),
+    ("store_path_int", "Store(42)", lambda c: Store(42), StoreError, "a store's path must be a str or a Path, got int 42"),
+    ("store_path_empty", "Store('')", lambda c: Store(""), StoreError, "a store's path is empty"),
+    ("store_timeout", "Store(path, timeout='x')", lambda c: Store(c.tmp / "t.sqlite", timeout="x"), StoreError, "the store's timeout (seconds) must be a number"),
+    ("plan_device_name", "klaraptor.plan(spec, sizes, device='h200')", lambda c: klaraptor.plan(_spec_1d(), [256], device="h200"), KlaraptorError, "recorded_profile('h200')"),
+    ("plan_space", "klaraptor.plan(spec, sizes, space='x')", lambda c: klaraptor.plan(_spec_1d(), [256], space="x"), KlaraptorError, "space= must be a ConfigSpace"),
+    ("build_device_name", "klaraptor.build(spec, sizes, device='h200')", lambda c: klaraptor.build(_spec_1d(), [256], device="h200"), KlaraptorError, "device= must be a DeviceProfile"),
+    ("build_fit", "klaraptor.build(spec, sizes, fit=5)", lambda c: klaraptor.build(_spec_1d(), [256], fit=5), KlaraptorError, "fit= must be a FitOptions"),
+    ("build_collect_data", "klaraptor.build(spec, sizes, collect_data='no')", lambda c: klaraptor.build(_spec_1d(), [256], collect_data="no"), KlaraptorError, "collect_data= must be True or False, got str 'no'"),
+    ("load_force", "klaraptor.load(name, force='yes')", lambda c: _load(c, force="yes"), KlaraptorError, "force= must be True or False"),
+    ("tune_device_name", "tune(device='h200')", lambda c: _tune_numba(device="h200"), KlaraptorError, "tune(device=...) must be a DeviceProfile"),
+    ("store_delete_keep", "store.delete_builds(keep=-1)", lambda c: Store(c.store).delete_builds(keep=-1), StoreError, "keep must be an integer >= 0"),
 ]
 # fmt: on
 
@@ -671,3 +832,82 @@ def test_bad_input_neighbours_are_accepted(ctx: Ctx, tmp_path: Path) -> None:
     assert k.select(4096.0).D.values() == (4096,)
     assert _spec_2d().size("M=512,N=1024") == _spec_2d().size({"N": 1024, "M": 512})
     assert json.dumps(k.select(4096).grid)
+
+
+def test_bad_input_issue_38_neighbours_are_accepted(
+    ctx: Ctx, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Valid inputs next to issue 38's refused ones get the right result."""
+    from klaraptor import suite
+
+    k = _load(ctx)
+    assert k.select(np.array(4096)) == k.select(4096)  # a 0-d array is its scalar
+    assert k.select(np.int64(4096)) == k.select(4096)
+    # The spec that was built is accepted (its fingerprint matches the stored one).
+    assert _load(ctx, ATAX, spec=suite.get(ATAX)).spec is not None
+    # A path is a store.
+    assert klaraptor.load(ATAX, store=str(ctx.store)).name == ATAX
+    # Sizes as a tuple, a generator, a NumPy array.
+    spec = _spec_1d()
+    assert len(klaraptor.plan(spec, (256, 512), budget=None)) > 0
+    assert len(klaraptor.plan(spec, (s for s in (256, 512)), budget=None)) > 0
+    assert len(klaraptor.plan(spec, np.array([256, 512]), budget=None)) > 0
+    # A per-configuration model measures every point whatever the budget: its plan says so.
+    assert klaraptor.plan(spec, [256, 512], budget=2, model="time_fit").plan is None
+    # A C short bounds D: the default range narrows to what the argument holds.
+    short = _mk(source=SRC3.replace("int n", "short n"))(ctx)
+    assert short.data[0].hi == 2**15 - 1
+    assert (
+        _mk(source=SRC3.replace("int n", "long n"), data=(DataParam("n", arg=2, hi=2**40),))(ctx)
+        .data[0]
+        .hi
+        == 2**40
+    )
+    # Comments are no code: a commented-out conflicting pragma, comment markers inside strings.
+    cu = _cu(
+        tmp_path,
+        "cmt",
+        GOOD_CU + "/* #pragma kernel_info_dim_k = 2; */\n// #pragma kernel_info_dim_k = 3;\n",
+    )
+    assert [s.name for s in read_annotated(cu)] == ["cmt.k"]
+    assert _mk(
+        source='extern "C" __global__ void k(const float* x, float* y, int n) { const char* s = "/*"; }'
+    )(ctx)
+    # export-kt to a missing directory creates none.
+    monkeypatch.chdir(ctx.tmp)
+    rc, _, _ = _run(
+        ["--store", str(ctx.store), "export-kt", GEMM, "-o", str(tmp_path / "no" / "x.json")],
+        capsys,
+    )
+    assert rc == 2 and not (tmp_path / "no").exists()
+    # --model time_fit with a budget: the dry run shows the full collection build() makes.
+    rc, out, _ = _run(["build", GEMM, "--model", "mwp_cwp", "--budget", "2", "--dry-run"], capsys)
+    assert rc == 0 and "--budget does not apply" in out and "full collection" in out
+    assert "budgeted plan" not in out
+
+
+def test_bad_input_warnings_are_klaraptor_warnings() -> None:
+    """A grid rule over by with dim=1, and on_missing='default', warn with KlaraptorWarning."""
+    from klaraptor.core.errors import KlaraptorWarning
+    from klaraptor.store import Store as S
+
+    with pytest.warns(KlaraptorWarning, match=r"grid\[1\] 'ceil\(n / by\)' uses by, but dim=1"):
+        _mk(grid=("ceil(n / bx)", "ceil(n / by)", "1"))(None)  # type: ignore[arg-type]
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tuned = _tune_numba(on_missing="default", store=S(Path(tmp) / "t.sqlite"))
+        x = np.ones(1024, np.float32)
+        with pytest.warns(KlaraptorWarning, match="launching with the default block"):
+            tuned.plan_for(x, np.empty_like(x), np.int32(1024))
+
+
+def test_bad_input_reprs_are_short(ctx: Ctx) -> None:
+    k = _load(ctx, GEMM)
+    text = repr(k)
+    assert (
+        text.startswith("<klaraptor.Kernel polybench.gemm.gemm: model")
+        and "candidate blocks" in text
+    )
+    plan = klaraptor.plan(_spec_1d(), [256, 512])
+    assert repr(plan).startswith("<BuildPlan my.k:") and len(repr(plan)) < 200

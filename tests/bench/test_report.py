@@ -111,3 +111,19 @@ def test_cold_timings_are_read_from_a_bench_cold_log(tmp_path: Path) -> None:
     assert k.cold == [[1536, 32, 1, 1, 0.1, 0.09, 0.11]]
     assert k.costs["sweep_hot_s"] == 4.0 and k.costs["sweep_cold_s"] == 4.5
     assert data.provenance["cold"]["kernels"][name] == "added"
+
+
+def test_the_report_shows_a_progress_bar() -> None:
+    """`bench report` runs for half an hour: a rich bar counts its tasks (issue 38)."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=120)
+    with rp._task_progress(console, 2) as advance:
+        advance(("polybench", "polybench.atax.k1", "main"))
+        advance(("polybench", "polybench.gemm.gemm", "main"))
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "2/2" in shown and "evaluated polybench.gemm.gemm (main)" in shown
+    with rp._task_progress(None, 1) as advance:  # no console: nothing shown, nothing fails
+        advance(("polybench", "polybench.atax.k1", "main"))

@@ -405,6 +405,7 @@ def test_kernel_tuner_round_trip(tmp_path: Path, recorded, name: str) -> None:
     """klaraptor → T4 → import gives the same rows, and build() chooses the same blocks."""
     spec, prof = suite.get(name), recorded.profile()
     src = _source_store(tmp_path / "a.sqlite", recorded, name)
+    (tmp_path / "t4").mkdir()  # export_t4 makes no directory (issue 38)
     out, meta = export_t4(src, spec, prof.key, tmp_path / "t4" / "k-results.json")
     assert meta.name == "k-metadata.json" and meta.is_file()
     dst = Store(tmp_path / "b.sqlite")

@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from klaraptor.assemble.arguments import check_device, check_spec, check_store
 from klaraptor.assemble.kernel import BuildReport, Kernel
 from klaraptor.assemble.model_selection import select_model
 from klaraptor.assemble.planned import (
@@ -26,6 +27,15 @@ from klaraptor.backends.cupy_backend import gpu_available
 from klaraptor.collect.plan import CostModel, PlanResult
 from klaraptor.core.errors import BuildError, DeviceWarning, KlaraptorError, StoreError
 from klaraptor.core.types import Block, Config, DataSize, KernelAttributes, ParamValues
+from klaraptor.core.validate import (
+    check_bool,
+    check_budget,
+    check_instance,
+    check_int,
+    check_kernel_name,
+    check_sizes,
+    check_text,
+)
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.fit.training import FitOptions, TrainingSet, training_set
 from klaraptor.helper.program import HelperProgram
@@ -60,10 +70,13 @@ def training_sizes(spec: KernelSpec, sizes: Iterable[Any] | None) -> list[DataSi
     """The training sizes as DataSize: the ones given, else the spec's `meta["train_sizes"]`."""
     if sizes is None:
         sizes = spec.meta.get("train_sizes")
-        if not sizes:
+        if sizes is None or (isinstance(sizes, (list, tuple)) and not sizes):
             raise BuildError(
                 f"{spec.name}: no training sizes given and the spec has no meta['train_sizes']"
             )
+        sizes = check_sizes(sizes, f"{spec.name}: meta['train_sizes']")
+    else:
+        sizes = check_sizes(sizes, f"{spec.name}: the training sizes")
     out = [spec.size(s) for s in sizes]
     if not out:
         raise BuildError(f"{spec.name}: the list of training sizes is empty")
@@ -85,6 +98,7 @@ def plan(
     store: Store | None = None,
     prior: str | None = None,
     prior_keep: int | None = None,
+    model: str = DEFAULT_MODEL,
 ) -> BuildPlan:
     """What a build would measure, or refuse with the reason, without a GPU (iterates over the
     points; `.format()` prints it).
@@ -93,7 +107,14 @@ def plan(
     the points are those at the plan's sizes and the plan's steps are described; when `store`
     holds measurements of the kernel on `device`, the plan is executed over them and its
     estimated cost shown. `budget=None`: every point of every training size. `prior`,
-    `prior_keep`: as `build`."""
+    `prior_keep`, `model`: as `build` (a model that fits each configuration, such as time_fit,
+    measures every point whatever the budget, so its plan is the full collection)."""
+    spec, budget, store = check_spec(spec), check_budget(budget), check_store(store)
+    device = check_device(device)
+    check_instance(space, ConfigSpace, "space=", "ConfigSpace.for_spec(spec)")
+    _check_prior(prior, prior_keep)
+    if _model_measures_all(model):
+        budget = None
     space = space or ConfigSpace.for_spec(spec)
     size_list = training_sizes(spec, sizes)
     if budget is None:
@@ -128,6 +149,23 @@ def plan(
         result = replay_from_store(mplan, spec, store, device.key, candidates)
         executed = result if result.points else None
     return BuildPlan(spec, points, mplan, why, executed, candidates)
+
+
+def _check_prior(prior: Any, prior_keep: Any) -> None:
+    """prior is None or a name; prior_keep None or a positive int, and only with a prior."""
+    if prior is not None:
+        check_text(prior, "prior", BuildError)
+    if prior_keep is not None:
+        check_int(prior_keep, "prior_keep", minimum=1, error=BuildError)
+
+
+def _model_measures_all(model: Any) -> bool:
+    """Whether `model` fits each configuration (so measures every candidate at every size);
+    an unknown name is refused naming the registered ones."""
+    check_text(model, "model")
+    if is_budgeted(model):
+        return False
+    return get_model(model).needs_measurements
 
 
 def _arg_bytes(
@@ -313,11 +351,14 @@ def build(
     (`benchmarks/snowpack_prior.py` measures what that loses).
     """
     t0 = time.perf_counter()
-    if budget is not None and not (budget >= 1.0 and budget < float("inf")):
-        raise BuildError(
-            f"budget must be a number >= 1 (a multiple of tune-once's cost) or None, got {budget!r}"
-        )
-    store = store or Store()
+    spec, budget, device = check_spec(spec), check_budget(budget), check_device(device)
+    _check_prior(prior, prior_keep)
+    check_text(model, "model")
+    check_instance(fit, FitOptions, "fit=", "klaraptor.fit.training.FitOptions()")
+    check_bool(progress, "progress=")
+    if collect_data is not None:
+        check_bool(collect_data, "collect_data=")
+    store = check_store(store) or Store()
     if spec.params and model != "auto" and not get_model(model).supports_params:
         raise BuildError(
             f"{spec.name} has program parameters {list(spec.param_names)}, which model {model!r} "
@@ -620,7 +661,19 @@ def load(
     is used with a DeviceWarning. An unknown kernel name, a kernel without a build and a build
     with another model are told apart, with close matches for a misspelt name.
     """
-    store = store or Store(must_exist=True)
+    name = check_kernel_name(name)
+    store = check_store(store, must_exist=True) or Store(must_exist=True)
+    if spec is not None:
+        spec = check_spec(spec, "spec=")
+        if spec.name != name:
+            raise BuildError(
+                f"load({name!r}, spec=...): the spec is that of kernel {spec.name!r}, not of "
+                f"{name!r}; pass the spec the kernel was built from"
+            )
+    for value, what in ((device, "device="), (model, "model=")):
+        if value is not None:
+            check_text(value, what)
+    check_bool(force, "force=")
     here = None
     if device is None and gpu_available():
         from klaraptor.device.profile import query_device
@@ -685,6 +738,8 @@ def load(
         )
     if spec is None:
         spec = _find_spec(name)
+    else:
+        _check_fingerprint(store, name, spec)
     return Kernel(
         helper,
         spec=spec,
@@ -693,6 +748,20 @@ def load(
         rejected=rec.rejected,
         report=report,
         loader=load,
+    )
+
+
+def _check_fingerprint(store: Store, name: str, spec: KernelSpec) -> None:
+    """A spec given to load() must be the version the kernel was built from: a stale build
+    (source, options, grid, constraints, dim or data names changed since) is refused."""
+    known = store.kernel(name)
+    if known is None or not known.fingerprint or known.fingerprint == spec.fingerprint():
+        return
+    raise BuildError(
+        f"the build of {name!r} in {store.path} was made from another version of its spec "
+        f"(fingerprint {known.fingerprint[:12]} stored, {spec.fingerprint()[:12]} given: the "
+        "source, options, grid, constraints, dim or data parameters changed); its choices are "
+        "stale. Build it again (klaraptor.build(spec, ...)), or load it without spec="
     )
 
 

@@ -117,9 +117,12 @@ class Kernel:
         self.launcher(refine=refine)(*args, stream=stream)
 
     def launcher(self, refine: int = 0) -> TunedKernel:
-        """The TunedKernel (cached per refine setting) for repeated launches."""
+        """The TunedKernel (cached per refine setting) for repeated launches; `refine=k` (an
+        int >= 0) measures the model's top k on the first calls of each new size."""
+        from klaraptor.core.validate import check_int
         from klaraptor.runtime.launcher import TunedKernel
 
+        refine = check_int(refine, "refine", minimum=0)
         if self.spec is None:
             raise KlaraptorError(
                 f"{self.name}: launching needs the KernelSpec; pass spec= to klaraptor.load()"
@@ -127,6 +130,16 @@ class Kernel:
         if refine not in self._tuned:
             self._tuned[refine] = TunedKernel(self.spec, self.selector, refine=refine)
         return self._tuned[refine]
+
+    def __repr__(self) -> str:
+        sizes = self.report.sizes if self.report is not None else ()
+        trained = f", trained at {'; '.join(str(D) for D in sizes)}" if sizes else ""
+        launch = "" if self.spec is not None else ", no spec (select only)"
+        return (
+            f"<klaraptor.Kernel {self.name}: model {self.helper.model_name}, "
+            f"{len(self.helper.candidates)} candidate blocks, for {self.device_key}"
+            f"{trained}{launch}>"
+        )
 
     def export_c(self) -> str:
         return self.helper.to_c_header()

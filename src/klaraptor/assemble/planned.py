@@ -212,11 +212,25 @@ class BuildPlan:
     def __iter__(self) -> Iterator[PlannedPoint]:
         return iter(self.points)
 
+    def __repr__(self) -> str:
+        feasible = sum(p.status == "measure" for p in self.points)
+        sizes = len({p.D for p in self.points})
+        how = "full collection" if self.plan is None else f"budget {self.plan.budget:g}×"
+        return (
+            f"<BuildPlan {self.spec.name}: {feasible} feasible points over {sizes} sizes, "
+            f"{len(self.points) - feasible} rejected; {how} (.format() shows it)>"
+        )
+
     def __len__(self) -> int:
         return len(self.points)
 
     def format(self) -> str:
-        text = format_dry_run(self.points, title=self.spec.name, show_measured=self.plan is None)
+        text = format_dry_run(
+            self.points,
+            title=self.spec.name,
+            show_measured=self.plan is None,
+            budgeted=self.plan is not None,
+        )
         if self.plan is None:
             return text + "\nfull collection: every point above is timed (no budget)"
         lines = [

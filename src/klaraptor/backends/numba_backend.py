@@ -243,9 +243,14 @@ class NumbaBackend:
             "compiled Numba kernel"
         )
 
-    def compile_spec(self, spec: Any) -> NumbaCompiled:
-        """Compile the spec's dispatcher for the argument types it was bound to."""
-        dispatcher = getattr(spec, "numba_kernel", None)
+    def compile_spec(self, spec: Any, params: Any = None) -> NumbaCompiled:
+        """Compile the spec's dispatcher for the argument types it was bound to (a kernel with
+        program parameters: the dispatcher its kernel factory makes for `params`)."""
+        factory = getattr(spec, "kernel_factory", None)
+        if params and factory is not None:
+            dispatcher = factory(**dict(params))
+        else:
+            dispatcher = getattr(spec, "numba_kernel", None)
         argtypes = tuple(getattr(spec, "argtypes", ()) or ())
         if dispatcher is None or not argtypes:
             raise CollectError(
@@ -265,7 +270,9 @@ class NumbaBackend:
             ) from None
         return NumbaCompiled(dispatcher, argtypes, spec.kernel)
 
-    def kernel_ptx(self, spec: Any, fn: NumbaCompiled, arch: str) -> tuple[str, str]:
+    def kernel_ptx(
+        self, spec: Any, fn: NumbaCompiled, arch: str, params: Any = None
+    ) -> tuple[str, str]:
         """(PTX of the compiled signature, its entry name): Numba names entries mangled."""
         ptx = fn.dispatcher.inspect_asm(fn.argtypes)
         if isinstance(ptx, bytes):

@@ -27,13 +27,14 @@ includes them) or `write_report(..., providers=[...])`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import tempfile
 import warnings
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -149,16 +150,20 @@ def evaluate_suites(
     # The slowest first, so the pool ends together (3D kernels have the most points).
     tasks.sort(key=lambda t: (-len(_dataset(t[0]).kernels[t[1]].time), t[2] == "main"))
     done: dict[tuple[str, str, str], KernelResult] = {}
-    if jobs == 1:
-        for t in tasks:
-            done[t] = _evaluate_task(*t, providers)
-    else:
-        import multiprocessing
+    with _task_progress(console, len(tasks)) as advance:
+        if jobs == 1:
+            for t in tasks:
+                done[t] = _evaluate_task(*t, providers)
+                advance(t)
+        else:
+            import multiprocessing
 
-        ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
-        with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-            futures = {t: pool.submit(_evaluate_task, *t, tuple(providers)) for t in tasks}
-            done = {t: f.result() for t, f in futures.items()}
+            ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+            with ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+                futures = {pool.submit(_evaluate_task, *t, tuple(providers)): t for t in tasks}
+                for f in as_completed(futures):
+                    done[futures[f]] = f.result()
+                    advance(futures[f])
     out: dict[str, list[KernelResult]] = {}
     for s in suites:
         out[s] = []
@@ -167,6 +172,39 @@ def evaluate_suites(
             _progress(console, r)
             out[s].append(r)
     return out
+
+
+@contextlib.contextmanager
+def _task_progress(console: Any | None, total: int) -> Iterator[Callable[[tuple[str, ...]], None]]:
+    """A rich progress bar over the evaluation's tasks (kernel × method group), with the
+    elapsed and remaining time; a no-op without a console."""
+    if console is None:
+        yield lambda task: None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task("evaluating (kernel, method group) tasks", total=total)
+
+        def advance(task: tuple[str, ...]) -> None:
+            progress.update(bar, advance=1, description=f"evaluated {task[1]} ({task[2]})")
+
+        yield advance
 
 
 def _progress(console: Any | None, r: KernelResult) -> None:

@@ -221,6 +221,11 @@ def _search(
     return row
 
 
+def recorded_kernel_names() -> list[str]:
+    """The kernels of the recorded datasets, sorted."""
+    return sorted(n for data in datasets() for n in data.kernels)
+
+
 def evaluate_all(
     console: Any | None = None, kernels: Sequence[str] | None = None
 ) -> list[KernelEval]:

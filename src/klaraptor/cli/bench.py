@@ -10,6 +10,7 @@ from typing import Any
 
 from klaraptor.cli.common import console, open_store
 from klaraptor.core.errors import CollectError, KlaraptorError
+from klaraptor.core.validate import arg_nonempty, arg_positive_float, arg_positive_int
 
 
 def add_parser(sub: Any) -> None:
@@ -20,14 +21,21 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--kernels", default="polybench", help="suite prefix or comma-separated names")
     c.add_argument("--phase", default="time,ncu,truth", help="comma-separated: time, ncu, truth")
     c.add_argument(
-        "--budget", type=float, default=60.0, help="ground-truth seconds per (kernel, N)"
+        "--budget",
+        type=arg_positive_float,
+        default=60.0,
+        help="ground-truth seconds per (kernel, N)",
     )
     c.add_argument("--log", default=None, help="append a JSON line per step here")
     c.set_defaults(bench_func=_collect)
     r = bs.add_parser("report", help="evaluate the methods and write benchmarks/results/<gpu>/")
-    r.add_argument("--out", default="benchmarks/results/h200")
+    r.add_argument(
+        "--out", type=arg_nonempty, default="benchmarks/results/h200", help="the output directory"
+    )
     r.add_argument("--recorded", action="store_true", help="use the shipped recorded datasets")
-    r.add_argument("--jobs", type=int, default=None, help="worker processes (default: CPUs)")
+    r.add_argument(
+        "--jobs", type=arg_positive_int, default=None, help="worker processes (default: CPUs)"
+    )
     r.add_argument(
         "--no-compare",
         action="store_true",
@@ -41,8 +49,15 @@ def add_parser(sub: Any) -> None:
     )
     r.set_defaults(bench_func=_report)
     sk = bs.add_parser("saake", help="SAAKE's Table 1, search and bottlenecks (recorded data)")
-    sk.add_argument("--out", default="benchmarks/results/h200")
-    sk.add_argument("--kernels", default=None, help="comma-separated names (default: all 44)")
+    sk.add_argument(
+        "--out", type=arg_nonempty, default="benchmarks/results/h200", help="the output directory"
+    )
+    sk.add_argument(
+        "--kernels",
+        type=arg_nonempty,
+        default=None,
+        help="comma-separated names or prefixes (default: all 44)",
+    )
     sk.add_argument(
         "--sol", default=None, help="sol.json of the device speed-of-light run (docs/saake.md)"
     )
@@ -57,8 +72,10 @@ def add_parser(sub: Any) -> None:
     )
     sk.set_defaults(bench_func=_saake)
     e = bs.add_parser("export", help="write the recorded dataset from a store")
-    e.add_argument("--out", required=True)
-    e.add_argument("--kernels", default="polybench")
+    e.add_argument("--out", type=arg_nonempty, required=True, help="the dataset file to write")
+    e.add_argument(
+        "--kernels", default="polybench", help="suite prefix or comma-separated kernel names"
+    )
     e.add_argument(
         "--logs", nargs="*", default=[], help="bench collect --log files (per-phase wall times)"
     )
@@ -141,10 +158,33 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _saake(args: argparse.Namespace) -> int:
-    from klaraptor.bench.saake_eval import write
+    from klaraptor.bench.saake_eval import recorded_kernel_names, write
 
+    if args.kernels is not None:  # before any work: a name matching nothing is a mistake
+        known = recorded_kernel_names()
+        args.kernels = ",".join(_match_kernels(args.kernels, known, "--kernels"))
     _writable_dir(Path(args.out), "--out")
     return write(args)
+
+
+def _match_kernels(text: str, known: list[str], option: str) -> list[str]:
+    """The names in `known` that the comma-separated names or dotted prefixes of `text` give;
+    KlaraptorError naming one that gives none (with the closest names)."""
+    import difflib
+
+    out: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            raise KlaraptorError(f"{option} {text!r} has an empty name")
+        hits = [k for k in known if k == part or k.startswith(part + ".")]
+        if not hits:
+            close = difflib.get_close_matches(part, known, n=3)
+            maybe = f"; did you mean {' or '.join(close)}?" if close else ""
+            raise KlaraptorError(
+                f"{option} {part!r} names no recorded kernel{maybe} (`klaraptor list --suite`)"
+            )
+        out += [k for k in hits if k not in out]
+    return out
 
 
 def _writable_dir(path: Path, option: str) -> None:
@@ -246,7 +286,9 @@ def add_snowpack_parsers(bs: Any) -> None:
     )
     t.set_defaults(bench_func=_train_snowpack)
     s = bs.add_parser("snowpack", help="SNOWPACK's evaluation (unseen kernels and sizes)")
-    s.add_argument("--out", default="benchmarks/results/h200")
+    s.add_argument(
+        "--out", type=arg_nonempty, default="benchmarks/results/h200", help="the output directory"
+    )
     s.add_argument("--quick", action="store_true", help="small search (for a smoke run)")
     s.add_argument(
         "--patterns",

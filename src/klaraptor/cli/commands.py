@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
 from klaraptor.cli.common import (
@@ -25,6 +25,7 @@ from klaraptor.cli.common import (
     when,
 )
 from klaraptor.core.errors import CollectError, ExtrapolationWarning, KlaraptorError
+from klaraptor.core.validate import check_output_file
 
 
 def parse_budget(text: str) -> float | None:
@@ -47,12 +48,22 @@ def cmd_build(args: argparse.Namespace) -> int:
     from klaraptor.assemble import plan
     from klaraptor.backends.cupy_backend import gpu_problem
     from klaraptor.frontends.targets import resolve_specs
-    from klaraptor.models import get_model
+    from klaraptor.models import get_model, is_budgeted
 
     specs = resolve_specs(args.target)
-    budget = parse_budget(str(getattr(args, "budget", "1.5")))
+    budget = getattr(args, "budget", 1.5)
+    if isinstance(budget, str):  # a Namespace made by hand; the parser gives a number
+        budget = parse_budget(budget)
     if args.model != "auto":
         get_model(args.model)  # an unknown model is refused before any work
+    prior, prior_keep = getattr(args, "prior", None), getattr(args, "prior_keep", None)
+    if prior_keep is not None and prior is None:
+        raise KlaraptorError("--prior-keep K needs --prior snowpack (it keeps the prior's K best)")
+    if prior is not None and not is_budgeted(args.model):
+        raise KlaraptorError(
+            f"--prior orders a budgeted build's sweep; model {args.model!r} times every candidate "
+            "at every size (use a budgeted model: --model auto or scaling)"
+        )
     sizes = {spec.name: parse_sizes(args.sizes, spec) for spec in specs}
     if args.dry_run:
         store = open_store(args, must_exist=True) if args.store else None
@@ -63,6 +74,12 @@ def cmd_build(args: argparse.Namespace) -> int:
             profiles = store.device_profiles()
             if len(profiles) == 1:
                 device = DeviceProfile.from_dict(next(iter(profiles.values())))
+        if not is_budgeted(args.model) and budget is not None:
+            console.print(
+                f"model {args.model} fits each candidate from its own times, so it times every "
+                "candidate at every training size: --budget does not apply",
+                markup=False,
+            )
         for spec in specs:
             view = plan(
                 spec,
@@ -70,8 +87,9 @@ def cmd_build(args: argparse.Namespace) -> int:
                 budget=budget,
                 store=store,
                 device=device,
-                prior=getattr(args, "prior", None),
-                prior_keep=getattr(args, "prior_keep", None),
+                prior=prior,
+                prior_keep=prior_keep,
+                model=args.model,
             )
             console.print(view.format(), markup=False)
         return 0
@@ -220,18 +238,20 @@ def cmd_select(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from klaraptor.runtime.selector import format_explain
 
-    if args.limit is not None and args.limit < 1:
-        raise KlaraptorError(f"--limit must be a positive number of rows, got {args.limit}")
     kern = load_kernel(args)
     D = kern.selector.size(size_text(args.D))
     far = kern.selector.extrapolation(D)
     if far:
         print_warning(f"extrapolating: {far}")
-    console.print(f"{kern.name} {D}: model {kern.helper.model_name}", markup=False)
-    console.print(format_explain(kern.explain(D), limit=args.limit), markup=False)
     from klaraptor.assemble.bottleneck import bottleneck_text
 
-    console.print(bottleneck_text(kern, D), markup=False, highlight=False)
+    console.print(f"{kern.name} {D}: model {kern.helper.model_name}", markup=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ExtrapolationWarning)  # said above, in one line
+        rows = kern.explain(D)
+        bottleneck = bottleneck_text(kern, D)
+    console.print(format_explain(rows, limit=args.limit), markup=False)
+    console.print(bottleneck, markup=False, highlight=False)
     return 0
 
 
@@ -252,17 +272,64 @@ def cmd_list(args: argparse.Namespace) -> int:
             "import-recorded` for the recorded H200 builds)"
         )
         return 0
-    rows = [("kernel", "model", "built", "device")]
-    rows += [(b.kernel, b.model, when(b.created), b.device) for b in builds]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for r in rows:
+    rows = _list_rows(store, builds, every=getattr(args, "all", False))
+    table = [("kernel", "model", "built", "device"), *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(3)]
+    for r in table:
         console.print(
             "  ".join(f"{v:<{w}}" for v, w in zip(r, widths)) + "  " + r[3],
             markup=False,
             highlight=False,
         )
-    console.print(f"{len(builds)} builds in {store.path}", markup=False)
+    kernels = len({r[0] for r in rows})
+    console.print(
+        f"{kernels} kernels, {len(builds)} builds in {store.path}, newest per kernel, GPU and "
+        "model. 'scaling (auto)': built with model auto, which chose scaling (the build is "
+        "stored under both names); select, explain and show use the newest build, or the "
+        "one --model names.",
+        markup=False,
+    )
+    superseded = len(builds) - len({(b.kernel, b.device, b.model) for b in builds})
+    if superseded and not getattr(args, "all", False):
+        console.print(
+            f"{superseded} older builds are superseded: no command uses them (`klaraptor list "
+            "--all` shows them, `klaraptor prune` deletes them)",
+            markup=False,
+        )
     return 0
+
+
+def _list_rows(store: Any, builds: list[Any], *, every: bool) -> list[tuple[str, str, str, str]]:
+    """One row per kernel, GPU and model (the newest build, which every command uses), sorted
+    by kernel; an `auto` build is the row of the model it chose when both hold the same helper
+    program (auto stores its choice under both names). `every`: each build."""
+    if every:
+        ordered = sorted(builds, key=lambda b: (b.kernel, b.device, b.model, -b.created))
+        return [(b.kernel, b.model, when(b.created), b.device) for b in ordered]
+    newest: dict[tuple[str, str, str], Any] = {}
+    for b in builds:  # newest first
+        newest.setdefault((b.kernel, b.device, b.model), b)
+    merged: dict[tuple[str, str], str] = {}  # (kernel, device) -> the model auto's build is
+    labels: dict[tuple[str, str, str], str] = {}
+    for kernel, device, model in newest:
+        if model != "auto":
+            continue
+        auto = store.latest_build(kernel, device, "auto")
+        chosen = str((auto.report if auto is not None else {}).get("model") or "")
+        labels[(kernel, device, model)] = f"{chosen} (auto)" if chosen else "auto"
+        if (kernel, device, chosen) in newest and auto is not None:
+            twin = store.latest_build(kernel, device, chosen)
+            if twin is not None and twin.helper == auto.helper:
+                merged[(kernel, device)] = chosen
+    rows = []
+    for (kernel, device, model), b in sorted(newest.items()):
+        if model == "auto" and (kernel, device) in merged:
+            continue  # the same build, listed as its model's row
+        label = labels.get((kernel, device, model), model)
+        if merged.get((kernel, device)) == model:
+            label = f"{model} (auto)"
+        rows.append((kernel, label, when(b.created), device))
+    return rows
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -281,32 +348,111 @@ def cmd_show(args: argparse.Namespace) -> int:
     if rep is not None:
         console.print(f"  trained at  {'; '.join(str(s) for s in rep.sizes)}", markup=False)
         console.print(f"  fit time    {rep.fit_wall_s:.1f} s", markup=False)
-        sel = rep.fits.get("model_selection")
-        if isinstance(sel, dict) and sel.get("scores"):
-            scores = ", ".join(
-                f"{m} r={float(v.get('r', float('nan'))):.3f}" for m, v in sel["scores"].items()
-            )
-            console.print(
-                f"  auto        chose {sel.get('chosen')} (slowdown of each model's choice on "
-                f"held-out training sizes: {scores})",
-                markup=False,
-            )
-        metrics = rep.fits.get("metrics", {})
-        if metrics:
-            console.print("  fits:", markup=False)
-            for metric, f in metrics.items():
-                console.print(f"    {metric:22s} {f['method']:9s} {_fit_error(f)}", markup=False)
+        _show_selection(rep.fits.get("model_selection"))
+        _show_fits(rep.fits)
     for b, why in kern.selector.rejected.items():
         console.print(f"  rejected {b}: {why}", markup=False)
     return 0
 
 
-def cmd_export(args: argparse.Namespace) -> int:
-    out = Path(args.output) if args.output else None
-    if out is not None and not out.parent.is_dir():
-        raise KlaraptorError(
-            f"cannot write {out}: the directory {out.parent} does not exist; create it first"
+def _show_selection(sel: Any) -> None:
+    """How `auto` chose: each model's ×2-fold slowdown, or why a model was not scored."""
+    if not (isinstance(sel, dict) and sel.get("scores")):
+        return
+    console.print(
+        f"  auto        chose {sel.get('chosen')} ({sel.get('reason', '')}). Each model was fitted "
+        "on the training sizes up to half the largest and chose a block for the largest; r is "
+        "that block's measured time over the best's there (1.000 = the best):",
+        markup=False,
+    )
+    for m, v in sel["scores"].items():
+        if isinstance(v, dict) and "r" in v:
+            text = f"r={float(v['r']):.3f} (block {tuple(v.get('block', ()))})"
+        else:
+            why = v.get("error", "no score") if isinstance(v, dict) else str(v)
+            text = f"not scored: {why}"
+        console.print(f"    {m:10s} {text}", markup=False)
+
+
+def _show_fits(fits: dict[str, Any]) -> None:
+    """The fits and their held-out errors (fitted without a size, scored at it)."""
+    metrics = fits.get("metrics", {})
+    if metrics:
+        console.print("  fits:", markup=False)
+        for metric, f in metrics.items():
+            console.print(f"    {metric:22s} {f['method']:9s} {_fit_error(f)}", markup=False)
+        return
+    report = (fits.get("scaling") or {}).get("report") if isinstance(fits, dict) else None
+    fold = (report or {}).get("fold") or {}
+    if "error_without" not in fold:
+        return
+    anchor, target = float(fold.get("anchor", math.nan)), float(fold.get("target", math.nan))
+    console.print(
+        f"  fits:       held out: fitted at the sizes up to {anchor:g}, scored at {target:g} "
+        f"({fold.get('compared', '?')} candidates)",
+        markup=False,
+    )
+    used = "uses" if float(report.get("lambda", 0.0) or 0.0) > 0 else "does not use"
+    line = f"    relative times   error {_pct(fold['error_without'])} (centred log error)"
+    if "error_with" in fold:
+        line += f"; with per-block deviations {_pct(fold['error_with'])} (the build {used} them)"
+    console.print(line, markup=False)
+    if "r_without" in fold:
+        console.print(
+            f"    {'choice at ' + format(target, 'g'):16s} r={float(fold['r_without']):.3f} (its "
+            "measured time over the best's)",
+            markup=False,
         )
+    growth = (report.get("growth") or {}).get("chosen_by")
+    if growth:
+        short = re.sub(r"\d+\.\d{4,}(e-?\d+)?", lambda m: f"{float(m.group(0)):.3g}", str(growth))
+        console.print(f"    growth curve     {short}", markup=False)
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    store = open_store(args, must_exist=True)
+    doomed: list[Any] = []
+    for kernel in args.kernels or [None]:
+        if kernel is not None and not store.builds(kernel):
+            raise KlaraptorError(f"no build of kernel {kernel!r} in {store.path}")
+        doomed += store.delete_builds(kernel, keep=args.keep, dry_run=args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    kernels = len({b.kernel for b in doomed})
+    console.print(
+        f"{verb} {len(doomed)} superseded builds of {kernels} kernels in {store.path} (kept the "
+        f"newest {args.keep} per kernel, GPU and model; measurements are kept)",
+        markup=False,
+    )
+    return 0
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    store = open_store(args, must_exist=True)
+    for kernel in args.kernels:
+        if store.kernel(kernel) is None and not store.builds(kernel):
+            from klaraptor.assemble.api import _not_built
+
+            raise _not_built(store, kernel)
+    for kernel in args.kernels:
+        if args.measurements:
+            if args.model or args.device:
+                raise KlaraptorError(
+                    "--measurements forgets the whole kernel: drop --model/--device"
+                )
+            rows = store.delete_kernel(kernel)
+            console.print(f"deleted {kernel}: {rows} rows (builds, measurements, history)")
+            continue
+        gone = store.delete_builds(kernel, device=args.device, model=args.model)
+        console.print(
+            f"deleted {len(gone)} builds of {kernel} (measurements kept: `klaraptor build` "
+            "rebuilds from them)",
+            markup=False,
+        )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    out = check_output_file(args.output, "-o") if args.output is not None else None
     kern = load_kernel(args)
     text = kern.export_c() if args.lang == "c" else kern.export_python()
     if out is not None:
@@ -324,8 +470,9 @@ def cmd_device(args: argparse.Namespace) -> int:
     from klaraptor.backends.cupy_backend import gpu_available
     from klaraptor.device.profile import format_profile, query_device, recorded_profile
 
-    if args.recorded:
-        console.print(format_profile(recorded_profile(args.recorded)), markup=False)
+    full = getattr(args, "full", False)
+    if args.recorded is not None:
+        console.print(format_profile(recorded_profile(args.recorded), full=full), markup=False)
         return 0
     if not gpu_available():
         raise CollectError(
@@ -338,7 +485,7 @@ def cmd_device(args: argparse.Namespace) -> int:
         profile = measure_profile(0, store, force=args.force)
     else:
         profile = store.cached_profile(query_device().key) or query_device()
-    console.print(format_profile(profile), markup=False)
+    console.print(format_profile(profile, full=full), markup=False)
     return 0
 
 

@@ -32,7 +32,10 @@ if TYPE_CHECKING:
 
 def die_with_parent(parent_pid: int) -> None:
     """A pool worker's initializer: the worker is killed when the process that started it dies
-    (Linux PR_SET_PDEATHSIG), so a SIGKILLed command leaves no workers behind."""
+    (Linux PR_SET_PDEATHSIG), so a SIGKILLed command leaves no workers behind. Ctrl-C reaches
+    the whole process group: the worker ignores it and the parent, which handles it, cancels
+    the work (else every worker prints its own KeyboardInterrupt traceback)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
         import ctypes
 

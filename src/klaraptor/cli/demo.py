@@ -9,7 +9,9 @@ H200 dataset shipped with the package (real measurements), and the choices are c
 the recorded exhaustive optimum. The builds stay in the store (when one is named), so `klaraptor
 select`, `explain`, `show` and `export` work on them afterwards.
 
-Both write a plot: per kernel, the worst and the best block's time and the chosen block's.
+Both write a plot: per kernel, each method's slowdown r = t(chosen) / t(best) (1 is the best
+block), the quantity the demo is about. A demo run again replaces its earlier builds in the
+store rather than adding to them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ GPU_EVAL = 2048
 
 # What each column and score means, printed under the tables (the README repeats it).
 RECORDED_COLUMNS = (
+    ("kernel", "the suite kernel (PolyBench's, without the polybench. prefix)"),
     ("N", "the evaluation size: larger than every training size, so each choice extrapolates"),
     ("chosen block, chosen ms", "klaraptor's block and its measured time at N"),
     ("best block, best ms", "the fastest block of the recorded exhaustive search at N"),
@@ -40,21 +43,29 @@ RECORDED_COLUMNS = (
 )
 SUMMARY_COLUMNS = (
     ("geomean r, max r", "the slowdown over all (kernel, N) pairs: geometric mean and worst"),
-    (
-        "mean Error%",
-        "(t - t_best) / (t_worst - t_best) × 100: 0 is the best block, 100 the worst",
-    ),
-    (
-        "within noise",
-        "pairs where r - 1 is inside the timing noise (the best block's relative IQR)",
-    ),
+    ("within 5%", "the share of pairs with r <= 1.05"),
+    ("mean S%", "the mean of S = (r - 1) × 100 over the pairs: 0 when every choice is the best"),
     ("klaraptor", "the helper program's choice (model only, no extra run)"),
-    ("klaraptor_top4", "the best measured of the model's top 4 (online refinement, refine=4)"),
+    (
+        "klaraptor_topk",
+        "online refinement: the best measured of the few blocks the model ranks within its tie "
+        "band (tune-once's block among them), as launcher(refine=k) tries them on the first calls",
+    ),
+    ("tune_once", "the best block at the largest training size, reused at every N"),
+    ("nearest_size", "the best block at the training size nearest N (log scale)"),
     ("default", "the benchmark's default block"),
     ("occ", "max occupancy: median time over the blocks of highest theoretical occupancy"),
-    ("tune_once", "the best block at the largest training size, reused at every N"),
     ("exhaustive", "the best block at each N (r = 1 by definition)"),
+    ("noise band", "the median relative IQR of the best block's timing samples"),
 )
+# The methods the plot shows, with their colours.
+PLOT_METHODS = (
+    ("klaraptor", "#d62728", "klaraptor (model only)"),
+    ("klaraptor_topk", "#ff9896", "klaraptor, online top-k"),
+    ("tune_once", "#1f77b4", "tune-once"),
+    ("default", "#2ca02c", "default block"),
+)
+PLOT_R_MAX = 1.5  # bars beyond it are cut there and labelled with their value
 
 
 def _legend(console: Console, title: str, rows: Sequence[tuple[str, str]]) -> None:
@@ -78,12 +89,12 @@ def run(
 
     # Tables need ~100 columns; a pipe (make, CI logs) would otherwise be cut at 80.
     console = console or Console(width=None if Console().is_terminal else 110)
-    from klaraptor.core.errors import CollectError, KlaraptorError
+    from klaraptor.core.errors import CollectError
 
-    if plot is not None and not Path(plot).parent.is_dir():
-        raise KlaraptorError(
-            f"cannot write the plot {plot}: the directory {Path(plot).parent} does not exist"
-        )
+    if plot is not None:  # before any work: its directory, that it is no directory, its format
+        from klaraptor.core.validate import check_plot_file
+
+        plot = check_plot_file(plot, "the plot")
     if gpu is None:
         gpu = gpu_available()
     elif gpu and not gpu_available():
@@ -96,17 +107,54 @@ def run(
 
 
 def _plot(console: Console, results: Sequence[Any], plot: str | Path | None, gpu: str) -> None:
-    from klaraptor.bench.report import plot_best_worst
     from klaraptor.core.errors import KlaraptorError
 
     if plot is None:
         return
     path = Path(plot)
     try:
-        plot_best_worst([r for r in results if r.pairs], path, gpu=gpu)
+        plot_slowdowns([r for r in results if r.pairs], path, gpu=gpu)
     except OSError as exc:
         raise KlaraptorError(f"cannot write the plot {path}: {exc}") from None
-    console.print(f"plot of the worst, best and chosen block per kernel: {path}", markup=False)
+    console.print(
+        f"plot of each method's slowdown r per kernel (1 = the best block): {path}", markup=False
+    )
+
+
+def plot_slowdowns(results: Sequence[Any], path: Path, *, gpu: str) -> None:
+    """Per kernel, each method's slowdown r = t(chosen) / t(best), the geometric mean over the
+    kernel's evaluated sizes, as horizontal bars from r = 1 (the best block) on a linear axis;
+    a bar beyond PLOT_R_MAX is cut there and labelled with its value."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    methods = [m for m in PLOT_METHODS if all(m[0] in p.times for r in results for p in r.pairs)]
+    rows = [r for r in results if r.pairs]
+    names = [r.kernel.removeprefix("polybench.") for r in rows]
+    height = 0.8 / max(1, len(methods))
+    fig, ax = plt.subplots(figsize=(9, 1.5 + 0.25 * len(rows) * max(1, len(methods)) ** 0.5))
+    y = np.arange(len(rows))
+    for j, (m, colour, label) in enumerate(methods):
+        rs = np.array([math.exp(np.mean([math.log(p.r(m)) for p in r.pairs])) for r in rows])
+        pos = y + (j - (len(methods) - 1) / 2) * height
+        ax.barh(pos, np.minimum(rs, PLOT_R_MAX) - 1.0, height, left=1.0, color=colour,
+                label=label)  # fmt: skip
+        for yy, v in zip(pos, rs):
+            if v > PLOT_R_MAX:
+                ax.text(PLOT_R_MAX, yy, f" {v:.2f}", va="center", fontsize=6)
+    ax.set_yticks(y, names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(1.0, PLOT_R_MAX * 1.06)
+    ax.axvline(1.05, color="grey", lw=0.6, ls=":")
+    ax.set_xlabel("slowdown r = t(chosen) / t(best block)   (1 = the best; dotted: 5 % slower)")
+    ax.set_title(f"{gpu}: each method's slowdown per kernel (geometric mean over its sizes)")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _gpu_demo(console: Console, store_path: str | None, plot: str | Path | None = None) -> int:
@@ -185,6 +233,7 @@ def _gpu_demo(console: Console, store_path: str | None, plot: str | Path | None 
             f"{times[worst]:.4f}",
             f"{t / times[best]:.3f}",
         )
+    _replace_earlier_builds(store, GPU_KERNELS, device.key)
     console.print(table)
     console.print(
         "slowdown = chosen ms / best ms (1.000 is the best block); worst ms shows what a bad "
@@ -193,7 +242,9 @@ def _gpu_demo(console: Console, store_path: str | None, plot: str | Path | None 
     _print_bottlenecks(console, bottlenecks)
     _plot(console, results, plot, device.name)
     console.print(
-        f"The builds are in {store.path}: try `klaraptor select {GPU_KERNELS[0]} N=4096`."
+        f"The builds are in {store.path}: try `{klaraptor_command()} select {GPU_KERNELS[0]} "
+        "N=4096`.",
+        markup=False,
     )
     return 0
 
@@ -282,6 +333,7 @@ def _recorded_demo(
                         model,
                     )
                 progress.advance(task)
+        replaced = _replace_earlier_builds(store, names, data.device_key) if store_path else 0
         store.close()
     console.print(table)
     _legend(console, "Columns", RECORDED_COLUMNS)
@@ -290,13 +342,43 @@ def _recorded_demo(
     _print_bottlenecks(console, bottlenecks)
     _plot(console, results, plot, "H200 (recorded)")
     if store_path:
+        again = f" (replacing {replaced} from an earlier run)" if replaced else ""
+        cmd = klaraptor_command()
         console.print(
-            f"The builds are kept in {store_path}: try `klaraptor select polybench.gemm.gemm "
-            "N=4096`, `klaraptor explain ...`, `klaraptor export ...` (`klaraptor "
-            "import-recorded` adds the Rodinia-style kernels).",
+            f"The builds are kept in {store_path}{again}. Next, try:\n"
+            f"  {cmd} select polybench.gemm.gemm N=4096\n"
+            f"  {cmd} explain polybench.gemm.gemm N=4096 --limit 5\n"
+            f"  {cmd} import-recorded    (adds the Rodinia-style kernels)",
             markup=False,
+            highlight=False,
         )
     return 0
+
+
+def _replace_earlier_builds(store: Any, names: Sequence[str], device: str) -> int:
+    """Delete the builds of `names` that this run superseded (the newest per kernel, GPU and
+    model is what every command uses), so that running the demo again adds none."""
+    return sum(len(store.delete_builds(n, device=device, keep=1)) for n in names)
+
+
+def klaraptor_command() -> str:
+    """The command that runs klaraptor from here: `klaraptor` when the PATH finds this one,
+    else the path of the running script (`.venv/bin/klaraptor` after `make demo`), else
+    `python -m klaraptor.cli`."""
+    import os
+    import shutil
+    import sys
+
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    found = shutil.which("klaraptor")
+    if script is not None and script.name == "klaraptor" and script.is_file():
+        if found and Path(found).resolve() == script.resolve():
+            return "klaraptor"
+        rel = os.path.relpath(script.resolve(), Path.cwd())
+        return rel if not rel.startswith("..") else str(script.resolve())
+    if found:
+        return "klaraptor"
+    return f"{sys.executable} -m klaraptor.cli"
 
 
 def _bottleneck(kern: Any, N: int) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from klaraptor.cli.common import console, open_store
 from klaraptor.core.errors import KlaraptorError
+from klaraptor.core.validate import arg_output_file
 
 
 def _pairs(items: list[str] | None, what: str, *, numbers: bool) -> dict[str, Any]:
@@ -117,10 +118,15 @@ def cmd_export_kt(args: argparse.Namespace) -> int:
     device = args.device
     if device is None:
         devices = store.collect_devices(spec.name)
+        if not devices:
+            raise KlaraptorError(
+                f"{spec.name} has no measurements in {store.path}: nothing to export (collect "
+                "them with `klaraptor build`, or import them with `klaraptor import-kt`)"
+            )
         if len(devices) != 1:
             raise KlaraptorError(
-                f"{spec.name} has measurements on {devices or 'no GPU'} in {store.path}; "
-                "name one with --device KEY"
+                f"{spec.name} has measurements on {len(devices)} GPUs in {store.path}; name one "
+                f"with --device KEY ({', '.join(repr(d) for d in devices)})"
             )
         device = devices[0]
     results, meta = export_t4(store, spec, device, args.output, metadata_path=args.metadata)
@@ -163,7 +169,13 @@ def add_parser(sub: Any) -> None:
 
     ex = sub.add_parser("export-kt", help="klaraptor's timings as a Kernel Tuner T4 results file")
     ex.add_argument("kernel", help=".cu file, module:ATTR or suite name of the kernel")
-    ex.add_argument("-o", "--output", required=True, help="the T4 results file to write")
+    ex.add_argument(
+        "-o",
+        "--output",
+        type=arg_output_file,
+        required=True,
+        help="the T4 results file to write (its directory must exist)",
+    )
     ex.add_argument("--device", help="profile key of the GPU (default: the only one measured)")
     ex.add_argument("--metadata", help="the T4 metadata file (default: beside the results)")
     ex.set_defaults(func=cmd_export_kt)

@@ -1,5 +1,5 @@
-"""The `klaraptor` command line: build, select, explain, list, show, export, device, demo, bench,
-import-recorded."""
+"""The `klaraptor` command line: build, select, explain, list, show, export, prune, rm, device,
+demo, bench, import-recorded, import-kt, export-kt."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from klaraptor.cli.commands import (
     cmd_explain,
     cmd_export,
     cmd_list,
+    cmd_prune,
+    cmd_rm,
     cmd_select,
     cmd_show,
 )
@@ -30,6 +32,14 @@ from klaraptor.cli.common import (
 from klaraptor.cli.kernel_tuner import add_parser as add_kernel_tuner
 from klaraptor.cli.recorded import add_parser as add_recorded
 from klaraptor.core.errors import KlaraptorError
+from klaraptor.core.validate import (
+    arg_budget,
+    arg_nonempty,
+    arg_output_file,
+    arg_plot_file,
+    arg_positive_float,
+    arg_positive_int,
+)
 from klaraptor.models import AUTO, available_models
 
 
@@ -55,9 +65,18 @@ class _Parser(argparse.ArgumentParser):
 
 
 def make_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="klaraptor", description=__doc__)
+    from klaraptor import __version__
+
+    p = _Parser(
+        prog="klaraptor",
+        description=__doc__,
+        epilog="`klaraptor COMMAND --help` describes a command. Exit codes: README 'Exit codes'.",
+    )
+    p.add_argument("--version", action="version", version=f"klaraptor {__version__}")
     p.add_argument(
-        "--store", help="SQLite store (default: $KLARAPTOR_HOME/klaraptor.sqlite or the cache dir)"
+        "--store",
+        type=arg_nonempty,
+        help="SQLite store (default: $KLARAPTOR_HOME/klaraptor.sqlite or the cache dir)",
     )
     # Every subcommand's parser (also those other modules register) shows its defaults.
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -81,9 +100,11 @@ def make_parser() -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--budget",
-        default=str(DEFAULT_BUDGET),
+        type=arg_budget,
+        default=DEFAULT_BUDGET,
         help="measurement budget as a multiple of one sweep of every candidate at the largest "
-        f"training size (default {DEFAULT_BUDGET:g}); 'none' times every candidate at every size",
+        f"training size (default {DEFAULT_BUDGET:g}); 'none' times every candidate at every size; "
+        "time_fit and mwp_cwp always time every candidate at every size",
     )
     b.add_argument(
         "--prior",
@@ -94,7 +115,7 @@ def make_parser() -> argparse.ArgumentParser:
     )
     b.add_argument(
         "--prior-keep",
-        type=int,
+        type=arg_positive_int,
         default=None,
         metavar="K",
         help="with --prior: time only its K best there (the others are never chosen)",
@@ -111,12 +132,16 @@ def make_parser() -> argparse.ArgumentParser:
     )
     where.add_argument(
         "--gpus",
-        type=int,
+        type=arg_positive_int,
         metavar="N",
         help="collect on N GPUs of this machine, one Dask worker per GPU (dask-cuda)",
     )
     b.add_argument(
-        "--dask-timeout", type=float, default=30.0, metavar="S", help="seconds to reach it"
+        "--dask-timeout",
+        type=arg_positive_float,
+        default=30.0,
+        metavar="S",
+        help="seconds to reach the Dask scheduler",
     )
     b.set_defaults(func=cmd_build)
 
@@ -125,41 +150,76 @@ def make_parser() -> argparse.ArgumentParser:
         ("explain", cmd_explain, "every candidate's prediction"),
     ):
         s = sub.add_parser(name, help=helptext)
-        s.add_argument("kernel")
+        _build_choice_options(s)
         s.add_argument("D", nargs="+", help="N=4096 (or just 4096; rows=512 cols=1024)")
-        s.add_argument("--model", default=None, help="the build's model (default: the newest)")
-        s.add_argument("--force", action="store_true", help="use a build made on another GPU")
-        s.add_argument("--device", help="profile key of the GPU to choose for (default: this one)")
         if name == "select":
             s.add_argument("--json", action="store_true", help="one JSON object on stdout")
         else:
-            s.add_argument("--limit", type=int, default=None, help="show the best LIMIT only")
+            s.add_argument(
+                "--limit", type=arg_positive_int, default=None, help="show the best LIMIT only"
+            )
         s.set_defaults(func=fn)
 
-    ls = sub.add_parser("list", help="builds in the store")
+    ls = sub.add_parser("list", help="builds in the store, one row per kernel, GPU and model")
     ls.add_argument("--suite", action="store_true", help="list the bundled benchmark kernels")
+    ls.add_argument(
+        "--all", action="store_true", help="every build, older ones and each model's too"
+    )
     ls.set_defaults(func=cmd_list)
 
     sh = sub.add_parser("show", help="a build's fits and candidates")
-    sh.add_argument("kernel")
-    sh.add_argument("--model", default=None)
-    sh.add_argument("--force", action="store_true")
-    sh.add_argument("--device")
+    _build_choice_options(sh)
     sh.set_defaults(func=cmd_show)
 
     ex = sub.add_parser("export", help="the helper program as a C header or a Python module")
-    ex.add_argument("kernel")
-    ex.add_argument("--lang", choices=("c", "python"), default="c")
-    ex.add_argument("-o", "--output")
-    ex.add_argument("--model", default=None)
-    ex.add_argument("--force", action="store_true")
-    ex.add_argument("--device")
+    _build_choice_options(ex)
+    ex.add_argument("--lang", choices=("c", "python"), default="c", help="the language")
+    ex.add_argument(
+        "-o", "--output", type=arg_output_file, help="the file to write (default: stdout)"
+    )
     ex.set_defaults(func=cmd_export)
+
+    pr = sub.add_parser(
+        "prune",
+        help="delete superseded builds (select, explain and show use only the newest)",
+        description="Delete the builds no command uses any more: per kernel, GPU and model, "
+        "all but the newest KEEP. Measurements stay.",
+    )
+    pr.add_argument("kernels", nargs="*", help="only these kernels (default: every kernel)")
+    pr.add_argument(
+        "--keep", type=arg_positive_int, default=1, help="builds kept per kernel, GPU and model"
+    )
+    pr.add_argument(
+        "--dry-run", action="store_true", help="say what would be deleted, delete nothing"
+    )
+    pr.set_defaults(func=cmd_prune)
+
+    rm = sub.add_parser(
+        "rm",
+        help="delete a kernel's builds (with --measurements, everything stored about it)",
+    )
+    rm.add_argument("kernels", nargs="+", type=arg_nonempty, help="the kernels' names")
+    rm.add_argument("--model", type=arg_nonempty, help="only the builds with this model")
+    rm.add_argument("--device", type=arg_nonempty, help="only the builds for this GPU (key)")
+    rm.add_argument(
+        "--measurements",
+        action="store_true",
+        help="also its measurements, history and collection facts (the kernel is forgotten)",
+    )
+    rm.set_defaults(func=cmd_rm)
 
     dv = sub.add_parser("device", help="the GPU's profile (limits and microbenchmarks)")
     dv.add_argument("--measure", action="store_true", help="run the microbenchmarks")
     dv.add_argument("--force", action="store_true", help="measure again even if cached")
-    dv.add_argument("--recorded", metavar="NAME", help="show a committed profile (e.g. h200)")
+    dv.add_argument(
+        "--recorded",
+        metavar="NAME",
+        type=arg_nonempty,
+        help="show a committed profile (e.g. h200)",
+    )
+    dv.add_argument(
+        "--full", action="store_true", help="every field, the microbenchmark tables included"
+    )
     dv.set_defaults(func=cmd_device)
 
     dm = sub.add_parser("demo", help="the main job (GPU if present, else recorded H200 data)")
@@ -168,8 +228,10 @@ def make_parser() -> argparse.ArgumentParser:
     g.add_argument("--recorded", action="store_true", help="use the recorded H200 data")
     dm.add_argument(
         "--plot",
+        type=arg_plot_file,
         default="klaraptor-demo.png",
-        help="where the recorded demo writes its best / worst / chosen plot",
+        help="where the demo writes its plot of each method's slowdown per kernel (its suffix "
+        "names the format: .png, .pdf, .svg, ...)",
     )
     dm.set_defaults(func=cmd_demo)
 
@@ -177,6 +239,20 @@ def make_parser() -> argparse.ArgumentParser:
     add_kernel_tuner(sub)
     add_recorded(sub)
     return p
+
+
+def _build_choice_options(s: argparse.ArgumentParser) -> None:
+    """The kernel and the options that pick one of its builds (select, explain, show, export)."""
+    s.add_argument("kernel", type=arg_nonempty, help="the kernel's name (`klaraptor list`)")
+    s.add_argument(
+        "--model", type=arg_nonempty, default=None, help="the build's model (default: the newest)"
+    )
+    s.add_argument("--force", action="store_true", help="use a build made on another GPU")
+    s.add_argument(
+        "--device",
+        type=arg_nonempty,
+        help="profile key of the GPU to choose for (default: this one)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

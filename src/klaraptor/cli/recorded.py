@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 from klaraptor.cli.common import console, die_with_parent, open_store
 from klaraptor.core.errors import KlaraptorError
+from klaraptor.core.validate import arg_positive_int
 
 
 def add_parser(sub: Any) -> None:
@@ -33,7 +35,7 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--model", default="auto", help="the model to build with")
     r.add_argument(
         "--jobs",
-        type=int,
+        type=arg_positive_int,
         default=min(8, os.cpu_count() or 1),
         help="kernels built at once (processes)",
     )
@@ -130,11 +132,35 @@ def cmd_import_recorded(args: argparse.Namespace) -> int:
             else:
                 for fut in as_completed(futures):
                     report(fut.result())
+    except KeyboardInterrupt:
+        _stop_pool(pool)
+        pool = None
+        raise
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
+    from klaraptor.cli.demo import klaraptor_command
+
+    cmd = klaraptor_command()
     console.print(
         f"[bold green]done[/bold green] in {time.perf_counter() - t0:.0f} s. Try: "
-        "klaraptor list; klaraptor select polybench.gemm.gemm N=4096"
+        f"{cmd} list; {cmd} select polybench.gemm.gemm N=4096",
+        highlight=False,
     )
     return 0
+
+
+def _stop_pool(pool: ProcessPoolExecutor | None) -> None:
+    """Ctrl-C: stop the workers now (each build is written in transactions, and a kernel whose
+    build did not finish is built again by the next run) and shut the pool down with a second
+    Ctrl-C ignored, so that no KeyboardInterrupt lands inside the executor's cleanup (which
+    printed a traceback before the message)."""
+    if pool is None:
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)

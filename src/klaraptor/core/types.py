@@ -121,6 +121,8 @@ class DataSchema:
         mapping by name, or text ("4096", "N=4096", "rows=512,cols=1024"). Values must be
         integers (integral floats such as 4096.0 are accepted) inside their ranges."""
         names = self.names
+        if isinstance(raw, np.ndarray) and raw.ndim == 0:
+            raw = raw[()]  # a 0-d array (np.array(4096), a reduction's result) is its scalar
         if type(raw) is DataSize:
             if raw.names != names:
                 raise self._fail(f"D={raw} names {list(raw.names)}, expected {list(names)}")

@@ -460,8 +460,9 @@ def _provenance_of(profile: DeviceProfile, name: str) -> str:
     return str(entry)
 
 
-def format_profile(profile: DeviceProfile) -> str:
-    """A readable table of the profile with units and where each measured number came from."""
+def format_profile(profile: DeviceProfile, *, full: bool = True) -> str:
+    """A readable table of the profile with units; `full`: also where each measured number came
+    from (each microbenchmark's method and raw samples, long lines)."""
     p = profile
     rows: list[tuple[str, str, str]] = [
         ("name", p.name, ""),
@@ -505,7 +506,7 @@ def format_profile(profile: DeviceProfile) -> str:
     w2 = max(len(r[1]) for r in mrows)
     for name, shown, what, prov in mrows:
         lines.append(f"  {name:<{w1}}  {shown:<{w2}}  {what}")
-        if prov:
+        if prov and full:
             lines.append(f"  {'':<{w1}}  {'':<{w2}}  ↳ {prov}")
     run = [
         (k, p.provenance[k])
@@ -515,4 +516,6 @@ def format_profile(profile: DeviceProfile) -> str:
     if run:
         lines += ["", "Provenance:"]
         lines += [f"  {k}: {v}" for k, v in run]
+    if not full:
+        lines += ["", "(--full adds how each microbenchmark measured its number, with its samples)"]
     return "\n".join(lines)

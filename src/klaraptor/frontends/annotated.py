@@ -33,9 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.core.errors import SpecError
+from klaraptor.core.errors import ProgramError, SpecError
 from klaraptor.program import parse_expr
 from klaraptor.spec import Data, DataParam, KernelSpec
+from klaraptor.spec.csource import blank_comments
 from klaraptor.spec.expressions import evaluate_exprs
 
 # Any kernel_info pragma, whatever its value: the value is checked after, so a bad one is named
@@ -134,13 +135,18 @@ class AnnotatedArgs:
 def read_annotated(path: str | Path) -> list[KernelSpec]:
     """Every annotated kernel of a `.cu` file as a KernelSpec (one `<stem>.<K>.py` per kernel)."""
     path = Path(path)
+    if path.is_dir():
+        raise SpecError(f"{path}: is a directory, not a .cu file")
     if not path.is_file():
         raise SpecError(f"{path}: no such .cu file")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path}: cannot read the file ({exc})") from None
-    sizes, dims = _pragmas(path, text)
+    # Comments are no code: a pragma or a kernel inside /* */ or // is not one (offsets and
+    # lines stay those of the file, so definitions are cut from the text as written).
+    code = blank_comments(text)
+    sizes, dims = _pragmas(path, code)
     if not sizes and not dims:
         raise SpecError(
             f"{path}: no '#pragma kernel_info_size_param_idx_<K> = i;' annotations found"
@@ -150,8 +156,8 @@ def read_annotated(path: str | Path) -> list[KernelSpec]:
         raise SpecError(
             f"{path}: kernel {k!r} is annotated but lacks '#pragma {missing}_{k} = ...;'"
         )
-    functions = _functions(text)
-    device_code = _device_source(text, functions, set(sizes))
+    functions = _functions(code)
+    device_code = _device_source(text, code, functions, set(sizes))
     specs = []
     for kernel in sorted(sizes):
         if kernel not in functions or functions[kernel][0] != "__global__":
@@ -223,6 +229,7 @@ def _spec_for(
             )
         if not p.pointer and p is not size and p.name not in scalars:
             raise SpecError(f"{cfg_path}: 'scalars' lacks a value for argument {p.name!r}")
+    _check_config_names(cfg_path, cfg, params, size)
     make_args = AnnotatedArgs(
         kernel=kernel,
         params=tuple(params),
@@ -277,9 +284,49 @@ def _check_config_types(cfg_path: Path, cfg: dict[str, Any]) -> None:
     for size in cfg.get("sizes") or ():
         if not isinstance(size, int) or isinstance(size, bool):
             raise SpecError(f"{cfg_path}: 'sizes' must be integers, got {size!r}")
+    if "sizes" in cfg:
+        sizes = list(cfg["sizes"] or ())
+        if not sizes:
+            raise SpecError(f"{cfg_path}: 'sizes' is empty; give training sizes or leave it out")
+        twice = sorted({n for n in sizes if sizes.count(n) > 1})
+        if twice:
+            raise SpecError(f"{cfg_path}: 'sizes' gives {twice} more than once")
+
+
+def _check_config_names(
+    cfg_path: Path, cfg: dict[str, Any], params: list[KernelParam], size: KernelParam
+) -> None:
+    """`arrays` names pointer arguments, `scalars` the other non-size ones, and each element
+    count is an expression over the size parameter only (a dry run would not catch a typo)."""
+    pointers = [p.name for p in params if p.pointer]
+    others = [p.name for p in params if not p.pointer and p is not size]
+    for key, allowed, what in (
+        ("arrays", pointers, "pointer arguments"),
+        ("scalars", others, "scalar arguments other than the size"),
+    ):
+        for name in cfg.get(key) or {}:
+            if name not in allowed:
+                shown = ", ".join(allowed) or "none"
+                raise SpecError(
+                    f"{cfg_path}: {key!r} names {name!r}, which is not one of the kernel's "
+                    f"{what} ({shown})"
+                )
+    for name, count in (cfg.get("arrays") or {}).items():
+        try:
+            parse_expr(str(count), (size.name,))
+        except ProgramError as exc:  # it names the unknown name or the syntax error
+            raise SpecError(
+                f"{cfg_path}: 'arrays'[{name!r}] = {count!r} is not an element count over the "
+                f"size parameter {size.name!r} ({exc})"
+            ) from None
 
 
 def _read_config(cfg_path: Path) -> dict[str, Any]:
+    if cfg_path.is_dir():
+        raise SpecError(
+            f"{cfg_path}: is a directory; the per-kernel config must be a file (grid, "
+            "constraints, arrays, scalars)"
+        )
     if not cfg_path.is_file():
         raise SpecError(
             f"{cfg_path}: missing per-kernel config (grid, constraints, arrays, scalars)"
@@ -291,6 +338,7 @@ def _read_config(cfg_path: Path) -> dict[str, Any]:
     except SyntaxError as e:
         raise SpecError(f"{cfg_path}:{e.lineno}: not valid Python syntax: {e.msg}") from None
     cfg: dict[str, Any] = {}
+    first_line: dict[str, int] = {}
     for node in tree.body:
         if not (
             isinstance(node, ast.Assign)
@@ -305,6 +353,12 @@ def _read_config(cfg_path: Path) -> dict[str, Any]:
             raise SpecError(
                 f"{cfg_path}:{node.lineno}: unknown key {key!r} (allowed: {sorted(_CONFIG_KEYS)})"
             )
+        if key in first_line:
+            raise SpecError(
+                f"{cfg_path}:{node.lineno}: {key!r} is assigned again (first at line "
+                f"{first_line[key]}); keep one"
+            )
+        first_line[key] = node.lineno
         try:
             cfg[key] = ast.literal_eval(node.value)
         except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
@@ -325,16 +379,19 @@ def _functions(text: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _device_source(text: str, functions: dict[str, tuple[str, str]], kernels: set[str]) -> str:
-    """`#define`s, __device__ helpers and the annotated kernels, kernels in `extern "C"`."""
-    parts = [m.group(0) for m in _DEFINE.finditer(text)]
-    for m in _FUNC_HEAD.finditer(text):
+def _device_source(
+    text: str, code: str, functions: dict[str, tuple[str, str]], kernels: set[str]
+) -> str:
+    """`#define`s, __device__ helpers and the annotated kernels, kernels in `extern "C"`: found
+    in `code` (the text with its comments blanked), cut from `text` (comments kept)."""
+    parts = [text[m.start() : m.end()] for m in _DEFINE.finditer(code)]
+    for m in _FUNC_HEAD.finditer(code):
         name, qual = m.group(2), m.group(1)
         if name not in functions or (qual == "__global__" and name not in kernels):
             continue
-        close = _matching(text, m.end() - 1, "(", ")")
-        body_open = text.index("{", close)
-        body_close = _matching(text, body_open, "{", "}")
+        close = _matching(code, m.end() - 1, "(", ")")
+        body_open = code.index("{", close)
+        body_close = _matching(code, body_open, "{", "}")
         definition = text[m.start() : body_close + 1]
         if qual == "__global__" and not definition.startswith("extern"):
             definition = 'extern "C" ' + definition

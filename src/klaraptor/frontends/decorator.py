@@ -43,11 +43,28 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from klaraptor.core.errors import BuildError, CollectError, KlaraptorError, LaunchError, SpecError
+from klaraptor.assemble.arguments import check_device, check_store
+from klaraptor.core.errors import (
+    BuildError,
+    CollectError,
+    KlaraptorError,
+    KlaraptorWarning,
+    LaunchError,
+    SpecError,
+)
 from klaraptor.core.types import BLOCK_VARS, INT32_MAX, Block, DataSchema, DataSize
+from klaraptor.core.validate import (
+    check_block,
+    check_bool,
+    check_int,
+    check_list,
+    check_sizes,
+    check_store_name,
+    check_text,
+)
 from klaraptor.frontends.inference import InferredArgs, describe_args
 from klaraptor.frontends.torch import TorchBridge, is_tensor
-from klaraptor.spec import DataParam, KernelSpec
+from klaraptor.spec import DataParam, KernelSpec, data_name_problem
 
 ON_MISSING = ("build", "default")
 DEFAULT_BLOCKS: dict[int, Block] = {1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
@@ -122,6 +139,9 @@ def data_params(
     out: list[DataParam] = []
     getters: list[Callable[[Sequence[Any]], Any]] = []
     for name, rule in data.items():
+        problem = data_name_problem(name)
+        if problem:  # before the rule and the grid, which would blame something else
+            raise SpecError(f"{kernel}: data {name!r}: {problem}")
         p = _one_param(str(name), rule, params, where)
         out.append(p)
         if isinstance(p.reader, CallRule):
@@ -407,6 +427,11 @@ class Tuned(functools.partial):
             sel = self._kernel.select(D)
             return sel.grid, sel.block, spec.dynamic_smem_for(D, sel.block), sel.source
         block = spec.default_block or DEFAULT_BLOCKS[spec.dim]
+        device = self._options.device
+        if device is not None:  # the GPU's own limit, where klaraptor knows it
+            check_block(
+                block, "default_block", max_threads=getattr(device, "max_threads_per_block", None)
+            )
         return spec.grid_for(D, block), block, spec.dynamic_smem_for(D, block), "default"
 
     def _first_call(self, args: tuple[Any, ...]) -> None:
@@ -484,10 +509,11 @@ class Tuned(functools.partial):
         if self._options.on_missing == "default":
             block = spec.default_block or DEFAULT_BLOCKS[spec.dim]
             warnings.warn(
-                f"klaraptor: no build of {self.__name__} ({spec.name}) for this GPU: launching "
-                f"with the default block {block}. Build it with {self.__name__}.build() or "
-                "klaraptor.tune(..., on_missing='build')",
-                RuntimeWarning,
+                KlaraptorWarning(
+                    f"klaraptor: no build of {self.__name__} ({spec.name}) for this GPU: "
+                    f"launching with the default block {block}. Build it with "
+                    f"{self.__name__}.build() or klaraptor.tune(..., on_missing='build')"
+                ),
                 stacklevel=5,
             )
             return None
@@ -504,7 +530,7 @@ class Tuned(functools.partial):
             if D is None:
                 raise BuildError(f"{self.__name__}: give sizes=[...] (no call has been made yet)")
             sizes = default_training_sizes(spec, D)
-        sizes = [spec.size(s) for s in sizes]
+        sizes = [spec.size(s) for s in check_sizes(sizes, f"{self.__name__}: sizes") or ()]
         console = Console(stderr=True)
         o = self._options
         gpu = o.device.name if o.device is not None else "this GPU"
@@ -676,6 +702,23 @@ def tune(
     `dynamic_smem`, `default_block`, `dim`, `reference`, `outputs`, `rtol`, `idempotent`: as in
     KernelSpec. `progress`: rich progress bars while building.
     """
+    # Each argument checked here, at decoration, not at the first call (validate.py).
+    if name is not None:
+        check_store_name(name, "tune(name=...)")
+    if dim is not None:
+        dim = check_int(dim, "tune(dim=...)", minimum=1, maximum=3, error=SpecError)
+    if default_block is not None:
+        default_block = check_block(
+            default_block,
+            "tune(default_block=...)",
+            dim=dim or 3,
+            max_threads=getattr(device, "max_threads_per_block", None),
+        )
+    if sizes is not None:
+        sizes = check_sizes(sizes, "tune(sizes=...)")
+    check_text(model, "tune(model=...)", SpecError)
+    check_device(device, "tune(device=...)")
+    check_bool(progress, "tune(progress=...)")
     options = TuneOptions(
         data=dict(data) if isinstance(data, Mapping) else data,
         grid=grid,
@@ -684,15 +727,17 @@ def tune(
         sizes=sizes,
         on_missing=on_missing,
         model=model,
-        store=store,
+        store=check_store(store),
         device=device,
         collect_options=collect_options,
-        constraints=tuple(constraints),
+        constraints=tuple(
+            check_list(constraints, "tune(constraints=...)", "['bx <= n']", SpecError)
+        ),
         dynamic_smem=dynamic_smem,
         default_block=default_block,
         dim=dim,
         reference=reference,
-        outputs=tuple(outputs),
+        outputs=tuple(check_list(outputs, "tune(outputs=...)", "[1]", SpecError)),
         rtol=rtol,
         idempotent=idempotent,
         progress=progress,

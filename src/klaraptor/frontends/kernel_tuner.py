@@ -48,6 +48,7 @@ from typing import Any
 
 from klaraptor.core.errors import KlaraptorError, SpecError
 from klaraptor.core.types import Block, DataSize, KernelAttributes
+from klaraptor.core.validate import check_output_file
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.frontends.kernel_tuner_files import (
     BLOCK_NAMES,
@@ -556,7 +557,20 @@ def _created(stamp: str | None) -> float:
 
 
 def _time_value(f: KTFile, r: Record) -> dict[str, Any]:
-    """A 'time' value as klaraptor's own timing stores it (ms per launch)."""
+    """A 'time' value as klaraptor's own timing stores it (ms per launch); a time that is not
+    positive is no measurement (a launch takes time) and refuses the file."""
+    value = _time_value_raw(f, r)
+    if not value["median_ms"] > 0:
+        raise KernelTunerFileError(
+            f.path,
+            r.where,
+            f"its time is {value['median_ms']!r} ms: a launch takes time, so this is no "
+            "measurement (was the kernel timed? Kernel Tuner records failures as error strings)",
+        )
+    return value
+
+
+def _time_value_raw(f: KTFile, r: Record) -> dict[str, Any]:
     from klaraptor.backends.cupy_backend import summarize  # one definition of the order statistics
 
     samples = r.samples
@@ -757,7 +771,8 @@ def export_t4(
             },
         },
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
+    for target, what in ((out, "results"), (meta, "metadata")):
+        check_output_file(target, f"the T4 {what} file")  # no directory is made for it
     out.write_text(json.dumps(results, allow_nan=False), encoding="utf-8")
     meta.write_text(json.dumps(t4_metadata(profile, device_key), indent=1), encoding="utf-8")
     return out, meta

@@ -55,11 +55,14 @@ HISTORY_BATCH = 64
 @dataclass(frozen=True)
 class Selection:
     """The choice for one D: launch grid and block (and, for a kernel with program parameters,
-    the compiled variant `params`), the model's estimate and its runners-up.
+    the compiled variant `params`), the model's estimate and the ranking.
 
-    `topk` lists the model's best candidates with their predicted times, the chosen one first
-    (it is also `block`/`params`): blocks, or Configs for a kernel with program parameters.
-    `launch` is the whole launch configuration (parameters, grid, block, shared memory)."""
+    `topk`: the model's best (candidate, predicted ms) pairs in its order — blocks, or Configs
+    for a kernel with program parameters — so it includes the chosen one, first when
+    `source == "model"` (a refined choice, measured on real calls, may be one of the others). A
+    runner-up may be predicted a little faster than the first when within the tie band (see
+    `klaraptor select`). `launch` is the whole launch configuration (parameters, grid, block,
+    shared memory)."""
 
     D: DataSize
     block: Block
@@ -560,6 +563,15 @@ def format_explain(rows: Sequence[CandidateRow], *, limit: int | None = None) ->
     ranked = sorted((r for r in rows if r.rank is not None), key=lambda r: r.rank)  # type: ignore[arg-type, return-value]
     excluded = [r for r in rows if r.rank is None]
     diag = sorted({k for r in ranked for k in r.outputs} - {"cycles"})
+    # A model output that is the prediction itself (time_ms) would repeat the pred ms column.
+    diag = [
+        k
+        for k in diag
+        if not all(
+            np.isclose(r.outputs.get(k, np.nan), r.predicted_ms, rtol=1e-12, equal_nan=True)
+            for r in ranked
+        )
+    ]
     # Grid before block, as everywhere a launch configuration is shown (CUDA's <<<grid, block>>>).
     with_params = any(r.params for r in rows)
     head = ["rank", *(["params"] if with_params else []), "grid", "block", "threads", "pred ms"]

@@ -449,9 +449,14 @@ class ConfigSpace:
 
 
 def format_dry_run(
-    points: Sequence[PlannedPoint], *, title: str | None = None, show_measured: bool = True
+    points: Sequence[PlannedPoint],
+    *,
+    title: str | None = None,
+    show_measured: bool = True,
+    budgeted: bool = False,
 ) -> str:
-    """The plan as a readable table, one section per data size, with counts."""
+    """The plan as a readable table, one section per data size, with counts. `budgeted`: the
+    points are what a budgeted plan may time (it times a part of them), not what it will."""
     lines: list[str] = []
     if title:
         lines += [title, ""]
@@ -462,7 +467,8 @@ def format_dry_run(
     for key, pts in by_d.items():
         dtext = str(key)
         m = sum(p.status == "measure" for p in pts)
-        lines.append(f"D: {dtext}  —  {m} to measure, {len(pts) - m} rejected")
+        verb = "feasible" if budgeted else "to measure"
+        lines.append(f"D: {dtext}  —  {m} {verb}, {len(pts) - m} rejected")
         rows = [p for p in pts if show_measured or p.status != "measure"]
         if rows:
             head = ("block", "threads", "grid", "smem", "status", "reason")
@@ -482,8 +488,15 @@ def format_dry_run(
             lines.append(fmt.format(*head).rstrip())
             lines += [fmt.format(*r).rstrip() for r in table]
         lines.append("")
-    lines.append(
-        f"{n_measure} points to measure over {len(by_d)} sizes; "
-        f"{len(points) - n_measure} rejected before any launch"
-    )
+    if budgeted:
+        lines.append(
+            f"{n_measure} feasible points over {len(by_d)} sizes; {len(points) - n_measure} "
+            "rejected before any launch. The budgeted plan below times all of them at the "
+            "largest size, and of the others only as many as its budget allows"
+        )
+    else:
+        lines.append(
+            f"{n_measure} points to measure over {len(by_d)} sizes; "
+            f"{len(points) - n_measure} rejected before any launch"
+        )
     return "\n".join(lines)

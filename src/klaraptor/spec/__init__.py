@@ -6,7 +6,15 @@ parameters; `expressions` parses and evaluates spec expressions with NumPy; `cud
 what it needs from CUDA C++ text without compiling it."""
 
 from klaraptor.core.types import Block
-from klaraptor.spec.kernel_spec import Constraint, Data, DataParam, KernelSpec
+from klaraptor.spec.kernel_spec import Constraint, Data, DataParam, KernelSpec, data_name_problem
 from klaraptor.spec.params import ProgramParam
 
-__all__ = ["Block", "Constraint", "Data", "DataParam", "KernelSpec", "ProgramParam"]
+__all__ = [
+    "Block",
+    "Constraint",
+    "Data",
+    "DataParam",
+    "KernelSpec",
+    "ProgramParam",
+    "data_name_problem",
+]

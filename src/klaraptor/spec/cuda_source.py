@@ -5,12 +5,62 @@ from __future__ import annotations
 
 import re
 
-COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+from klaraptor.spec.csource import blank_comments
 
 
 def strip_comments(source: str) -> str:
-    """`source` with every C/C++ comment replaced by a space."""
-    return COMMENT.sub(" ", source)
+    """`source` with every C/C++ comment blanked (string and character literals kept, offsets
+    unchanged: `klaraptor.spec.csource`)."""
+    return blank_comments(source)
+
+
+# The C integer types a data parameter read from a kernel argument may have, and their maxima.
+_C_INT_MAX = {
+    "char": 2**7 - 1,
+    "signed char": 2**7 - 1,
+    "int8_t": 2**7 - 1,
+    "unsigned char": 2**8 - 1,
+    "uint8_t": 2**8 - 1,
+    "short": 2**15 - 1,
+    "short int": 2**15 - 1,
+    "signed short": 2**15 - 1,
+    "int16_t": 2**15 - 1,
+    "unsigned short": 2**16 - 1,
+    "unsigned short int": 2**16 - 1,
+    "uint16_t": 2**16 - 1,
+    "int": 2**31 - 1,
+    "signed": 2**31 - 1,
+    "signed int": 2**31 - 1,
+    "int32_t": 2**31 - 1,
+    "unsigned": 2**32 - 1,
+    "unsigned int": 2**32 - 1,
+    "uint32_t": 2**32 - 1,
+    "long": 2**63 - 1,
+    "long int": 2**63 - 1,
+    "long long": 2**63 - 1,
+    "long long int": 2**63 - 1,
+    "int64_t": 2**63 - 1,
+    "ptrdiff_t": 2**63 - 1,
+    "unsigned long": 2**64 - 1,
+    "unsigned long long": 2**64 - 1,
+    "uint64_t": 2**64 - 1,
+    "size_t": 2**64 - 1,
+}
+_QUALIFIERS = re.compile(r"\b(const|volatile|__restrict__|__restrict|restrict|register)\b")
+
+
+def c_int_max(declaration: str) -> tuple[str, int] | None:
+    """(type, largest value) of a scalar integer parameter declaration such as `const int n`,
+    or None when it is not one (a pointer, a float, a template or typedef klaraptor cannot
+    tell)."""
+    if any(ch in declaration for ch in "*&[<("):
+        return None
+    words = _QUALIFIERS.sub(" ", declaration).split()
+    if len(words) < 2:
+        return None
+    ctype = " ".join(words[:-1]).removeprefix("std::")
+    most = _C_INT_MAX.get(ctype)
+    return None if most is None else (ctype, most)
 
 
 def kernel_parameters(source: str, kernel: str) -> list[str] | None:

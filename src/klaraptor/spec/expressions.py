@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor.core.errors import ProgramError, SpecError
+from klaraptor.core.validate import block_limit_problem
 from klaraptor.program import Expr, Program, parse_expr
 
 
@@ -172,7 +173,7 @@ def block_problem(block: Any, dim: int) -> str:
     unused = block[dim:]
     if any(b != 1 for b in unused):
         return f"{block!r} uses dimensions beyond dim={dim} (they must be 1)"
-    return ""
+    return block_limit_problem(block)
 
 
 def callable_name(fn: Any) -> str:

@@ -11,6 +11,7 @@ by `spec_expressions`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -18,13 +19,14 @@ import keyword
 import math
 import operator
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from klaraptor.core.errors import KlaraptorError, SpecError
+from klaraptor.core.errors import KlaraptorError, KlaraptorWarning, SpecError
 from klaraptor.core.types import (
     BLOCK_VARS,
     INT32_MAX,
@@ -35,7 +37,7 @@ from klaraptor.core.types import (
     ParamValues,
 )
 from klaraptor.program import Expr
-from klaraptor.spec.cuda_source import has_global_function, kernel_parameters
+from klaraptor.spec.cuda_source import c_int_max, has_global_function, kernel_parameters
 from klaraptor.spec.expressions import (
     accepts_positional,
     block_problem,
@@ -279,6 +281,30 @@ class KernelSpec:
         object.__setattr__(self, "_cache", {})
         self._normalize_params()
         self.validate()
+        self._warn_unused_block_dims()
+
+    def _warn_unused_block_dims(self) -> None:
+        """A rule over by (bz) with dim=1 (1 or 2) is legal, as the unused block dimensions are
+        1, but it is likely a mistake: warn naming the rule."""
+        unused = BLOCK_VARS[self.dim :]
+        cache = self.__dict__["_cache"]
+        rules = [(f"grid[{i}]", t, e) for i, (t, e) in enumerate(zip(self.grid, cache["grid"]))]
+        rules += [(f"constraints[{i}]", t, e) for i, (t, e) in enumerate(cache["constraints"])]
+        if "smem" in cache:
+            rules.append(("dynamic_smem", self.dynamic_smem, cache["smem"]))
+        for where, text, e in rules:
+            used = sorted(set(unused) & set(getattr(e, "variables", frozenset)()))
+            if used:
+                warnings.warn(
+                    KlaraptorWarning(
+                        f"kernel {self.name!r}: {where} {text!r} uses {', '.join(used)}, but "
+                        f"dim={self.dim} makes every block {self.dim}-D ({', '.join(unused)} "
+                        f"= 1); give dim={BLOCK_VARS.index(used[-1]) + 1} for such blocks, or "
+                        "write the rule without them"
+                    ),
+                    stacklevel=4,
+                )
+                return
 
     def _normalize_params(self) -> None:
         """`params` given as a mapping becomes ProgramParams; the style and the default variant
@@ -404,16 +430,9 @@ class KernelSpec:
                 ok = False
                 continue
             where = f"data[{i}] ({p.name!r})"
-            if not isinstance(p.name, str) or not _IDENT.match(p.name):
-                bad(where, "the name must be an identifier")
-                ok = False
-            elif (
-                p.name in BLOCK_VARS
-                or p.name in RESERVED_NAMES
-                or keyword.iskeyword(p.name)
-                or p.name.startswith("_kp_")  # klaraptor.program reserves it for generated code
-            ):
-                bad(where, f"the name {p.name!r} is reserved (block variable or function)")
+            problem = data_name_problem(p.name)
+            if problem:
+                bad(where, problem)
                 ok = False
             elif p.name in seen:
                 bad(where, f"duplicate data parameter name {p.name!r}")
@@ -462,11 +481,33 @@ class KernelSpec:
             if isinstance(p, DataParam):
                 if p.arg is not None:
                     check(f"data[{k}] ({p.name!r})", p.arg)
+                    if is_int(p.arg) and p.arg < n and is_int(p.hi):
+                        self._check_c_range(k, p, params[p.arg], bad)
                 if isinstance(p.shape_of, tuple) and p.shape_of:
                     check(f"data[{k}] ({p.name!r}) shape_of", p.shape_of[0])
         if isinstance(self.outputs, tuple):
             for i in self.outputs:
                 check("outputs", i)
+
+    def _check_c_range(
+        self, k: int, p: DataParam, declaration: str, bad: Callable[[str, str], None]
+    ) -> None:
+        """D is passed to the kernel as argument `p.arg`: its C type bounds D. The default hi
+        (INT32_MAX) is narrowed to a smaller type's maximum; a larger hi given is refused."""
+        found = c_int_max(declaration)
+        if found is None or p.hi <= found[1]:
+            return
+        ctype, most = found
+        if p.hi == INT32_MAX:  # the default range, not a user's choice: narrow it to the type
+            data = list(self.data)
+            data[k] = dataclasses.replace(p, hi=most)
+            object.__setattr__(self, "data", tuple(data))
+            return
+        bad(
+            f"data[{k}] ({p.name!r})",
+            f"hi={p.hi} exceeds what argument {p.arg} ({declaration.strip()}) can hold: a C "
+            f"{ctype} holds at most {most}; lower hi (e.g. hi={most}) or widen the parameter",
+        )
 
     def _validate_exprs(self, bad: Callable[[str, str], None]) -> None:
         allowed = self.allowed_names
@@ -766,3 +807,18 @@ class KernelSpec:
             "source_sha256": hashlib.sha256(self.source.encode()).hexdigest(),
             "meta": meta,
         }
+
+
+def data_name_problem(name: Any) -> str:
+    """Why `name` cannot name a data parameter ('' when it can): it must be an identifier that
+    is not a block variable, an expression function, a Python keyword or klaraptor's prefix."""
+    if not isinstance(name, str) or not _IDENT.match(name):
+        return "the name must be an identifier"
+    if (
+        name in BLOCK_VARS
+        or name in RESERVED_NAMES
+        or keyword.iskeyword(name)
+        or name.startswith("_kp_")  # klaraptor.program reserves it for generated code
+    ):
+        return f"the name {name!r} is reserved (block variable or function)"
+    return ""

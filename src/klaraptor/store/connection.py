@@ -3,6 +3,7 @@ migrating older schemas, and the write transactions every change goes through.""
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import sqlite3
@@ -125,7 +126,20 @@ class StoreFile:
         must_exist: bool = False,
         read_only: bool = False,
     ) -> None:
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise StoreError(
+                f"a store's path must be a str or a Path, got {type(path).__name__} {path!r}"
+            )
+        if path is not None and not str(path).strip():
+            raise StoreError("a store's path is empty; give the path of a file, or None")
         self.path = Path(path).expanduser() if path is not None else default_store_path()
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise StoreError(
+                f"the store's timeout (seconds) must be a number, got {type(timeout).__name__} "
+                f"{timeout!r}"
+            )
+        if not (math.isfinite(timeout) and timeout >= 0):
+            raise StoreError(f"the store's timeout (seconds) must be >= 0, got {timeout!r}")
         self.timeout = float(timeout)
         # Why this store is opened read-only (None: read-write). Found when the file cannot be
         # written (permissions, immutable, read-only mount), or asked for with read_only=True.

@@ -476,6 +476,45 @@ class Store(StoreFile):
             raise self._err(f"{what} is malformed (helper and report must be JSON objects)")
         return BuildRecord(r[0], r[1], r[2], r[3], r[4], helper, report, rejected)
 
+    def delete_builds(
+        self,
+        kernel: str | None = None,
+        *,
+        device: str | None = None,
+        model: str | None = None,
+        keep: int = 0,
+        dry_run: bool = False,
+    ) -> list[BuildInfo]:
+        """Delete builds (of one kernel / device / model when named), keeping the newest `keep`
+        of each (kernel, device, model); returns the builds deleted (or that would be, with
+        `dry_run`). `latest_build` serves the newest of each, so `keep=1` deletes only builds
+        no lookup reaches. Measurements and history stay."""
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+            raise StoreError(f"keep must be an integer >= 0, got {keep!r}")
+        where, params = [], []
+        for col, value in (("kernel", kernel), ("device", device), ("model", model)):
+            if value is not None:
+                where.append(f"{col} = ?")
+                params.append(value)
+        cond = f"WHERE {' AND '.join(where)}" if where else ""
+        # Rank each (kernel, device, model)'s builds newest first, as latest_build orders them.
+        ranked = (
+            "SELECT id, kernel, device, model, created, ROW_NUMBER() OVER (PARTITION BY kernel, "
+            f"device, model ORDER BY created DESC, id DESC) AS age FROM builds {cond}"
+        )
+        sql = f"SELECT id, kernel, device, model, created FROM ({ranked}) WHERE age > ?"
+        doomed = [BuildInfo(*r) for r in self._read(sql + " ORDER BY kernel, id", [*params, keep])]
+        if dry_run or not doomed:
+            return doomed
+        ids = [(b.id,) for b in doomed]
+
+        def body(c: sqlite3.Connection) -> None:
+            c.executemany("DELETE FROM build_rejected WHERE build_id = ?", ids)
+            c.executemany("DELETE FROM builds WHERE id = ?", ids)
+
+        self._write(body)
+        return doomed
+
     def builds(self, kernel: str | None = None) -> list[BuildInfo]:
         """Builds, newest first (without their helper programs)."""
         cols = "SELECT id, kernel, device, model, created FROM builds"

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from klaraptor.core.errors import CollectError, KlaraptorError
+from klaraptor.core.validate import check_number
 
 INSTALL = "pip install 'klaraptor[dask]'"
 
@@ -34,6 +35,8 @@ def connect(address: str, *, timeout_s: float = 30.0) -> Any:
             f"the Dask scheduler address must be a non-empty string such as tcp://HOST:8786, "
             f"got {address!r}"
         )
+    check_address(address.strip())
+    check_number(timeout_s, "the Dask timeout (seconds)", above=0.0)
     try:
         return distributed.Client(address.strip(), timeout=timeout_s, set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
@@ -42,6 +45,22 @@ def connect(address: str, *, timeout_s: float = 30.0) -> Any:
             f"({type(exc).__name__}: {exc}). Check the address (tcp://HOST:PORT, the port "
             "`dask scheduler` printed), that the scheduler runs, and that the port is open "
             "from here"
+        ) from None
+
+
+def check_address(address: str) -> None:
+    """A malformed scheduler address is refused here, as a usage error: a `Client` given one
+    fails in its constructor and then again, with a traceback, when it is garbage-collected."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        if scheme not in ("inproc",):
+            parse_host_port(location)
+    except (ValueError, TypeError) as exc:
+        raise KlaraptorError(
+            f"{address!r} is not a Dask scheduler address ({exc}); write tcp://HOST:PORT, e.g. "
+            "tcp://10.0.0.5:8786 (the address `dask scheduler` printed)"
         ) from None
 
 
