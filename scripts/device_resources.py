@@ -147,9 +147,7 @@ def main() -> int:
         prov = {k: v for k, v in m.provenance.items() if k in fields}
         values = {k: v for k, v in m.values.items() if k in fields}
         # A partial run keeps the earlier run's provenance and adds its own beside it.
-        run_key = (
-            "resources" if set(names) == set(BENCHMARKS) else f"resources_{'_'.join(names)}"
-        )
+        run_key = "resources" if set(names) == set(BENCHMARKS) else f"resources_{'_'.join(names)}"
         updated = base.with_microbench(provenance={**prov, run_key: run}, **values)
         data = updated.to_dict()
         DeviceProfile.from_dict(data)  # it must read back
