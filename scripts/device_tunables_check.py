@@ -71,14 +71,19 @@ def compile_variant(spec: KernelSpec, pv: ParamValues) -> Any:
     return module.get_function(spec.kernel)
 
 
+ATTRIBUTES = (
+    "num_regs",
+    "shared_size_bytes",
+    "local_size_bytes",
+    "max_threads_per_block",
+    "max_dynamic_shared_size_bytes",
+)
+
+
 def attributes(fn: Any) -> dict[str, int]:
-    return {
-        "num_regs": int(fn.num_regs),
-        "shared_size_bytes": int(fn.shared_size_bytes),
-        "local_size_bytes": int(fn.local_size_bytes),
-        "max_threads_per_block": int(fn.max_threads_per_block),
-        "max_dynamic_shared_size_bytes": int(fn.max_dynamic_shared_size_bytes),
-    }
+    """The compiled function's limits and resources (cuFuncGetAttribute)."""
+    a = fn.attributes
+    return {k: int(a[k]) for k in ATTRIBUTES}
 
 
 def admitted_variants(spec: KernelSpec) -> list[ParamValues]:
@@ -144,9 +149,10 @@ def check_one(spec: KernelSpec, pv: ParamValues, fn: Any, case: Case, block: Blo
     grid = spec.grid_for(D, block, pv)
     smem = spec.dynamic_smem_for(D, block, pv)
     rec: dict[str, Any] = {"N": case.n, "block": list(block), "grid": list(grid), "smem": smem}
+    limits = attributes(fn)
     threads = block[0] * block[1] * block[2]
-    if threads > fn.max_threads_per_block or smem > fn.max_dynamic_shared_size_bytes:
-        rec.update(status="unlaunchable", reason=f"limits {attributes(fn)}")
+    if threads > limits["max_threads_per_block"] or smem > limits["max_dynamic_shared_size_bytes"]:
+        rec.update(status="unlaunchable", reason=f"limits {limits}")
         return rec
     args = case.fresh()
     for i in spec.meta["overwrites"]:
@@ -230,10 +236,16 @@ def time_kernel(spec: KernelSpec, fns: dict[tuple[str, ParamValues], Any]) -> di
     rows = []
     for pv, blocks in T.joint_space(spec, D).items():
         fn = fns.get((spec.name, pv))
-        for block in blocks if fn is not None else []:
+        if fn is None:
+            continue
+        limits = attributes(fn)
+        for block in blocks:
             grid = spec.grid_for(D, block, pv)
             smem = spec.dynamic_smem_for(D, block, pv)
-            if block[0] * block[1] * block[2] > fn.max_threads_per_block:
+            if (
+                block[0] * block[1] * block[2] > limits["max_threads_per_block"]
+                or smem > limits["max_dynamic_shared_size_bytes"]
+            ):
                 continue
             fn(grid, block, args, shared_mem=smem)
             samples = []
