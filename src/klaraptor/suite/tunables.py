@@ -3,7 +3,7 @@
 Each kernel has compile-time program parameters (work per thread, tile sizes, vector widths,
 unroll factors, private copies) besides its block shape: the joint space of (parameter values,
 block) is what klaraptor chooses from. The kernels are written for this project from the
-algorithms (the textbook formulations cited per kernel), not copied.
+algorithms (each source comment names the published formulation it follows), not copied.
 
 Store names are `tunables.<benchmark>.<kernel>`. Half the kernels take their parameters as
 preprocessor defines (`param_style="define"`: compiled with `-DTILE=32 -DRPT=4`, the kernel is
@@ -86,9 +86,10 @@ def _c_floats(values: np.ndarray) -> str:
 # ---------------------------------------------------------------------------------------------
 
 SRC_SGEMM = f"""
-// C = A B (N x N, row-major) with register tiles: a block of bx x by threads computes a
-// (by TM) x (bx TN) tile of C; thread (tx, ty) owns rows ty + i by (i < TM) and columns
-// tx + j bx (j < TN), so its shared-memory reads are conflict-free and its stores coalesced.
+// C = A B (N x N, row-major) with register tiles (Volkov and Demmel, SC 2008): a block of
+// bx x by threads computes a (by TM) x (bx TN) tile of C; thread (tx, ty) owns rows ty + i by
+// (i < TM) and columns tx + j bx (j < TN), so its shared-memory reads are conflict-free and its
+// stores coalesced.
 // The k dimension is walked in panels of {SGEMM_BK}: A's panel is stored k-major (transposed,
 // rows padded by one word), B's row-major; both are loaded by all threads in turn (any block
 // shape) and zero-filled outside the matrices, so partial tiles need no special case.
@@ -148,7 +149,8 @@ __global__ void sgemm(const float* __restrict__ A, const float* __restrict__ B,
 """
 
 SRC_TRANSPOSE = f"""
-// B = A^T through a TILE x TILE tile in shared memory (rows padded by {TRANSPOSE_PAD} word, so the
+// B = A^T through a TILE x TILE tile in shared memory (Ruetsch and Micikevicius, "Optimizing
+// Matrix Transpose in CUDA", 2009; rows padded by {TRANSPOSE_PAD} word, so the
 // transposed reads hit distinct banks). A bx x by block copies the tile in row passes of
 // by RPT rows: each thread moves RPT rows (by apart) per pass, unrolled, so RPT loads are in
 // flight at once, and TILE / bx columns (bx apart). Reads and writes are both row-wise.
@@ -186,7 +188,8 @@ extern "C" __global__ void transpose_tiles(const float* __restrict__ A, float* _
 """
 
 SRC_GSMAP = """
-// z = a x + b y by a grid-stride loop: each pass a thread handles EPT vectors of VEC floats
+// z = a x + b y by a grid-stride loop (Harris, "Write Flexible Kernels with Grid-Stride
+// Loops", 2013): each pass a thread handles EPT vectors of VEC floats
 // (float, float2 or float4 loads), `threads` vectors apart so every load is coalesced; the
 // N % VEC trailing elements are handled one per thread by block 0. x, y and z must be aligned
 // to VEC floats (allocations are; views at an odd offset are not).
@@ -310,7 +313,8 @@ __global__ void reduce_sum(const float* __restrict__ x, double* __restrict__ par
 SRC_STENCIL2D = f"""
 // One step of a radius-2 star stencil (9 points) on an N x N grid; cells within 2 of the border
 // are copied. Each thread computes CY consecutive rows of one column, keeping the column's five
-// rows in registers as it walks down (CY + 4 vertical loads for CY outputs instead of 5 CY).
+// rows in registers as it walks down (CY + 4 vertical loads for CY outputs instead of 5 CY;
+// the 2-D form of the register window of Micikevicius, GPGPU-2 2009).
 #ifndef CY
 #error "CY must be defined"
 #endif
@@ -318,7 +322,8 @@ SRC_STENCIL2D = f"""
 #define S2_C1 {STENCIL2D_C[1]!r}f
 #define S2_C2 {STENCIL2D_C[2]!r}f
 """
-SRC_STENCIL2D += """extern "C" __global__ void stencil2d(const float* __restrict__ A, float* __restrict__ B, int N)
+SRC_STENCIL2D += """extern "C" __global__ void stencil2d(const float* __restrict__ A,
+                                     float* __restrict__ B, int N)
 {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
     const int i0 = (blockIdx.y * blockDim.y + threadIdx.y) * CY;
@@ -346,6 +351,7 @@ SRC_STENCIL2D += """extern "C" __global__ void stencil2d(const float* __restrict
 
 SRC_STENCIL3D = f"""
 // One step of a 7-point heat stencil on an N^3 volume (x contiguous); border voxels are copied.
+// The walk along z with a register window follows Micikevicius, GPGPU-2 2009.
 // Each thread computes CZ consecutive z-planes of one (x, y) column, keeping the planes below,
 // at and above in registers as it walks up (CZ + 2 loads along z for CZ outputs instead of 3 CZ).
 #define S3_C0 {STENCIL3D_C[0]!r}f
@@ -371,7 +377,8 @@ __global__ void stencil3d(const float* __restrict__ A, float* __restrict__ B, in
         if (edge_xy || z == 0 || z == N - 1)
             B[c] = mid;
         else
-            B[c] = S3_C0 * mid + S3_C1 * (below + above + A[c - 1] + A[c + 1] + A[c - N] + A[c + N]);
+            B[c] = S3_C0 * mid
+                 + S3_C1 * (below + above + A[c - 1] + A[c + 1] + A[c - N] + A[c + N]);
         below = mid;
         mid = above;
         c += P;
@@ -380,7 +387,8 @@ __global__ void stencil3d(const float* __restrict__ A, float* __restrict__ B, in
 """
 
 SRC_HISTOGRAM = f"""
-// A {HIST_BINS}-bin histogram with privatised copies: each block keeps COPIES private histograms
+// A {HIST_BINS}-bin histogram with privatised copies (Gomez-Luna et al., "An optimized approach
+// to histogram computation on GPU", 2013): each block keeps COPIES private histograms
 // in shared memory (thread t counts into copy t % COPIES, so the lanes of a warp that meet on
 // one bin mostly hit different copies; copies are {HIST_BINS + 1} words apart, so one bin's copies
 // sit in different banks); each thread counts ITEMS values (bx apart, coalesced). The block then
@@ -490,11 +498,13 @@ __global__ void softmax_rows(const float* __restrict__ X, float* __restrict__ Y,
 """
 
 SRC_CONV2D = f"""
-// A {CONV_K} x {CONV_K} convolution (correlation, zero outside the image) with output tiling: a
-// bx x by block computes a (by OY) x (bx OX) tile of outputs, each thread OY x OX adjacent ones.
-// The block stages its input tile with the halo in shared memory; a thread walks the
-// OY + {CONV_K - 1} input rows of its window once, each row's OX + {CONV_K - 1} values in registers,
-// and adds every row to each output row it touches (all indices compile-time after unrolling).
+// A {CONV_K} x {CONV_K} convolution (correlation, zero outside the image) with output tiling
+// (register blocking of the shared-tile convolution in Podlozhnyuk, "Image Convolution with
+// CUDA", 2007): a bx x by block computes a (by OY) x (bx OX) tile of outputs, each thread
+// OY x OX adjacent ones. The block stages its input tile with the halo in shared memory; a
+// thread walks the OY + {CONV_K - 1} input rows of its window once, each row's OX + {CONV_K - 1}
+// values in registers, and adds every row to each output row it touches (all indices
+// compile-time after unrolling).
 #ifndef OX
 #error "OX must be defined"
 #endif
@@ -554,7 +564,8 @@ extern "C" __global__ void conv2d_tiles(const float* __restrict__ A, float* __re
 """
 
 SRC_NBODY = f"""
-// All-pairs gravitational accelerations (softening {NBODY_EPS2}): the bodies are staged TILE at a
+// All-pairs gravitational accelerations (softening {NBODY_EPS2}; Nyland, Harris and Prins,
+// GPU Gems 3, ch. 31): the bodies are staged TILE at a
 // time in shared memory (loaded by all threads in turn, padded with massless bodies, which add
 // nothing), and each thread walks a tile UNROLL bodies per loop step.
 template <int TILE, int UNROLL>
@@ -786,7 +797,8 @@ def nbody_ref(D: Data, h: tuple[Any, ...]) -> dict[int, np.ndarray]:
 # Per size class: training sizes, evaluation sizes (at least 4x the work of the largest
 # training size), counter sizes, layout, and the check sizes: a tiny one and odd ones (primes, so
 # no block or tile divides them: every tile is partial somewhere).
-_SIZES: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], str, tuple[int, ...]]] = {
+Sizes = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], str, tuple[int, ...]]
+_SIZES: dict[str, Sizes] = {
     # C = A B: N^3 work; the slowest admitted tile at 1792 stays near 3 ms.
     "sgemm": ((384, 512, 640, 768), (1280, 1792), (384, 512, 768), "NxN", (1, 37, 131)),
     "grid": ((1024, 1536, 2048, 3072), (6144, 8192), (1024, 2048, 3072), "NxN", (1, 5, 67, 131)),
