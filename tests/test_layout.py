@@ -15,7 +15,7 @@ import klaraptor
 ROOT = Path(klaraptor.__file__).parent
 MODULES = sorted(p for p in ROOT.rglob("*.py"))
 # The suites are tables of kernels (source, reference, sizes), not logic.
-LONG_ALLOWED = {"suite/polybench.py", "suite/rodinia.py"}
+LONG_ALLOWED = {"suite/polybench.py", "suite/rodinia.py", "suite/tunables.py"}
 
 
 def test_no_source_file_is_over_800_lines() -> None:

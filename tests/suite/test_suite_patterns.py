@@ -18,7 +18,7 @@ IDS = [s.name for s in SPECS]
 
 
 def test_registry() -> None:
-    assert list(suite.suites()) == ["polybench", "rodinia", "patterns"]
+    assert list(suite.suites()) == ["polybench", "rodinia", "patterns", "tunables"]
     assert len(SPECS) == 16 and len(suite.benchmarks("patterns")) == 15
     assert suite.benchmarks("patterns")["transpose"] == [
         "patterns.transpose.transpose_naive",
@@ -30,7 +30,7 @@ def test_registry() -> None:
         assert suite.resolve(suite.SPEC_REF[spec.name]) is spec
         assert max(spec.meta["train_sizes"]) < min(spec.meta["eval_sizes"])
     # No evaluated kernel is training-only.
-    for name in ("polybench", "rodinia"):
+    for name in ("polybench", "rodinia", "tunables"):
         assert not any(s.meta.get("training_only") for s in suite.all_specs(name))
     # Profilers filter by function name: unique over every suite.
     everything = suite.all_specs()

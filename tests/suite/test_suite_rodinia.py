@@ -88,15 +88,15 @@ def test_applications_and_kernels() -> None:
 
 def test_registry_spans_every_suite() -> None:
     suites = suite.suites()
-    assert list(suites) == ["polybench", "rodinia", "patterns"]
+    assert list(suites) == ["polybench", "rodinia", "patterns", "tunables"]
     assert suites["rodinia"] == IDS
     everything = suite.all_specs()
-    assert [s.name for s in everything] == suites["polybench"] + suites["rodinia"] + suites[
-        "patterns"
-    ]
+    assert [s.name for s in everything] == (
+        suites["polybench"] + suites["rodinia"] + suites["patterns"] + suites["tunables"]
+    )
     assert set(suite.benchmarks()) == set(suite.benchmarks("polybench")) | set(EXPECTED) | set(
         suite.benchmarks("patterns")
-    )
+    ) | set(suite.benchmarks("tunables"))
     # Profilers filter by function name: unique over both suites.
     assert len({s.kernel for s in everything}) == len(everything)
     with pytest.raises(SpecError, match="no suite named"):

@@ -1,10 +1,13 @@
 """The benchmark suites as KernelSpecs: "polybench" (the PolyBench/GPU-style kernels of the
-KLARAPTOR thesis), "rodinia" (kernels of the Rodinia applications) and "patterns" (one kernel per
-common CUDA pattern: SNOWPACK's training corpus, never evaluated).
+KLARAPTOR thesis), "rodinia" (kernels of the Rodinia applications), "patterns" (one kernel per
+common CUDA pattern: SNOWPACK's training corpus, never evaluated) and "tunables" (kernels whose
+compile-time program parameters matter: tiles, work per thread, vector widths, unrolling).
 
 >>> from klaraptor import suite
 >>> list(suite.suites())
-['polybench', 'rodinia', 'patterns']
+['polybench', 'rodinia', 'patterns', 'tunables']
+>>> suite.get("tunables.sgemm.sgemm").param_names
+('TM', 'TN')
 >>> suite.benchmarks("polybench")["ATAX"]
 ['polybench.atax.k1', 'polybench.atax.k2']
 >>> suite.benchmarks("rodinia")["srad"]
@@ -20,10 +23,15 @@ from types import ModuleType
 
 from klaraptor.core.errors import SpecError
 from klaraptor.spec import KernelSpec
-from klaraptor.suite import patterns, polybench, rodinia
+from klaraptor.suite import patterns, polybench, rodinia, tunables
 
 # Suite name -> its module (each defines SPECS in its own order); names are store-name prefixes.
-_SUITES: dict[str, ModuleType] = {"polybench": polybench, "rodinia": rodinia, "patterns": patterns}
+_SUITES: dict[str, ModuleType] = {
+    "polybench": polybench,
+    "rodinia": rodinia,
+    "patterns": patterns,
+    "tunables": tunables,
+}
 
 _BY_NAME: dict[str, KernelSpec] = {
     spec.name: spec for module in _SUITES.values() for spec in module.SPECS
@@ -48,18 +56,21 @@ def _modules(suite: str | None) -> list[ModuleType]:
 
 
 def suites() -> dict[str, list[str]]:
-    """Suite name ("polybench", "rodinia", "patterns") -> the names of its kernels, in suite order."""
+    """Suite name ("polybench", "rodinia", "patterns", "tunables") -> the names of its kernels, in
+    suite order."""
     return {name: [spec.name for spec in module.SPECS] for name, module in _SUITES.items()}
 
 
 def all_specs(suite: str | None = None) -> list[KernelSpec]:
     """Every kernel of one suite (or of all, PolyBench first): PolyBench in the order of the
-    thesis' Table 6.2, Rodinia by application; kernels in launch order."""
+    thesis' Table 6.2, Rodinia by application, then the patterns and the tunables; kernels in
+    launch order."""
     return [spec for module in _modules(suite) for spec in module.SPECS]
 
 
 def get(name: str) -> KernelSpec:
-    """The suite kernel with this store name, e.g. "polybench.atax.k1" or "rodinia.srad.k1"."""
+    """The suite kernel with this store name, e.g. "polybench.atax.k1", "rodinia.srad.k1" or
+    "tunables.sgemm.sgemm"."""
     try:
         return _BY_NAME[name]
     except KeyError:
@@ -67,8 +78,8 @@ def get(name: str) -> KernelSpec:
 
 
 def benchmarks(suite: str | None = None) -> dict[str, list[str]]:
-    """Benchmark (PolyBench: the thesis' Table 6.2 names; Rodinia: the application) -> its
-    kernel names in launch order, for one suite or for all."""
+    """Benchmark (PolyBench: the thesis' Table 6.2 names; Rodinia: the application; patterns
+    and tunables: the pattern) -> its kernel names in launch order, for one suite or for all."""
     out: dict[str, list[str]] = {}
     for spec in all_specs(suite):
         out.setdefault(spec.meta["benchmark"], []).append(spec.name)
