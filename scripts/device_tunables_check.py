@@ -41,10 +41,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from klaraptor.provenance import stamp  # noqa: E402
+from klaraptor.core.provenance import stamp  # noqa: E402
+from klaraptor.core.types import ParamStyle, ParamValues  # noqa: E402
 from klaraptor.spec import Block, KernelSpec  # noqa: E402
 from klaraptor.suite import tunables as T  # noqa: E402
-from klaraptor.types import ParamStyle, ParamValues  # noqa: E402
 
 TIME_REPEATS = 3
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.cuda_source import kernel_parameters
+from klaraptor.spec.cuda_source import kernel_parameters
 
 PRELUDE = r"""
 #include <atomic>

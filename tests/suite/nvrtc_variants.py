@@ -4,11 +4,11 @@ the template instance as a name expression), and read its resource usage with cu
 
 from __future__ import annotations
 
-from klaraptor.errors import CompileError
+from klaraptor.core.errors import CompileError
+from klaraptor.core.types import ParamStyle, ParamValues
 from klaraptor.isa import compile as isa_compile
 from klaraptor.isa import sass, tools
 from klaraptor.spec import KernelSpec
-from klaraptor.types import ParamStyle, ParamValues
 
 
 def compile_variant(spec: KernelSpec, pv: ParamValues, arch: str = "sm_90") -> dict[str, int]:

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
-from klaraptor.configspace import default_candidates
+from klaraptor.core.types import ParamStyle, ParamValues
 from klaraptor.program import parse_expr
+from klaraptor.space.configspace import default_candidates
 from klaraptor.spec import KernelSpec
 from klaraptor.suite import tunables as T
-from klaraptor.types import ParamStyle, ParamValues
 
 SPECS = suite.all_specs("tunables")
 IDS = [s.name for s in SPECS]

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from klaraptor.core.types import ParamValues
 from klaraptor.spec import KernelSpec
 from klaraptor.suite import tunables as T
-from klaraptor.types import ParamValues
 from tests.suite.cuda_emulator import EmulatedKernel, compiler
 
 pytestmark = pytest.mark.skipif(compiler() is None, reason="no C++20 host compiler")

@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.configspace import default_candidates
+from klaraptor.core.types import ParamStyle, ParamValues
+from klaraptor.space.configspace import default_candidates
 from klaraptor.spec import Block, Data, DataParam, KernelSpec
-from klaraptor.types import ParamStyle, ParamValues
 
 ArgsFactory = Callable[..., tuple[Any, ...]]
 Reference = Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]]
