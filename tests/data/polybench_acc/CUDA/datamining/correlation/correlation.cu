@@ -143,6 +143,8 @@ void GPU_argv_init()
 }
 
 	
+#pragma kernel_info_size_param_idx_mean_kernel = 0;
+#pragma kernel_info_dim_mean_kernel = 1;
 __global__ void mean_kernel(int m, int n, DATA_TYPE *mean, DATA_TYPE *data)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -162,6 +164,8 @@ __global__ void mean_kernel(int m, int n, DATA_TYPE *mean, DATA_TYPE *data)
 }
 
 
+#pragma kernel_info_size_param_idx_std_kernel = 0;
+#pragma kernel_info_dim_std_kernel = 1;
 __global__ void std_kernel(int m, int n, DATA_TYPE *mean, DATA_TYPE *std, DATA_TYPE *data)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -185,6 +189,8 @@ __global__ void std_kernel(int m, int n, DATA_TYPE *mean, DATA_TYPE *std, DATA_T
 }
 
 
+#pragma kernel_info_size_param_idx_reduce_kernel = 0;
+#pragma kernel_info_dim_reduce_kernel = 2;
 __global__ void reduce_kernel(int m, int n, DATA_TYPE *mean, DATA_TYPE *std, DATA_TYPE *data)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -198,6 +204,8 @@ __global__ void reduce_kernel(int m, int n, DATA_TYPE *mean, DATA_TYPE *std, DAT
 }
 
 
+#pragma kernel_info_size_param_idx_corr_kernel = 0;
+#pragma kernel_info_dim_corr_kernel = 1;
 __global__ void corr_kernel(int m, int n, DATA_TYPE *symmat, DATA_TYPE *data)
 {
 	int j1 = blockIdx.x * blockDim.x + threadIdx.x;

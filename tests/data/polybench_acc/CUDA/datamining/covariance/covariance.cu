@@ -119,6 +119,8 @@ void GPU_argv_init()
 }
 
 
+#pragma kernel_info_size_param_idx_mean_kernel = 0;
+#pragma kernel_info_dim_mean_kernel = 1;
 __global__ void mean_kernel(int m, int n, DATA_TYPE *mean, DATA_TYPE *data)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -137,6 +139,8 @@ __global__ void mean_kernel(int m, int n, DATA_TYPE *mean, DATA_TYPE *data)
 }
 
 
+#pragma kernel_info_size_param_idx_reduce_kernel = 0;
+#pragma kernel_info_dim_reduce_kernel = 2;
 __global__ void reduce_kernel(int m, int n, DATA_TYPE *mean, DATA_TYPE *data)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -149,6 +153,8 @@ __global__ void reduce_kernel(int m, int n, DATA_TYPE *mean, DATA_TYPE *data)
 }
 
 
+#pragma kernel_info_size_param_idx_covar_kernel = 0;
+#pragma kernel_info_dim_covar_kernel = 1;
 __global__ void covar_kernel(int m, int n, DATA_TYPE *symmat, DATA_TYPE *data)
 {
 	int j1 = blockIdx.x * blockDim.x + threadIdx.x;

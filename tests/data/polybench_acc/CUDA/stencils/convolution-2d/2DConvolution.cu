@@ -100,6 +100,8 @@ void GPU_argv_init()
 }
 
 
+#pragma kernel_info_size_param_idx_convolution2D_kernel = 0;
+#pragma kernel_info_dim_convolution2D_kernel = 2;
 __global__ void convolution2D_kernel(int ni, int nj, DATA_TYPE *A, DATA_TYPE *B)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;

@@ -111,6 +111,8 @@ void GPU_argv_init()
 }
 
 
+#pragma kernel_info_size_param_idx_convolution3D_kernel = 0;
+#pragma kernel_info_dim_convolution3D_kernel = 2;
 __global__ void convolution3D_kernel(int ni, int nj, int nk, DATA_TYPE* A, DATA_TYPE* B, int i)
 {
 	int k = blockIdx.x * blockDim.x + threadIdx.x;

@@ -122,6 +122,8 @@ void GPU_argv_init()
 
 
 
+#pragma kernel_info_size_param_idx_fdtd_step1_kernel = 0;
+#pragma kernel_info_dim_fdtd_step1_kernel = 2;
 __global__ void fdtd_step1_kernel(int nx, int ny, DATA_TYPE* _fict_, DATA_TYPE *ex, DATA_TYPE *ey, DATA_TYPE *hz, int t)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -142,6 +144,8 @@ __global__ void fdtd_step1_kernel(int nx, int ny, DATA_TYPE* _fict_, DATA_TYPE *
 
 
 
+#pragma kernel_info_size_param_idx_fdtd_step2_kernel = 0;
+#pragma kernel_info_dim_fdtd_step2_kernel = 2;
 __global__ void fdtd_step2_kernel(int nx, int ny, DATA_TYPE *ex, DATA_TYPE *ey, DATA_TYPE *hz, int t)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -154,6 +158,8 @@ __global__ void fdtd_step2_kernel(int nx, int ny, DATA_TYPE *ex, DATA_TYPE *ey, 
 }
 
 
+#pragma kernel_info_size_param_idx_fdtd_step3_kernel = 0;
+#pragma kernel_info_dim_fdtd_step3_kernel = 2;
 __global__ void fdtd_step3_kernel(int nx, int ny, DATA_TYPE *ex, DATA_TYPE *ey, DATA_TYPE *hz, int t)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;

@@ -103,6 +103,8 @@ void GPU_argv_init()
 }
 
 
+#pragma kernel_info_size_param_idx_mm2_kernel1 = 0;
+#pragma kernel_info_dim_mm2_kernel1 = 2;
 __global__ void mm2_kernel1(int ni, int nj, int nk, int nl, DATA_TYPE alpha, DATA_TYPE beta, DATA_TYPE *tmp, DATA_TYPE *A, DATA_TYPE *B)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -120,6 +122,8 @@ __global__ void mm2_kernel1(int ni, int nj, int nk, int nl, DATA_TYPE alpha, DAT
 }
 
 
+#pragma kernel_info_size_param_idx_mm2_kernel2 = 0;
+#pragma kernel_info_dim_mm2_kernel2 = 2;
 __global__ void mm2_kernel2(int ni, int nj, int nk, int nl, DATA_TYPE alpha, DATA_TYPE beta, DATA_TYPE *tmp, DATA_TYPE *C, DATA_TYPE *D)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;

@@ -99,6 +99,8 @@ void GPU_argv_init()
 }
 
 	
+#pragma kernel_info_size_param_idx_mm3_kernel1 = 0;
+#pragma kernel_info_dim_mm3_kernel1 = 2;
 __global__ void mm3_kernel1(int ni, int nj, int nk, int nl, int nm, DATA_TYPE *A, DATA_TYPE *B, DATA_TYPE *E)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -116,6 +118,8 @@ __global__ void mm3_kernel1(int ni, int nj, int nk, int nl, int nm, DATA_TYPE *A
 }
 
 	
+#pragma kernel_info_size_param_idx_mm3_kernel2 = 0;
+#pragma kernel_info_dim_mm3_kernel2 = 2;
 __global__ void mm3_kernel2(int ni, int nj, int nk, int nl, int nm, DATA_TYPE *C, DATA_TYPE *D, DATA_TYPE *F)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -133,6 +137,8 @@ __global__ void mm3_kernel2(int ni, int nj, int nk, int nl, int nm, DATA_TYPE *C
 }
 
 	
+#pragma kernel_info_size_param_idx_mm3_kernel3 = 0;
+#pragma kernel_info_dim_mm3_kernel3 = 2;
 __global__ void mm3_kernel3(int ni, int nj, int nk, int nl, int nm, DATA_TYPE *E, DATA_TYPE *F, DATA_TYPE *G)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;

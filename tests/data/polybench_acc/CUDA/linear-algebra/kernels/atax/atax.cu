@@ -77,6 +77,8 @@ void GPU_argv_init()
 }
 
 
+#pragma kernel_info_size_param_idx_atax_kernel1 = 0;
+#pragma kernel_info_dim_atax_kernel1 = 1;
 __global__ void atax_kernel1(int nx, int ny, DATA_TYPE *A, DATA_TYPE *x, DATA_TYPE *tmp)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -92,6 +94,8 @@ __global__ void atax_kernel1(int nx, int ny, DATA_TYPE *A, DATA_TYPE *x, DATA_TY
 	}
 }
 
+#pragma kernel_info_size_param_idx_atax_kernel2 = 0;
+#pragma kernel_info_dim_atax_kernel2 = 1;
 __global__ void atax_kernel2(int nx, int ny, DATA_TYPE *A, DATA_TYPE *y, DATA_TYPE *tmp)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;

@@ -92,6 +92,8 @@ void GPU_argv_init()
 
 
 //Distributed (split) from initial loop and permuted into reverse order to allow parallelism...
+#pragma kernel_info_size_param_idx_bicg_kernel1 = 0;
+#pragma kernel_info_dim_bicg_kernel1 = 1;
 __global__ void bicg_kernel1(int nx, int ny, DATA_TYPE *A, DATA_TYPE *r, DATA_TYPE *s)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -110,6 +112,8 @@ __global__ void bicg_kernel1(int nx, int ny, DATA_TYPE *A, DATA_TYPE *r, DATA_TY
 
 
 //Distributed (split) from initial loop to allow parallelism
+#pragma kernel_info_size_param_idx_bicg_kernel2 = 0;
+#pragma kernel_info_dim_bicg_kernel2 = 1;
 __global__ void bicg_kernel2(int nx, int ny, DATA_TYPE *A, DATA_TYPE *p, DATA_TYPE *q)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -116,6 +116,8 @@ void GPU_argv_init()
 }
 
 
+#pragma kernel_info_size_param_idx_gemm_kernel = 0;
+#pragma kernel_info_dim_gemm_kernel = 2;
 __global__ void gemm_kernel(int ni, int nj, int nk, DATA_TYPE alpha, DATA_TYPE beta, DATA_TYPE *a, DATA_TYPE *b, DATA_TYPE *c)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;

@@ -103,6 +103,8 @@ void GPU_argv_init()
 }
 
 
+#pragma kernel_info_size_param_idx_gesummv_kernel = 0;
+#pragma kernel_info_dim_gesummv_kernel = 1;
 __global__ void gesummv_kernel(int n, DATA_TYPE alpha, DATA_TYPE beta, DATA_TYPE* A, DATA_TYPE* B, DATA_TYPE* tmp, DATA_TYPE* x, DATA_TYPE* y)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;

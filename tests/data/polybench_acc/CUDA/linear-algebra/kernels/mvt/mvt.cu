@@ -103,6 +103,8 @@ void GPU_argv_init()
 }
 
 
+#pragma kernel_info_size_param_idx_mvt_kernel1 = 0;
+#pragma kernel_info_dim_mvt_kernel1 = 1;
 __global__ void mvt_kernel1(int n, DATA_TYPE *a, DATA_TYPE *x1, DATA_TYPE *y_1)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -118,6 +120,8 @@ __global__ void mvt_kernel1(int n, DATA_TYPE *a, DATA_TYPE *x1, DATA_TYPE *y_1)
 }
 
 
+#pragma kernel_info_size_param_idx_mvt_kernel2 = 0;
+#pragma kernel_info_dim_mvt_kernel2 = 1;
 __global__ void mvt_kernel2(int n, DATA_TYPE *a, DATA_TYPE *x2, DATA_TYPE *y_2)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;

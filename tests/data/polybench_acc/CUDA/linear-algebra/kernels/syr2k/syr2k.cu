@@ -124,6 +124,8 @@ void GPU_argv_init()
 }
 
 
+#pragma kernel_info_size_param_idx_syr2k_kernel = 0;
+#pragma kernel_info_dim_syr2k_kernel = 2;
 __global__ void syr2k_kernel(int ni, int nj, DATA_TYPE alpha, DATA_TYPE beta, DATA_TYPE *a, DATA_TYPE *b, DATA_TYPE *c)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;

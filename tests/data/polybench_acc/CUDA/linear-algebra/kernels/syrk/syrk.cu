@@ -117,6 +117,8 @@ void GPU_argv_init()
 }
 
 
+#pragma kernel_info_size_param_idx_syrk_kernel = 0;
+#pragma kernel_info_dim_syrk_kernel = 2;
 __global__ void syrk_kernel(int ni, int nj, DATA_TYPE alpha, DATA_TYPE beta, DATA_TYPE *a, DATA_TYPE *c)
 {
 	/*  C := alpha*A*A' + beta*C */

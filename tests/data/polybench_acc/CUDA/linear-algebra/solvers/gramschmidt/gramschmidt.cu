@@ -121,6 +121,8 @@ void GPU_argv_init()
 }
 
 
+#pragma kernel_info_size_param_idx_gramschmidt_kernel1 = 0;
+#pragma kernel_info_dim_gramschmidt_kernel1 = 1;
 __global__ void gramschmidt_kernel1(int ni, int nj, DATA_TYPE *a, DATA_TYPE *r, DATA_TYPE *q, int k)
 {
 	int tid = blockIdx.x * blockDim.x + threadIdx.x;
@@ -138,6 +140,8 @@ __global__ void gramschmidt_kernel1(int ni, int nj, DATA_TYPE *a, DATA_TYPE *r, 
 }
 
 
+#pragma kernel_info_size_param_idx_gramschmidt_kernel2 = 0;
+#pragma kernel_info_dim_gramschmidt_kernel2 = 1;
 __global__ void gramschmidt_kernel2(int ni, int nj, DATA_TYPE *a, DATA_TYPE *r, DATA_TYPE *q, int k)
 {
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -149,6 +153,8 @@ __global__ void gramschmidt_kernel2(int ni, int nj, DATA_TYPE *a, DATA_TYPE *r, 
 }
 
 
+#pragma kernel_info_size_param_idx_gramschmidt_kernel3 = 0;
+#pragma kernel_info_dim_gramschmidt_kernel3 = 1;
 __global__ void gramschmidt_kernel3(int ni, int nj, DATA_TYPE *a, DATA_TYPE *r, DATA_TYPE *q, int k)
 {
 	int j = blockIdx.x * blockDim.x + threadIdx.x;
