@@ -1,5 +1,5 @@
-"""The `klaraptor` command line: build, select, explain, list, show, export, device, demo, bench,
-import-recorded."""
+"""The `klaraptor` command line: build, select, explain, list, show, export, instrument, device,
+demo, bench, import-recorded."""
 
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from klaraptor.cli.common import (
     exit_code,
     print_error,
 )
+from klaraptor.cli.instrument import add_parser as add_instrument
 from klaraptor.cli.kernel_tuner import add_parser as add_kernel_tuner
 from klaraptor.cli.recorded import add_parser as add_recorded
 from klaraptor.errors import KlaraptorError
@@ -152,6 +153,8 @@ def make_parser() -> argparse.ArgumentParser:
     ex.add_argument("--force", action="store_true")
     ex.add_argument("--device")
     ex.set_defaults(func=cmd_export)
+
+    add_instrument(sub)
 
     dv = sub.add_parser("device", help="the GPU's profile (limits and microbenchmarks)")
     dv.add_argument("--measure", action="store_true", help="run the microbenchmarks")
