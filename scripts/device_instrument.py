@@ -146,7 +146,9 @@ PROGRAMS: dict[str, Program] = {
     ),
 }
 
-_MISMATCH = re.compile(r"Non-Matching CPU-GPU Outputs Beyond Error Threshold of [\d.]+ Percent: (\d+)")
+_MISMATCH = re.compile(
+    r"Non-Matching CPU-GPU Outputs Beyond Error Threshold of [\d.]+ Percent: (\d+)"
+)
 _GPU_TIME = re.compile(r"GPU Time in seconds:\s*\n\s*([0-9.eE+-]+)")
 _LAUNCH = re.compile(
     r"^klaraptor: launch kernel=(\S+) D=(\S+) grid=(\d+),(\d+),(\d+) block=(\d+),(\d+),(\d+) "
@@ -179,7 +181,13 @@ class Run:
         self.steps.flush()
 
     def cmd(
-        self, name: str, argv: list[str], *, cwd: Path, timeout: float, env: dict[str, str] | None = None
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        cwd: Path,
+        timeout: float,
+        env: dict[str, str] | None = None,
     ) -> tuple[int, str]:
         """Run a command; (return code, its stdout and stderr), both kept in logs/<name>.log."""
         t = time.monotonic()
@@ -196,8 +204,16 @@ class Run:
             )
             rc, text = p.returncode, p.stdout + p.stderr
         except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+            out = (
+                exc.stdout.decode(errors="replace")
+                if isinstance(exc.stdout, bytes)
+                else (exc.stdout or "")
+            )
+            err = (
+                exc.stderr.decode(errors="replace")
+                if isinstance(exc.stderr, bytes)
+                else (exc.stderr or "")
+            )
             rc, text = 124, out + err + f"\n[timed out after {timeout:.0f} s]\n"
         except OSError as exc:
             rc, text = 127, f"[could not run {argv[0]}: {exc}]\n"
@@ -222,7 +238,16 @@ def ensure_libclang(run: Run) -> str:
     target = run.out / "pylib"
     rc, _ = run.cmd(
         "pip_libclang",
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(target), str(wheels[-1])],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheels[-1]),
+        ],
         cwd=ROOT,
         timeout=120,
     )
@@ -306,7 +331,9 @@ def build_program(run: Run, store: Any, bench: str, path: Path, args: argparse.N
                 "model": rep.model if rep else None,
                 "train_sizes": [list(s.values()) for s in rep.sizes] if rep else None,
                 "wall_s": round(time.monotonic() - t, 2),
-                "plan": {k: plan[k] for k in ("counts", "spent_s", "tune_once_s", "ratio") if k in plan}
+                "plan": {
+                    k: plan[k] for k in ("counts", "spent_s", "tune_once_s", "ratio") if k in plan
+                }
                 if plan
                 else None,
                 "default_block": list(spec.default_block) if spec.default_block else None,
@@ -434,7 +461,9 @@ def overhead_bench(run: Run, store: Any, args: argparse.Namespace, work: Path) -
     values = {k: float(v) for k, v in re.findall(r"^(\w+_(?:us|ns))=([0-9.]+)$", text, re.M)}
     out: dict[str, Any] = {"ok": rc == 0 and bool(values), "rc": rc, **values, **info}
     if "instrumented_enqueue_us" in values and "plain_enqueue_us" in values:
-        out["overhead_us"] = round(values["instrumented_enqueue_us"] - values["plain_enqueue_us"], 4)
+        out["overhead_us"] = round(
+            values["instrumented_enqueue_us"] - values["plain_enqueue_us"], 4
+        )
     return out
 
 
@@ -446,7 +475,9 @@ def _output(argv: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("outdir")
     ap.add_argument("--programs", nargs="+", default=list(PROGRAMS), choices=list(PROGRAMS))
     ap.add_argument("--budget", type=float, default=1.0, help="build budget (x tune-once's sweep)")
@@ -584,15 +615,25 @@ def main(argv: list[str] | None = None) -> int:
         r["rc"] = {"helper": rc, "defaults": rc_off}
         r["mismatches"] = {"helper": helper["mismatches"], "defaults": defaults["mismatches"]}
         r["passed"] = rc == 0 and helper["mismatches"] == 0
-        r["program_gpu_s"] = {"helper": helper["program_gpu_s"], "defaults": defaults["program_gpu_s"]}
+        r["program_gpu_s"] = {
+            "helper": helper["program_gpu_s"],
+            "defaults": defaults["program_gpu_s"],
+        }
         ok, problems = check_choices(store, helper["launches"])
         r["launches"] = len(helper["launches"])
         r["helper_matches_select"] = ok
         r["choice_problems"] = problems[:10]
         r["launched_with_helper_config"] = ok
         r["configs"] = {
-            "helper": sorted({(ln["kernel"], tuple(ln["grid"]), tuple(ln["block"])) for ln in helper["launches"]}),
-            "defaults": sorted({(ln["kernel"], tuple(ln["grid"]), tuple(ln["block"])) for ln in defaults["launches"]}),
+            "helper": sorted(
+                {(ln["kernel"], tuple(ln["grid"]), tuple(ln["block"])) for ln in helper["launches"]}
+            ),
+            "defaults": sorted(
+                {
+                    (ln["kernel"], tuple(ln["grid"]), tuple(ln["block"]))
+                    for ln in defaults["launches"]
+                }
+            ),
         }
         per_kernel = {}
         for k, t in helper["times"].items():
@@ -633,7 +674,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{bench}_run_original", [str(exe)], cwd=src.parent, timeout=min(60.0, run.left() - 5)
         )
         orig = parse_run(text)
-        r["original"] = {"rc": rc, "mismatches": orig["mismatches"], "program_gpu_s": orig["program_gpu_s"]}
+        r["original"] = {
+            "rc": rc,
+            "mismatches": orig["mismatches"],
+            "program_gpu_s": orig["program_gpu_s"],
+        }
     save()
     for bench in args.programs:
         r = results[bench]

@@ -56,9 +56,10 @@ def cmd_instrument(args: argparse.Namespace) -> int:
     from klaraptor.build import load
     from klaraptor.errors import InstrumentError
     from klaraptor.helper import HelperProgram
-    from klaraptor.instrument import default_output, instrument
+    from klaraptor.instrument import check_source, default_output, instrument
 
     source = Path(args.source)
+    check_source(source)
     output = Path(args.output) if args.output else default_output(source)
     if not args.dry_run and not output.parent.is_dir():
         raise InstrumentError(
@@ -71,7 +72,9 @@ def cmd_instrument(args: argparse.Namespace) -> int:
         if name not in loaded:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                kern = load(name, store=store, model=args.model, device=args.device, force=args.force)
+                kern = load(
+                    name, store=store, model=args.model, device=args.device, force=args.force
+                )
             for w in caught:
                 print_warning(str(w.message))
             loaded[name] = kern.helper

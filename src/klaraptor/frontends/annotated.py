@@ -205,9 +205,7 @@ def annotated_kernels(path: str | Path) -> list[AnnotatedKernel]:
                     f"'#pragma {missing}_{kernel} = ...;'"
                 )
             if kernel not in functions or functions[kernel][0] != "__global__":
-                raise SpecError(
-                    f"{path}: annotated kernel {kernel!r} has no __global__ definition"
-                )
+                raise SpecError(f"{path}: annotated kernel {kernel!r} has no __global__ definition")
             spec = _spec_for(path, text, functions, set(sizes), kernel, size_idx, dim)
         except SpecError as exc:
             problem = exc
@@ -311,7 +309,8 @@ def _spec_for(
         size_param=size.name,
         arrays=tuple((k, str(v)) for k, v in arrays.items()),
         scalars=tuple(
-            (k, v if isinstance(v, str) else float(v)) for k, v in [*scalars.items(), *assume.items()]
+            (k, v if isinstance(v, str) else float(v))
+            for k, v in [*scalars.items(), *assume.items()]
         ),
     )
     default_block = cfg.get("default_block")

@@ -43,7 +43,11 @@ class Notice:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}" if self.line else f"{self.path}: {self.message}"
+        return (
+            f"{self.path}:{self.line}: {self.message}"
+            if self.line
+            else f"{self.path}: {self.message}"
+        )
 
 
 @dataclass(frozen=True)
@@ -118,9 +122,8 @@ def instrument(
     `clang_args` are passed to the parser like a compiler's -I, -D and options.
     """
     source = Path(source)
+    check_source(source)
     out = Path(output) if output is not None else default_output(source)
-    if not source.is_file():
-        raise InstrumentError(f"{source}: no such file")
     if out.exists() and out.resolve() == source.resolve():
         raise InstrumentError(f"{out}: the output would overwrite the source; choose another -o")
     lookup = _as_lookup(helpers)
@@ -133,7 +136,9 @@ def instrument(
         why = _plan(source, ak, parsed, lookup, plans_by_kernel)
         if why is not None:
             unusable[name] = why
-            notices.append(Notice(source, ak.line, f"kernel {name}: {why}; its launches are left alone"))
+            notices.append(
+                Notice(source, ak.line, f"kernel {name}: {why}; its launches are left alone")
+            )
 
     edits: list[tuple[int, int, bytes]] = []
     outcomes: list[LaunchOutcome] = []
@@ -197,6 +202,24 @@ def instrument(
         headers[helper_header_name(plan.helper)] = plan.helper.to_c_header()
     headers[header] = program_header(out.name, used)
     return Instrumented(source, out, text, headers, outcomes, notices)
+
+
+def check_source(source: Path) -> None:
+    """A clear error for a source that is missing, not a file, unreadable or not text."""
+    if not source.exists():
+        raise InstrumentError(f"{source}: no such file")
+    if not source.is_file():
+        raise InstrumentError(f"{source}: not a regular file")
+    try:
+        data = source.read_bytes()
+    except OSError as exc:
+        raise InstrumentError(f"{source}: cannot read the file ({exc.strerror or exc})") from None
+    if b"\0" in data:
+        raise InstrumentError(f"{source}: not a text file (it contains NUL bytes)")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InstrumentError(f"{source}: not UTF-8 text ({exc})") from None
 
 
 def _as_lookup(helpers: HelperLookup | Mapping[str, HelperProgram]) -> HelperLookup:
@@ -273,11 +296,13 @@ def _launch_edits(data: bytes, launch: Launch, plan: KernelPlan) -> list[tuple[i
     # Drop the spaces around '<<<' and before '>>>' along with them (comments are kept).
     gap1 = data[launch.callee.end : launch.open_config.start]
     open_start = launch.callee.end if not gap1.strip() else launch.open_config.start
+    gap = data[launch.open_config.end : launch.first_config.start]
+    open_end = launch.first_config.start if not gap.strip() else launch.open_config.end
     gap2 = data[launch.last_config.end : launch.close_config.start]
     close_start = launch.last_config.end if not gap2.strip() else launch.close_config.start
     return [
         (launch.callee.start, launch.callee.start, f"{plan.wrapper}(".encode()),
-        (open_start, launch.open_config.end, b", "),
+        (open_start, open_end, b", "),
         (close_start, launch.open_args.end, (defaults + sep).encode()),
     ]
 
@@ -300,6 +325,4 @@ def _apply(data: bytes, edits: list[tuple[int, int, bytes]], header: str) -> byt
 def _local_includes(parsed: ParsedSource) -> list[str]:
     """Quoted includes of the main file that resolve beside it."""
     folder = parsed.path.parent.resolve()
-    return sorted(
-        {Path(p).name for p in parsed.includes if Path(p).resolve().parent == folder}
-    )
+    return sorted({Path(p).name for p in parsed.includes if Path(p).resolve().parent == folder})

@@ -18,6 +18,9 @@ launch that can be rewritten or with a reason it is left alone.
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +85,7 @@ class Launch:
     span: Span  # the whole launch, callee to ')'
     callee: Span  # the callee as written (`k`, `ns::k`)
     open_config: Span  # '<<<'
+    first_config: Span  # the first token after '<<<'
     last_config: Span  # the last token before '>>>'
     close_config: Span  # '>>>'
     open_args: Span  # '('
@@ -175,10 +179,20 @@ def parse_source(
         raise InstrumentError(f"{path}: not UTF-8 text ({exc})") from None
     index = clang_index()
     args = clang_args(include_dirs, defines, extra_args)
-    try:
-        tu = index.parse(str(path), args=args)
-    except cindex.TranslationUnitLoadError as exc:
-        raise InstrumentError(f"{path}: libclang could not parse the file ({exc})") from None
+    tu = None
+    pch = _stub_pch(index, args)
+    if pch is not None:
+        try:
+            tu = index.parse(str(path), args=_with_pch(args, pch))
+        except cindex.TranslationUnitLoadError:
+            tu = None
+        if tu is not None and any("precompiled" in d.spelling.lower() for d in tu.diagnostics):
+            tu = None  # a PCH clang does not accept: parse without it
+    if tu is None:
+        try:
+            tu = index.parse(str(path), args=args)
+        except cindex.TranslationUnitLoadError as exc:
+            raise InstrumentError(f"{path}: libclang could not parse the file ({exc})") from None
     out = ParsedSource(path=path, data=data)
     main = str(path)
     for d in tu.diagnostics:
@@ -199,6 +213,42 @@ def parse_source(
     return out
 
 
+_PCH: dict[tuple[str, ...], Path | None] = {}
+_PCH_DIR: list[Path] = []
+
+
+def _with_pch(args: list[str], pch: Path) -> list[str]:
+    """`args` with the stand-in header replaced by its precompiled form."""
+    i = args.index("-include")
+    return [*args[:i], "-include-pch", str(pch), *args[i + 2 :]]
+
+
+def _stub_pch(index: Any, args: list[str]) -> Path | None:
+    """The stand-in header precompiled for these arguments (once per process): it brings the C++
+    math library, most of a parse's time. None where clang cannot make one."""
+    from clang import cindex
+
+    key = tuple(args)
+    if key not in _PCH:
+        _PCH[key] = None
+        if not _PCH_DIR:
+            _PCH_DIR.append(Path(tempfile.mkdtemp(prefix="klaraptor-pch-")))
+            atexit.register(shutil.rmtree, _PCH_DIR[0], True)
+        i = args.index("-include")
+        header_args = [*args[:i], *args[i + 2 :]]
+        try:
+            tu = index.parse(
+                str(STUB_HEADER), args=header_args, options=cindex.TranslationUnit.PARSE_INCOMPLETE
+            )
+            if not any(d.severity >= cindex.Diagnostic.Error for d in tu.diagnostics):
+                path = _PCH_DIR[0] / f"stub{len(_PCH)}.pch"
+                tu.save(str(path))
+                _PCH[key] = path
+        except (cindex.TranslationUnitLoadError, cindex.TranslationUnitSaveError):
+            pass
+    return _PCH[key]
+
+
 def _is_kernel(cursor: Any, cindex: Any) -> bool:
     return any(c.kind == cindex.CursorKind.CUDAGLOBAL_ATTR for c in cursor.get_children())
 
@@ -206,6 +256,8 @@ def _is_kernel(cursor: Any, cindex: Any) -> bool:
 def _collect_kernels(cursor: Any, out: dict[str, list[KernelDecl]], cindex: Any) -> None:
     K = cindex.CursorKind
     for c in cursor.get_children():
+        if c.location.is_in_system_header:
+            continue  # the C and C++ libraries declare no kernel (and thousands of functions)
         if c.kind in (K.NAMESPACE, K.LINKAGE_SPEC, K.UNEXPOSED_DECL):
             _collect_kernels(c, out, cindex)
         elif c.kind in (K.FUNCTION_DECL, K.FUNCTION_TEMPLATE) and _is_kernel(c, cindex):
@@ -276,6 +328,9 @@ def _launch(
     callee_words = [t[0] for t in toks[:lt]] if lt > 0 else []
     if (
         lt <= 0
+        # A launch from a macro: its tokens are the macro's, not the launch's own text.
+        or toks[0][1] != span.start
+        or toks[-1][2] != span.end
         or not callee_words
         or callee_words[-1] != name
         or any(w not in ("::",) and not w.isidentifier() for w in callee_words)
@@ -283,7 +338,7 @@ def _launch(
         != "".join(callee_words)
     ):
         return Launch(
-            name, line, column, span, empty, empty, empty, empty, empty, 0, 0,
+            name, line, column, span, empty, empty, empty, empty, empty, empty, 0, 0,
             "written by a macro expansion (the launch's text is not in the file)",
         )  # fmt: skip
     depth, gt = 0, -1
@@ -296,13 +351,14 @@ def _launch(
         elif s == ">>>" and depth == 0:
             gt = i
             break
-    if gt < 0 or gt + 1 >= len(toks) or toks[gt + 1][0] != "(" or toks[-1][0] != ")":
+    if gt < lt + 2 or gt + 1 >= len(toks) or toks[gt + 1][0] != "(" or toks[-1][0] != ")":
         return Launch(
-            name, line, column, span, empty, empty, empty, empty, empty, 0, 0,
+            name, line, column, span, empty, empty, empty, empty, empty, empty, 0, 0,
             "cannot find '>>>(' ... ')' in the launch's tokens",
         )  # fmt: skip
     callee = Span(toks[0][1], toks[lt - 1][2])
     open_cfg = Span(toks[lt][1], toks[lt][2])
+    first_cfg = Span(toks[lt + 1][1], toks[lt + 1][2])
     last_cfg = Span(toks[gt - 1][1], toks[gt - 1][2])
     close_cfg = Span(toks[gt][1], toks[gt][2])
     open_args = Span(toks[gt + 1][1], toks[gt + 1][2])
@@ -332,6 +388,7 @@ def _launch(
         span,
         callee,
         open_cfg,
+        first_cfg,
         last_cfg,
         close_cfg,
         open_args,
