@@ -434,6 +434,7 @@ def overhead_bench(run: Run, store: Any, args: argparse.Namespace, work: Path) -
     folder = work / "instrument_overhead"
     shutil.copytree(OVERHEAD, folder, dirs_exist_ok=True)
     src = folder / "overhead.cu"
+    notes = []
     try:
         (spec,) = read_annotated(src)
         build(
@@ -445,9 +446,13 @@ def overhead_bench(run: Run, store: Any, args: argparse.Namespace, work: Path) -
             collect_options=CollectOptions(counters=False),
             progress=False,
         )
+    except Exception as exc:  # noqa: BLE001 - a build already in the store may still serve
+        notes.append(f"build: {type(exc).__name__}: {exc}"[:300])
+    try:
         result, info = instrument_program(store, src, folder)
     except Exception as exc:  # noqa: BLE001
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500], "notes": notes}
+    info["notes"] = notes
     exe = folder / "overhead.exe"
     rc, text = run.cmd(
         "overhead_nvcc",
@@ -465,6 +470,90 @@ def overhead_bench(run: Run, store: Any, args: argparse.Namespace, work: Path) -
             values["instrumented_enqueue_us"] - values["plain_enqueue_us"], 4
         )
     return out
+
+
+def _guard(record: dict, stage: str, fn: Any, *args: Any) -> None:
+    """Run one program's step; a failure is noted in its record, and the next step goes on."""
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - recorded; the other programs go on
+        record["notes"].append(f"{stage}: {type(exc).__name__}: {exc}"[:500])
+
+
+def measure_program(run: Run, store: Any, src: Path, bench: str, r: dict) -> None:
+    """The instrumented program with the helper's configurations, then with its own."""
+    exe = src.with_name(src.stem + ".klaraptor.exe")
+    rc, text = run.cmd(
+        f"{bench}_run_helper",
+        [str(exe)],
+        cwd=src.parent,
+        timeout=90.0,
+        env={"KLARAPTOR_LOG": "1", "KLARAPTOR_TIME": "1"},
+    )
+    helper = parse_run(text)
+    rc_off, text_off = run.cmd(
+        f"{bench}_run_defaults",
+        [str(exe)],
+        cwd=src.parent,
+        timeout=90.0,
+        env={"KLARAPTOR_OFF": "1", "KLARAPTOR_TIME": "1", "KLARAPTOR_LOG": "1"},
+    )
+    defaults = parse_run(text_off)
+    r["rc"] = {"helper": rc, "defaults": rc_off}
+    r["mismatches"] = {"helper": helper["mismatches"], "defaults": defaults["mismatches"]}
+    r["passed"] = rc == 0 and helper["mismatches"] == 0
+    r["program_gpu_s"] = {"helper": helper["program_gpu_s"], "defaults": defaults["program_gpu_s"]}
+    r["launches"] = len(helper["launches"])
+
+    def configs(launches: list[dict]) -> list:
+        return sorted({(ln["kernel"], tuple(ln["grid"]), tuple(ln["block"])) for ln in launches})
+
+    r["configs"] = {
+        "helper": configs(helper["launches"]),
+        "defaults": configs(defaults["launches"]),
+    }
+    per_kernel = {}
+    for k, t in helper["times"].items():
+        d = defaults["times"].get(k)
+        per_kernel[k] = {
+            "launches": t["launches"],
+            "helper_ms": t["gpu_ms"],
+            "defaults_ms": d["gpu_ms"] if d else None,
+            "speedup": round(d["gpu_ms"] / t["gpu_ms"], 4) if d and t["gpu_ms"] > 0 else None,
+        }
+    r["per_kernel"] = per_kernel
+    th = sum(v["helper_ms"] for v in per_kernel.values())
+    td = sum(v["defaults_ms"] or 0.0 for v in per_kernel.values())
+    r["kernel_time_ms"] = {"helper": round(th, 6), "defaults": round(td, 6)}
+    r["speedup"] = round(td / th, 4) if th > 0 and td > 0 else None
+    ok, problems = check_choices(store, helper["launches"])
+    r["helper_matches_select"] = ok
+    r["choice_problems"] = problems[:10]
+    r["launched_with_helper_config"] = ok
+    run.note(
+        f"run {bench}: passed={r['passed']} mismatches={r['mismatches']} "
+        f"helper_config={ok} speedup={r['speedup']} {problems[:2]}"
+    )
+
+
+def run_original(run: Run, src: Path, bench: str, r: dict) -> None:
+    """The original program, untouched: its own check and GPU time."""
+    exe = src.with_name(src.stem + ".original.exe")
+    rc, text = run.cmd(f"{bench}_run_original", [str(exe)], cwd=src.parent, timeout=90.0)
+    orig = parse_run(text)
+    r["original"] = {
+        "rc": rc,
+        "mismatches": orig["mismatches"],
+        "program_gpu_s": orig["program_gpu_s"],
+    }
+
+
+def ncu_program(run: Run, exe: Path, cwd: Path, bench: str, r: dict) -> None:
+    r["ncu"] = ncu_check(run, bench, exe, cwd, len(PROGRAMS[bench].kernels))
+    if r["ncu"].get("ok") is False:
+        r["launched_with_helper_config"] = False
+        r["notes"].append("Nsight Compute's launch records differ from the logged launches")
+    run.note(f"ncu {bench}: {r['ncu'].get('ok')}")
 
 
 def _output(argv: list[str]) -> str:
@@ -591,69 +680,18 @@ def main(argv: list[str] | None = None) -> int:
 
     # 3. runs: the helper's configurations, then the programs' own (serial: one GPU)
     for bench in args.programs:
-        r = results[bench]
-        if not r["compiled"]:
-            continue
-        src = cuda / PROGRAMS[bench].path
-        exe = src.with_name(src.stem + ".klaraptor.exe")
-        rc, text = run.cmd(
-            f"{bench}_run_helper",
-            [str(exe)],
-            cwd=src.parent,
-            timeout=90.0,
-            env={"KLARAPTOR_LOG": "1", "KLARAPTOR_TIME": "1"},
-        )
-        helper = parse_run(text)
-        rc_off, text_off = run.cmd(
-            f"{bench}_run_defaults",
-            [str(exe)],
-            cwd=src.parent,
-            timeout=90.0,
-            env={"KLARAPTOR_OFF": "1", "KLARAPTOR_TIME": "1", "KLARAPTOR_LOG": "1"},
-        )
-        defaults = parse_run(text_off)
-        r["rc"] = {"helper": rc, "defaults": rc_off}
-        r["mismatches"] = {"helper": helper["mismatches"], "defaults": defaults["mismatches"]}
-        r["passed"] = rc == 0 and helper["mismatches"] == 0
-        r["program_gpu_s"] = {
-            "helper": helper["program_gpu_s"],
-            "defaults": defaults["program_gpu_s"],
-        }
-        ok, problems = check_choices(store, helper["launches"])
-        r["launches"] = len(helper["launches"])
-        r["helper_matches_select"] = ok
-        r["choice_problems"] = problems[:10]
-        r["launched_with_helper_config"] = ok
-        r["configs"] = {
-            "helper": sorted(
-                {(ln["kernel"], tuple(ln["grid"]), tuple(ln["block"])) for ln in helper["launches"]}
-            ),
-            "defaults": sorted(
-                {
-                    (ln["kernel"], tuple(ln["grid"]), tuple(ln["block"]))
-                    for ln in defaults["launches"]
-                }
-            ),
-        }
-        per_kernel = {}
-        for k, t in helper["times"].items():
-            d = defaults["times"].get(k)
-            per_kernel[k] = {
-                "launches": t["launches"],
-                "helper_ms": t["gpu_ms"],
-                "defaults_ms": d["gpu_ms"] if d else None,
-                "speedup": round(d["gpu_ms"] / t["gpu_ms"], 4) if d and t["gpu_ms"] > 0 else None,
-            }
-        r["per_kernel"] = per_kernel
-        th = sum(v["helper_ms"] for v in per_kernel.values())
-        td = sum(v["defaults_ms"] or 0.0 for v in per_kernel.values())
-        r["kernel_time_ms"] = {"helper": round(th, 6), "defaults": round(td, 6)}
-        r["speedup"] = round(td / th, 4) if th > 0 and td > 0 else None
-        run.note(
-            f"run {bench}: passed={r['passed']} mismatches={r['mismatches']} "
-            f"helper_config={ok} speedup={r['speedup']} {problems[:2]}"
-        )
-        save()
+        if results[bench]["compiled"]:
+            _guard(
+                results[bench],
+                "run",
+                measure_program,
+                run,
+                store,
+                cuda / PROGRAMS[bench].path,
+                bench,
+                results[bench],
+            )
+            save()
     # 4. the per-launch overhead
     if run.left() > 40:
         summary["overhead"] = overhead_bench(run, store, args, work)
@@ -666,33 +704,19 @@ def main(argv: list[str] | None = None) -> int:
     # 5. the originals, untouched (their own check), then Nsight Compute, while time remains
     for bench in args.programs:
         r = results[bench]
-        if not r.get("original_compiled") or run.left() < 25:
-            continue
-        src = cuda / PROGRAMS[bench].path
-        exe = src.with_name(src.stem + ".original.exe")
-        rc, text = run.cmd(
-            f"{bench}_run_original", [str(exe)], cwd=src.parent, timeout=min(60.0, run.left() - 5)
-        )
-        orig = parse_run(text)
-        r["original"] = {
-            "rc": rc,
-            "mismatches": orig["mismatches"],
-            "program_gpu_s": orig["program_gpu_s"],
-        }
+        if r.get("original_compiled") and run.left() > 25:
+            _guard(r, "original", run_original, run, cuda / PROGRAMS[bench].path, bench, r)
     save()
     for bench in args.programs:
         r = results[bench]
-        if not r.get("compiled") or run.left() < 25:
-            if r.get("compiled"):
-                r["ncu"] = {"ok": None, "note": "skipped: time budget"}
+        if not r.get("compiled"):
+            continue
+        if run.left() < 25:
+            r["ncu"] = {"ok": None, "note": "skipped: time budget"}
             continue
         src = cuda / PROGRAMS[bench].path
         exe = src.with_name(src.stem + ".klaraptor.exe")
-        r["ncu"] = ncu_check(run, bench, exe, src.parent, len(PROGRAMS[bench].kernels))
-        if r["ncu"].get("ok") is False:
-            r["launched_with_helper_config"] = False
-            r["notes"].append("Nsight Compute's launch records differ from the logged launches")
-        run.note(f"ncu {bench}: {r['ncu'].get('ok')}")
+        _guard(r, "ncu", ncu_program, run, exe, src.parent, bench, r)
         save()
     pool.shutdown(wait=False, cancel_futures=True)
     summary["wall_s"] = round(time.monotonic() - run.t0, 1)
