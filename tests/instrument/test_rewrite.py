@@ -26,7 +26,7 @@ from tests.instrument.support import (
 
 needs_libclang()
 
-_PREFIX_LINES = 2  # the #include of the program header and `#line 1`
+_PREFIX_LINES = 2  # the #include of the program header and `#line 1 "<source>"`
 
 
 def _instrument_copy(tmp: Path, bench: str) -> Instrumented:
@@ -52,7 +52,7 @@ def test_every_launch_is_rewritten_and_nothing_else_changes(tmp_path: Path, benc
 
     text = result.output.read_bytes()
     head = text.split(b"\n", _PREFIX_LINES)
-    assert head[0].startswith(b'#include "') and head[1] == b"#line 1"
+    assert head[0].startswith(b'#include "') and head[1] == f'#line 1 "{result.source.name}"'.encode()
     body = head[_PREFIX_LINES]
     # Outside the launches, the body is the original byte for byte, in order.
     pos_o, pos_b = 0, 0

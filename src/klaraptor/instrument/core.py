@@ -6,8 +6,8 @@ as in CUDA). At run time the wrapper reads D from the launch's own arguments (th
 parameter), asks K's helper program for grid and block (cached per D), and launches K with them;
 the program's own grid and block are kept where the helper has no answer. Nothing else of the
 file changes: two lines are added before its first line, `#include "<out>.klaraptor.h"` and
-`#line 1`, so that compiler messages keep the original line numbers, and each rewritten launch
-keeps the text of its configuration and arguments as written.
+`#line 1 "<source>"`, so that compiler messages name the source's own lines, and each rewritten
+launch keeps the text of its configuration and arguments as written.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def instrument(
         )
 
     header = program_header_name(out)
-    text = _apply(parsed.data, edits, header)
+    text = _apply(parsed.data, edits, header, _line_name(source, out))
     headers = {RUNTIME_HEADER: runtime_header()}
     for plan in used:
         headers[helper_header_name(plan.helper)] = plan.helper.to_c_header()
@@ -307,11 +307,19 @@ def _launch_edits(data: bytes, launch: Launch, plan: KernelPlan) -> list[tuple[i
     ]
 
 
-def _apply(data: bytes, edits: list[tuple[int, int, bytes]], header: str) -> bytes:
+def _line_name(source: Path, out: Path) -> str:
+    """The source's name for `#line`: beside the output, its file name; else its full path."""
+    if source.resolve().parent == out.resolve().parent:
+        return source.name
+    return str(source.resolve())
+
+
+def _apply(data: bytes, edits: list[tuple[int, int, bytes]], header: str, name: str) -> bytes:
     out = bytearray()
     start = len(_BOM) if data.startswith(_BOM) else 0
     out += data[:start]
-    out += f'#include "{header}" /* klaraptor instrument */\n#line 1\n'.encode()
+    quoted = name.replace("\\", "\\\\").replace('"', '\\"')
+    out += f'#include "{header}" /* klaraptor instrument */\n#line 1 "{quoted}"\n'.encode()
     pos = start
     for a, b, text in sorted(edits, key=lambda e: (e[0], e[1])):
         if a < pos:
