@@ -52,7 +52,9 @@ def test_every_launch_is_rewritten_and_nothing_else_changes(tmp_path: Path, benc
 
     text = result.output.read_bytes()
     head = text.split(b"\n", _PREFIX_LINES)
-    assert head[0].startswith(b'#include "') and head[1] == f'#line 1 "{result.source.name}"'.encode()
+    assert (
+        head[0].startswith(b'#include "') and head[1] == f'#line 1 "{result.source.name}"'.encode()
+    )
     body = head[_PREFIX_LINES]
     # Outside the launches, the body is the original byte for byte, in order.
     pos_o, pos_b = 0, 0
@@ -217,3 +219,60 @@ def test_instrumented_program_compiles_with_nvcc(tmp_path: Path) -> None:
 
 def test_repository_sources_are_left_untouched() -> None:
     assert not list(CUDA.rglob("*.klaraptor.*")) and not list(CUDA.rglob("klaraptor_*.h"))
+
+
+_THREADS = r"""
+#include <cstdio>
+#include <thread>
+#include <vector>
+#include "{header}"
+int main() {{
+    const long sizes[] = {{7, 128, 300, 512, 4096, 100000}};
+    int want[6][6];
+    for (int s = 0; s < 6; ++s) {{
+        long D[1] = {{sizes[s]}};
+        {chooser}(D, want[s], want[s] + 3);
+    }}
+    int bad = 0;
+    std::vector<std::thread> pool;
+    for (int t = 0; t < 4; ++t)
+        pool.emplace_back([&, t] {{
+            for (int i = 0; i < 20000; ++i) {{
+                int s = (i * 7 + t) % 6, got[6];
+                long D[1] = {{sizes[s]}};
+                {chooser}(D, got, got + 3);
+                for (int k = 0; k < 6; ++k) if (got[k] != want[s][k]) __atomic_add_fetch(&bad, 1, __ATOMIC_RELAXED);
+            }}
+        }});
+    for (auto &th : pool) th.join();
+    std::printf("bad=%d\n", bad);
+    return bad != 0;
+}}
+"""
+
+
+def test_the_cache_is_per_thread_and_consistent(tmp_path: Path) -> None:
+    compiler = shutil.which("g++")
+    if compiler is None:
+        pytest.skip("no host C++ compiler")
+    result = _instrument_copy(tmp_path, "2MM")
+    header = next(n for n in result.headers if n.endswith(".klaraptor.h"))
+    helper = next(iter(helpers_for(program("2MM")).values()))
+    driver = result.output.parent / "threads.cpp"
+    driver.write_text(_THREADS.format(header=header, chooser=f"klaraptor_{helper.c_name}_choose"))
+    exe = result.output.parent / "threads"
+    build = subprocess.run(
+        [compiler, "-std=c++17", "-O2", "-pthread", str(driver), "-o", str(exe), "-lm"],
+        capture_output=True,
+        text=True,
+    )
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "bad=0" in run.stdout, run.stdout + run.stderr
+
+
+def test_the_runtime_and_the_planner_agree_on_the_data_limit() -> None:
+    from klaraptor.instrument.core import MAX_DATA
+    from klaraptor.instrument.emit import runtime_header
+
+    assert f"#define KLARAPTOR_MAX_DATA {MAX_DATA}" in runtime_header()

@@ -32,6 +32,7 @@ from klaraptor.instrument.parse import Launch, ParsedSource, parse_source
 # A kernel's helper program by store name (`<stem>.<K>`), or a KlaraptorError saying why none.
 HelperLookup = Callable[[str], HelperProgram]
 _BOM = b"\xef\xbb\xbf"
+MAX_DATA = 8  # KLARAPTOR_MAX_DATA of klaraptor_runtime.h
 
 
 @dataclass(frozen=True)
@@ -254,6 +255,8 @@ def _plan(
     if len({d.signature for d in decls}) > 1:
         return "it is overloaded: which overload a build describes cannot be told"
     params = decls[0].params
+    if len(spec.data) > MAX_DATA:
+        return f"it has {len(spec.data)} data parameters; the C cache holds at most {MAX_DATA}"
     data_args = []
     for p in spec.data:
         if p.arg is None or not 0 <= p.arg < len(params):

@@ -130,7 +130,7 @@ static inline void klaraptor_configure(klaraptor_stats *stats, klaraptor_best_fn
                                        const long *D, int n, const char *why_not, dim3 *grid,
                                        dim3 *block)
 {
-    int flags = klaraptor_flags(), g[3], b[3], i;
+    int flags = klaraptor_flags(), g[3] = {0, 0, 0}, b[3] = {0, 0, 0}, i;
     if (flags & KLARAPTOR_FLAG_OFF)
         why_not = "KLARAPTOR_OFF";
     if (why_not == NULL) {
