@@ -178,12 +178,17 @@ def instrument(
     errors = [d for d in parsed.diagnostics if d.severity == "error"]
     if errors:
         shown = "; ".join(str(d) for d in errors[:3])
+        hint = (
+            "pass the program's include directories with -I; "
+            if any("file not found" in d.message for d in errors)
+            else ""
+        )
         notices.append(
             Notice(
                 source,
                 0,
-                f"the parser reported {len(errors)} error(s) (klaraptor parses without the CUDA "
-                f"headers; launches it could not read are reported above): {shown}",
+                f"the parser reported {len(errors)} error(s) ({hint}klaraptor parses without the "
+                f"CUDA headers; launches it could not read are reported above): {shown}",
             )
         )
     if out.parent.resolve() != source.parent.resolve() and _local_includes(parsed):
