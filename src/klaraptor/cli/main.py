@@ -1,5 +1,5 @@
-"""The `klaraptor` command line: build, select, explain, list, show, export, prune, rm, device,
-demo, bench, import-recorded, import-kt, export-kt."""
+"""The `klaraptor` command line: build, select, explain, list, show, export, instrument, prune, rm,
+device, demo, bench, import-recorded, import-kt, export-kt."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from klaraptor.cli.common import (
     exit_code,
     print_error,
 )
+from klaraptor.cli.instrument import add_parser as add_instrument
 from klaraptor.cli.kernel_tuner import add_parser as add_kernel_tuner
 from klaraptor.cli.recorded import add_parser as add_recorded
 from klaraptor.core.errors import KlaraptorError
@@ -207,6 +208,8 @@ def make_parser() -> argparse.ArgumentParser:
         help="also its measurements, history and collection facts (the kernel is forgotten)",
     )
     rm.set_defaults(func=cmd_rm)
+
+    add_instrument(sub)
 
     dv = sub.add_parser("device", help="the GPU's profile (limits and microbenchmarks)")
     dv.add_argument("--measure", action="store_true", help="run the microbenchmarks")

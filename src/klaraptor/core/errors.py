@@ -55,6 +55,10 @@ class MissingDependencyError(KlaraptorError):
     """An optional dependency is not installed; the message names the extra that brings it."""
 
 
+class InstrumentError(KlaraptorError):
+    """A host program cannot be instrumented (unreadable, unparsable, nothing to tune)."""
+
+
 class KlaraptorWarning(UserWarning):
     """Base class of klaraptor's warnings: it went ahead, but you should know."""
 

@@ -16,6 +16,18 @@ value must be a literal:
     dynamic_smem = "bx * 4"                         # optional, bytes
     sizes = [256, 512, 768, 1024]                   # optional training sizes
     default_block = [256, 1, 1]                     # optional
+    defines = {"DATA_TYPE": "float", "NJ": "nj"}    # optional, macros of the training source
+    assume = {"nj": "n"}                            # optional, see below
+
+A `scalars` value may also be an expression string over the size parameter (`"k": "n // 2"`: a
+representative value for each training size). `defines` are `#define`d before the kernel when
+it is compiled for training (host headers are not followed): types such as `DATA_TYPE`, and the
+program's compile-time sizes mapped to the kernel's own size arguments, so that a kernel written
+for one fixed size (PolyBench/GPU's `A[i * NJ + j]`) is measured at every training size.
+`assume` names the other integer arguments the model takes as functions of the size parameter
+(`nj` equal to `n` in a square problem): training passes those values, and `klaraptor
+instrument` checks them at run time, launching with the program's own configuration where they
+do not hold.
 
 Because collection needs inputs for any size, `arrays` and `scalars` extend the original format:
 KLARAPTOR ran the user's whole program, we only need the kernel. NVRTC cannot compile host code,
@@ -33,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.core.errors import ProgramError, SpecError
+from klaraptor.core.errors import KlaraptorError, ProgramError, SpecError
 from klaraptor.program import parse_expr
 from klaraptor.spec import Data, DataParam, KernelSpec
 from klaraptor.spec.csource import blank_comments
@@ -69,7 +81,10 @@ _CONFIG_KEYS = {
     "dynamic_smem",
     "sizes",
     "default_block",
+    "defines",
+    "assume",
 }
+_IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
 @dataclass(frozen=True)
@@ -100,17 +115,21 @@ class AnnotatedArgs:
     params: tuple[KernelParam, ...]
     size_param: str
     arrays: tuple[tuple[str, str], ...]
-    scalars: tuple[tuple[str, float], ...]
+    # A number, or an expression string over the size parameter (evaluated for each D).
+    scalars: tuple[tuple[str, float | str], ...]
 
     def __call__(
         self, D: Data, rng: np.random.Generator, *, device: bool = True
     ) -> tuple[Any, ...]:
         arrays = dict(self.arrays)
-        scalars = dict(self.scalars)
+        env = {k: float(v) for k, v in D.items()}
         counts = evaluate_exprs(
-            {name: parse_expr(text, tuple(D)) for name, text in arrays.items()},
-            {k: float(v) for k, v in D.items()},
+            {name: parse_expr(text, tuple(D)) for name, text in arrays.items()}, env
         )
+        scalars = {k: v for k, v in self.scalars if not isinstance(v, str)}
+        exprs = {k: parse_expr(v, tuple(D)) for k, v in self.scalars if isinstance(v, str)}
+        if exprs:
+            scalars.update({k: float(v) for k, v in evaluate_exprs(exprs, env).items()})
         out: list[Any] = []
         for p in self.params:
             if p.pointer:
@@ -134,6 +153,34 @@ class AnnotatedArgs:
 
 def read_annotated(path: str | Path) -> list[KernelSpec]:
     """Every annotated kernel of a `.cu` file as a KernelSpec (one `<stem>.<K>.py` per kernel)."""
+    kernels = annotated_kernels(path)
+    for k in kernels:  # a missing pragma first: it is a problem of the file's annotations
+        if k.problem is not None and (k.size_param_idx is None or k.dim is None):
+            raise k.problem
+    for k in kernels:
+        if k.problem is not None:
+            raise k.problem
+    return [k.spec for k in kernels if k.spec is not None]
+
+
+@dataclass(frozen=True)
+class AnnotatedKernel:
+    """One annotated kernel of a `.cu` file: its pragmas and its spec, or why it has none."""
+
+    kernel: str
+    line: int  # the line of its first kernel_info pragma
+    size_param_idx: int | None
+    dim: int | None
+    spec: KernelSpec | None
+    problem: SpecError | None
+
+
+def annotated_kernels(path: str | Path) -> list[AnnotatedKernel]:
+    """Every annotated kernel of a `.cu` file, by name: like `read_annotated`, but a problem of
+    one kernel (a missing pragma or config, an index outside its parameters) stays with that
+    kernel instead of being raised, so the others can still be used (`klaraptor instrument`).
+    A file that cannot be read, has no annotations or gives a pragma two values raises
+    SpecError."""
     path = Path(path)
     if path.is_dir():
         raise SpecError(f"{path}: is a directory, not a .cu file")
@@ -146,31 +193,36 @@ def read_annotated(path: str | Path) -> list[KernelSpec]:
     # Comments are no code: a pragma or a kernel inside /* */ or // is not one (offsets and
     # lines stay those of the file, so definitions are cut from the text as written).
     code = blank_comments(text)
-    sizes, dims = _pragmas(path, code)
+    sizes, dims, lines = _pragmas(path, code)
     if not sizes and not dims:
         raise SpecError(
             f"{path}: no '#pragma kernel_info_size_param_idx_<K> = i;' annotations found"
         )
-    for k in sorted(set(sizes) ^ set(dims)):
-        missing = "kernel_info_dim" if k in sizes else "kernel_info_size_param_idx"
-        raise SpecError(
-            f"{path}: kernel {k!r} is annotated but lacks '#pragma {missing}_{k} = ...;'"
-        )
     functions = _functions(code)
-    device_code = _device_source(text, code, functions, set(sizes))
-    specs = []
-    for kernel in sorted(sizes):
-        if kernel not in functions or functions[kernel][0] != "__global__":
-            raise SpecError(f"{path}: annotated kernel {kernel!r} has no __global__ definition")
-        specs.append(
-            _spec_for(path, kernel, sizes[kernel], dims[kernel], functions[kernel][1], device_code)
-        )
-    return specs
+    out = []
+    for kernel in sorted(set(sizes) | set(dims)):
+        size_idx, dim = sizes.get(kernel), dims.get(kernel)
+        spec, problem = None, None
+        try:
+            if size_idx is None or dim is None:
+                missing = "kernel_info_dim" if dim is None else "kernel_info_size_param_idx"
+                raise SpecError(
+                    f"{path}: kernel {kernel!r} is annotated but lacks "
+                    f"'#pragma {missing}_{kernel} = ...;'"
+                )
+            if kernel not in functions or functions[kernel][0] != "__global__":
+                raise SpecError(f"{path}: annotated kernel {kernel!r} has no __global__ definition")
+            spec = _spec_for(path, text, code, functions, set(sizes), kernel, size_idx, dim)
+        except SpecError as exc:
+            problem = exc
+        out.append(AnnotatedKernel(kernel, lines[kernel], size_idx, dim, spec, problem))
+    return out
 
 
-def _pragmas(path: Path, text: str) -> tuple[dict[str, int], dict[str, int]]:
-    """{kernel: argument index} and {kernel: block dimensionality} from the pragmas; a value that
-    is not an integer, or a kernel given two different values, is a SpecError naming the lines."""
+def _pragmas(path: Path, text: str) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """{kernel: argument index}, {kernel: block dimensionality} and {kernel: line of its first
+    pragma} from the pragmas; a value that is not an integer, or a kernel given two different
+    values, is a SpecError naming the lines."""
     seen: dict[tuple[str, str], tuple[int, int]] = {}
     for m in _PRAGMA.finditer(text):
         kind, kernel, rest = m.group(1), m.group(2), m.group(3)
@@ -195,14 +247,28 @@ def _pragmas(path: Path, text: str) -> tuple[dict[str, int], dict[str, int]]:
         seen.setdefault(key, (line, number))
     sizes = {k: v for (kind, k), (_, v) in seen.items() if kind == "size_param_idx"}
     dims = {k: v for (kind, k), (_, v) in seen.items() if kind == "dim"}
-    return sizes, dims
+    lines: dict[str, int] = {}
+    for (_, k), (line, _) in sorted(seen.items(), key=lambda item: item[1][0]):
+        lines.setdefault(k, line)
+    return sizes, dims, lines
 
 
 def _spec_for(
-    path: Path, kernel: str, size_idx: int, dim: int, params_text: str, device_code: str
+    path: Path,
+    text: str,
+    code: str,
+    functions: dict[str, tuple[str, str]],
+    kernels: set[str],
+    kernel: str,
+    size_idx: int,
+    dim: int,
 ) -> KernelSpec:
     where = f"{path}: kernel {kernel!r}"
-    params = _parse_params(params_text, where)
+    cfg_path = path.with_name(f"{path.stem}.{kernel}.py")
+    cfg = _read_config(cfg_path)
+    _check_config_types(cfg_path, cfg)
+    defines = cfg.get("defines", {})
+    params = _parse_params(functions[kernel][1], where, defines)
     if not 0 <= size_idx < len(params):
         raise SpecError(
             f"{where}: size parameter index {size_idx} is outside its {len(params)} parameters"
@@ -212,8 +278,6 @@ def _spec_for(
         raise SpecError(
             f"{where}: parameter {size_idx} ({size.ctype} {size.name}) is not an integer size"
         )
-    cfg_path = path.with_name(f"{path.stem}.{kernel}.py")
-    cfg = _read_config(cfg_path)
     grid = cfg.get("grid")
     if not (
         isinstance(grid, (tuple, list)) and len(grid) == 3 and all(isinstance(g, str) for g in grid)
@@ -221,26 +285,48 @@ def _spec_for(
         raise SpecError(f"{cfg_path}: 'grid' must be three expression strings, got {grid!r}")
     arrays = cfg.get("arrays", {})
     scalars = cfg.get("scalars", {})
-    _check_config_types(cfg_path, cfg)
+    assume = cfg.get("assume", {})
+    by_name = {p.name: p for p in params}
+    for name, value in [*scalars.items(), *assume.items()]:
+        if isinstance(value, str):
+            try:
+                parse_expr(value, (size.name,))
+            except KlaraptorError as exc:
+                raise SpecError(f"{cfg_path}: the value of {name!r}: {exc}") from None
+    for name in assume:
+        p = by_name.get(name)
+        if p is None or p.pointer or not np.issubdtype(p.dtype, np.integer) or p is size:
+            raise SpecError(
+                f"{cfg_path}: 'assume' names {name!r}, which is not an integer argument of "
+                f"{kernel} other than its size parameter {size.name!r}"
+            )
+        if name in scalars:
+            raise SpecError(f"{cfg_path}: {name!r} is in both 'scalars' and 'assume'; keep one")
     for p in params:
         if p.pointer and p.name not in arrays:
             raise SpecError(
                 f"{cfg_path}: 'arrays' lacks the element count of pointer argument {p.name!r}"
             )
-        if not p.pointer and p is not size and p.name not in scalars:
+        if not p.pointer and p is not size and p.name not in scalars and p.name not in assume:
             raise SpecError(f"{cfg_path}: 'scalars' lacks a value for argument {p.name!r}")
     _check_config_names(cfg_path, cfg, params, size)
+    device_code = _device_source(text, code, functions, kernels, defines)
     make_args = AnnotatedArgs(
         kernel=kernel,
         params=tuple(params),
         size_param=size.name,
         arrays=tuple((k, str(v)) for k, v in arrays.items()),
-        scalars=tuple((k, float(v)) for k, v in scalars.items()),
+        scalars=tuple(
+            (k, v if isinstance(v, str) else float(v))
+            for k, v in [*scalars.items(), *assume.items()]
+        ),
     )
     default_block = cfg.get("default_block")
     meta: dict[str, Any] = {"source_file": str(path), "config_file": str(cfg_path)}
     if "sizes" in cfg:
         meta["train_sizes"] = tuple(cfg["sizes"])
+    if assume:
+        meta["assume"] = dict(assume)
     return KernelSpec(
         name=f"{_store_name(path.stem)}.{kernel}",
         source=device_code,
@@ -259,11 +345,13 @@ def _spec_for(
 
 _CONFIG_TYPES: dict[str, tuple[str, Any]] = {
     "arrays": ("a dict of argument name -> element-count expression", dict),
-    "scalars": ("a dict of argument name -> number", dict),
+    "scalars": ("a dict of argument name -> number or expression string", dict),
     "constraints": ("a list of expression strings", (list, tuple)),
     "sizes": ("a list of integer sizes", (list, tuple)),
     "default_block": ("three integers [bx, by, bz]", (list, tuple)),
     "dynamic_smem": ("an expression string", str),
+    "defines": ("a dict of macro name -> replacement text", dict),
+    "assume": ("a dict of argument name -> expression string", dict),
 }
 
 
@@ -279,8 +367,24 @@ def _check_config_types(cfg_path: Path, cfg: dict[str, Any]) -> None:
                 f"string or an integer), got {count!r}"
             )
     for name, value in cfg.get("scalars", {}).items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise SpecError(f"{cfg_path}: 'scalars'[{name!r}] must be a number, got {value!r}")
+        if not isinstance(value, (int, float, str)) or isinstance(value, bool):
+            raise SpecError(
+                f"{cfg_path}: 'scalars'[{name!r}] must be a number or an expression string, "
+                f"got {value!r}"
+            )
+    for name, value in cfg.get("assume", {}).items():
+        if not isinstance(value, str):
+            raise SpecError(
+                f"{cfg_path}: 'assume'[{name!r}] must be an expression string, got {value!r}"
+            )
+    for name, value in cfg.get("defines", {}).items():
+        if not (isinstance(name, str) and _IDENT.fullmatch(name)) or not isinstance(value, str):
+            raise SpecError(
+                f"{cfg_path}: 'defines' maps macro names to replacement text (strings), got "
+                f"{name!r}: {value!r}"
+            )
+        if "\n" in value:
+            raise SpecError(f"{cfg_path}: 'defines'[{name!r}] must be one line, got {value!r}")
     for size in cfg.get("sizes") or ():
         if not isinstance(size, int) or isinstance(size, bool):
             raise SpecError(f"{cfg_path}: 'sizes' must be integers, got {size!r}")
@@ -380,11 +484,21 @@ def _functions(text: str) -> dict[str, tuple[str, str]]:
 
 
 def _device_source(
-    text: str, code: str, functions: dict[str, tuple[str, str]], kernels: set[str]
+    text: str,
+    code: str,
+    functions: dict[str, tuple[str, str]],
+    kernels: set[str],
+    defines: dict[str, str] | None = None,
 ) -> str:
-    """`#define`s, __device__ helpers and the annotated kernels, kernels in `extern "C"`: found
-    in `code` (the text with its comments blanked), cut from `text` (comments kept)."""
-    parts = [text[m.start() : m.end()] for m in _DEFINE.finditer(code)]
+    """The config's `defines`, the file's other `#define`s, __device__ helpers and the annotated
+    kernels, kernels in `extern "C"`: found in `code` (the text with its comments blanked), cut
+    from `text` (comments kept)."""
+    defines = defines or {}
+    parts = [f"#define {name} {value}" for name, value in defines.items()]
+    for m in _DEFINE.finditer(code):
+        name = re.match(r"\s*#\s*define\s+(\w+)", m.group(0))
+        if name is None or name.group(1) not in defines:
+            parts.append(text[m.start() : m.end()])
     for m in _FUNC_HEAD.finditer(code):
         name, qual = m.group(2), m.group(1)
         if name not in functions or (qual == "__global__" and name not in kernels):
@@ -411,7 +525,12 @@ def _matching(text: str, i: int, open_ch: str, close_ch: str) -> int:
     raise SpecError(f"unbalanced {open_ch!r} in the CUDA source")
 
 
-def _parse_params(params_text: str, where: str) -> list[KernelParam]:
+def _parse_params(
+    params_text: str, where: str, defines: dict[str, str] | None = None
+) -> list[KernelParam]:
+    """The parameters of a kernel's signature; a type spelled with a macro of the config's
+    `defines` (`DATA_TYPE *A`) is read as its replacement."""
+    defines = defines or {}
     params = []
     for raw in params_text.split(","):
         decl = re.sub(r"\b(const|__restrict__|__restrict|restrict|volatile)\b", " ", raw).strip()
@@ -423,6 +542,7 @@ def _parse_params(params_text: str, where: str) -> list[KernelParam]:
         if not m:
             raise SpecError(f"{where}: cannot read parameter {raw.strip()!r}")
         ctype, star, name = m.group(1).strip(), m.group(2), m.group(3)
+        ctype = " ".join(defines.get(word, word) for word in ctype.split())
         if ctype.endswith("*"):
             ctype, star = ctype.rstrip("*").strip(), "*"
         param = KernelParam(name=name, ctype=ctype, pointer=bool(star))
