@@ -300,8 +300,8 @@ def test_a_worker_with_another_klaraptor_version_is_refused(tmp_path: Path) -> N
     other = tmp_path / "other"
     src = Path(klaraptor.__file__).parent
     shutil.copytree(src, other / "klaraptor", ignore=shutil.ignore_patterns("data", "__pycache__"))
-    init = other / "klaraptor" / "__init__.py"
-    init.write_text(init.read_text().replace(f'"{klaraptor.__version__}"', '"0.0.1+other"'))
+    version = other / "klaraptor" / "core" / "version.py"
+    version.write_text(version.read_text().replace(f'"{klaraptor.__version__}"', '"0.0.1+other"'))
     with LocalCluster(n_workers=0, processes=True, dashboard_address=":0") as cluster:
         env = {**os.environ, "PYTHONPATH": str(other)}
         worker = subprocess.Popen(

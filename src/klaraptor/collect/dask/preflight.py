@@ -94,7 +94,7 @@ def preflight(
     check_transportable(spec)
     _check_fingerprint(store, spec, CollectOptions())
     _register(store, spec)
-    done = store.measured_keys(spec.name, device.key, PREFLIGHT)
+    done = store.measured_configs(spec.name, device.key, PREFLIGHT)
     plan = plan_points(spec, sizes_d, space, None, device, done)
     report = PreflightReport(
         spec.name,
@@ -116,7 +116,15 @@ def preflight(
             value = {**r.value, "collected_by": where}
             rows.append(
                 Measurement(
-                    spec.name, device.key, p.D, p.block, PREFLIGHT, r.status, value, r.reason
+                    spec.name,
+                    device.key,
+                    p.D,
+                    p.block,
+                    PREFLIGHT,
+                    r.status,
+                    value,
+                    r.reason,
+                    params=p.params,
                 )
             )
             report.counts[r.status] = report.counts.get(r.status, 0) + 1
