@@ -354,7 +354,12 @@ class _Kernel:
         fn = self._fns.get(pv)
         if fn is None:
             fut = self._futures.get(pv)
-            fn = fut.result() if fut is not None else self._compiled(pv)
+            try:
+                fn = fut.result() if fut is not None else self._compiled(pv)
+            except CompileError:
+                raise
+            except Exception:  # noqa: BLE001 - a failure on a compiling thread: once more here
+                fn = self._compiled(pv)
             self._fns[pv] = fn
         return fn
 
