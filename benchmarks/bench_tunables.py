@@ -202,6 +202,11 @@ def one_kernel(name: str, out: Path, kt: bool, q: Any) -> None:
             rec["truth_s"] = time.perf_counter() - t0
             truth = _truth(spec, store, dev)
             once = _tune_once(spec, store, dev)
+            keep = out / "stores"
+            keep.mkdir(exist_ok=True)
+            import shutil
+
+            shutil.copy(Path(tmp) / "s.sqlite", keep / f"{spec.name}.sqlite")
             kt_choice = None
             if kt:
                 try:

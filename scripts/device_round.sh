@@ -15,7 +15,8 @@ for step in "$@"; do
   t0=$(date +%s); echo "=== $name (limit ${limit}s) $(date +%T)"
   case "$name" in
     wheels) python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > "$OUT/wheels.log" 2>&1; echo "rc=$?";;
-    tunables) timeout "$limit" python3 benchmarks/bench_tunables.py "$OUT" --limit $((limit - 15)) --kt "${KT:-3}" --step "${STEP:-110}" > "$OUT/tunables.log" 2>&1; echo "rc=$?"; tail -15 "$OUT/tunables.log";;
+    tunables) timeout "$limit" python3 benchmarks/bench_tunables.py "$OUT" --limit $((limit - 15)) --kt "${KT:-3}" --step "${STEP:-110}" ${TUNABLES:-} > "$OUT/tunables.log" 2>&1; echo "rc=$?"; tail -15 "$OUT/tunables.log"
+              [ -d "$OUT/stores" ] && tar czf "$OUT/tunables_stores.tgz" -C "$OUT" stores && rm -rf "$OUT/stores";;
     gputests) timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/ > "$OUT/gpu_tests.log" 2>&1; echo "rc=$?"; tail -8 "$OUT/gpu_tests.log";;
     instrument) timeout "$limit" bash scripts/device_instrument.sh "$OUT/instrument" > "$OUT/instrument.log" 2>&1; echo "rc=$?"; tail -8 "$OUT/instrument.log";;
     cost) timeout "$limit" python3 benchmarks/bench_cost.py "$OUT" --limit $((limit - 15)) > "$OUT/cost.log" 2>&1; echo "rc=$?"; tail -12 "$OUT/cost.log";;

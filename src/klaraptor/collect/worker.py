@@ -322,8 +322,9 @@ class _Kernel:
         self._futures: dict[ParamValues, Any] = {}
         self._fns: dict[ParamValues, Any] = {}
         if spec.params:
+            # A job without points (mode info) learns every variant's attributes.
             wanted = list(dict.fromkeys(p.params for p in _ordered(job.points, spec)))
-            wanted = wanted or [spec.default_variant]
+            wanted = wanted or spec.variants()
             self._start_compiling(wanted)
             self.fn = self.fn_for(wanted[0])
         else:
