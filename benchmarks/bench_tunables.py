@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=300.0, help="seconds for the whole run")
     ap.add_argument("--kt", type=int, default=0, help="Kernel Tuner on the first K kernels")
     ap.add_argument("--step", type=float, default=120.0, help="seconds per kernel at most")
-    a = ap.parse_args(argv)
+    a = ap.parse_intermixed_args(argv)
     from klaraptor.core.provenance import stamp
     from klaraptor.spec import catalog
 
