@@ -18,7 +18,7 @@ for step in "$@"; do
     tunables) timeout "$limit" python3 benchmarks/bench_tunables.py "$OUT" --limit $((limit - 15)) --kt "${KT:-3}" --step "${STEP:-110}" ${TUNABLES:-} > "$OUT/tunables.log" 2>&1; echo "rc=$?"; tail -15 "$OUT/tunables.log"
               [ -d "$OUT/stores" ] && tar czf "$OUT/tunables_stores.tgz" -C "$OUT" stores && rm -rf "$OUT/stores";;
     gputests) timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider -rs tests/ > "$OUT/gpu_tests.log" 2>&1; echo "rc=$?"; tail -8 "$OUT/gpu_tests.log";;
-    instrument) timeout "$limit" bash scripts/device_instrument.sh "$OUT/instrument" > "$OUT/instrument.log" 2>&1; echo "rc=$?"; tail -8 "$OUT/instrument.log";;
+    instrument) timeout "$limit" bash scripts/device_instrument.sh "$OUT/instrument" ${INSTRUMENT_ARGS:-} > "$OUT/instrument.log" 2>&1; echo "rc=$?"; tail -8 "$OUT/instrument.log";;
     cost) timeout "$limit" python3 benchmarks/bench_cost.py "$OUT" --limit $((limit - 15)) > "$OUT/cost.log" 2>&1; echo "rc=$?"; tail -12 "$OUT/cost.log";;
     firstcall) timeout "$limit" python3 benchmarks/bench_first_call.py "$OUT" > "$OUT/firstcall.log" 2>&1; echo "rc=$?"; tail -8 "$OUT/firstcall.log";;
     *) echo "unknown step $name";;
