@@ -27,3 +27,6 @@ for step in "$@"; do
 done
 pkill -f klaraptor.collect.worker 2>/dev/null
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv > "$OUT/smi_end.csv" 2>&1
+# The device returns at most 8 files: the logs travel as one archive.
+(cd "$OUT" && tar czf round_logs.tgz *.log *.csv 2>/dev/null && rm -f *.log *.csv)
+ls -la "$OUT" "$OUT"/instrument 2>/dev/null
