@@ -59,3 +59,11 @@ def test_failed_candidates_leave_the_race() -> None:
 
 def test_contenders_of_nothing_is_nothing() -> None:
     assert contenders({}, 0.01) == []
+
+
+def test_the_first_estimates_check_stays_with_a_refined_point() -> None:
+    def first(k: str) -> dict[str, Any]:
+        return {**_value(1.0, 0.01), "check": {"ok": True}}
+
+    out = race(["a"], first, lambda k: _value(1.0, 0.001), RaceSettings())
+    assert out["a"]["race_stage"] == "full" and out["a"]["check"] == {"ok": True}

@@ -30,6 +30,8 @@ K = TypeVar("K", bound=Hashable)
 # The timing noise band of a device when none was measured: the median relative IQR of the
 # recorded H200 training timings is 0.29 % (issue 33); twice that keeps the race conservative.
 DEFAULT_BAND = 0.006
+# Fields of the first estimate a full measurement keeps (it is not checked again).
+CARRIED = ("check",)
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,10 @@ def race(
             break
         for k in todo:
             v = full(k)
-            out[k] = None if v is None else {**v, "race_stage": "full"}
+            first_value = out[k] or {}
+            # What only the first estimate did (the output check) stays with the point.
+            kept = {key: first_value[key] for key in CARRIED if key in first_value}
+            out[k] = None if v is None else {**kept, **v, "race_stage": "full"}
     return out
 
 
