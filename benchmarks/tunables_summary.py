@@ -1,0 +1,110 @@
+"""The tunables suite's figures in benchmarks/results/h200/summary.json, from the committed runs of
+benchmarks/bench_tunables.py (CPU; no GPU needed).
+
+    python benchmarks/tunables_summary.py [--quality FILE] [--cost FILE]
+
+`--quality`: the run whose choices are scored (every method at every evaluation size);
+`--cost`: the run whose build and Kernel Tuner walls are compared (the same device call). The
+`tunables` suite gets the methods' geomean/max r, within-5 % and the joint-over-block-only
+speedup per kernel, and the summary's `cost` block `build_over_kernel_tuner` (per kernel and the
+maximum). Each figure keeps its run's provenance. `klaraptor bench report` rewrites
+summary.json without this block: run this script after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results" / "h200"
+METHODS = {
+    "klaraptor": "klaraptor",
+    "online_topk": "klaraptor_topk",
+    "tune_once": "tune_once",
+    "default": "default",
+    "block_only": "block_only",
+    "kernel_tuner": "kernel_tuner",
+}
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def suite_block(run: dict[str, Any]) -> dict[str, Any]:
+    kernels = [k for k in run["kernels"] if k.get("pairs")]
+    pairs = [p for k in kernels for p in k["pairs"]]
+    methods = {}
+    for ours, name in METHODS.items():
+        rs = [p["r"][ours] for p in pairs if p["r"].get(ours) is not None]
+        if rs:
+            methods[name] = {
+                "pairs": len(rs),
+                "geomean_r": geomean(rs),
+                "max_r": max(rs),
+                "within_5pct": sum(r <= 1.05 for r in rs) / len(rs),
+                "mean_S_pct": 100 * (sum(rs) / len(rs) - 1),
+            }
+    joint = {
+        k["kernel"]: geomean([p["r"]["block_only"] / p["r"]["klaraptor"] for p in k["pairs"]])
+        for k in kernels
+    }
+    return {
+        "pairs": len(pairs),
+        "kernels": len(kernels),
+        "not_evaluated": {
+            k["kernel"]: k.get("error", "") for k in run["kernels"] if not k.get("pairs")
+        },
+        "methods": methods,
+        "joint_over_block_only": joint,
+        "provenance": run["provenance"],
+    }
+
+
+def cost_block(run: dict[str, Any]) -> dict[str, Any]:
+    per = {
+        k["kernel"]: {
+            "build_s": k["build_s"],
+            "kernel_tuner_s": k["kernel_tuner"]["wall_s"],
+            "build_over_kernel_tuner": k["build_over_kernel_tuner"],
+        }
+        for k in run["kernels"]
+        if k.get("build_over_kernel_tuner")
+    }
+    ratios = [v["build_over_kernel_tuner"] for v in per.values()]
+    return {
+        "per_kernel": per,
+        "geomean": geomean(ratios) if ratios else None,
+        "max": max(ratios) if ratios else None,
+        "what": "klaraptor's default build of the joint space (compilation of every variant "
+        "included) over one Kernel Tuner brute-force tune of the same space at the largest "
+        "training size, both in the same device call",
+        "provenance": run["provenance"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quality", type=Path, default=RESULTS / "bench_tunables_1954ee6.json")
+    ap.add_argument("--cost", type=Path, default=RESULTS / "bench_tunables_ab94cd9.json")
+    ap.add_argument("--summary", type=Path, default=RESULTS / "summary.json")
+    a = ap.parse_args(argv)
+    summary = json.loads(a.summary.read_text())
+    summary["suites"]["tunables"] = suite_block(json.loads(a.quality.read_text()))
+    summary.setdefault("cost", {})["build_over_kernel_tuner"] = cost_block(
+        json.loads(a.cost.read_text())
+    )
+    a.summary.write_text(json.dumps(summary, indent=1) + "\n")
+    t = summary["suites"]["tunables"]["methods"]
+    print(
+        ", ".join(f"{m} {v['geomean_r']:.4f} (max {v['max_r']:.3f})" for m, v in t.items()),
+        f"; build/KT {summary['cost']['build_over_kernel_tuner']['geomean']:.3f}",
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
