@@ -19,8 +19,9 @@ import pytest
 
 from klaraptor.collect import collector as kc
 from klaraptor.collect import process as kp
+from klaraptor.collect.jobfile import write_job
 from klaraptor.collect.process import EventReader, Events
-from klaraptor.collect.worker import Point, write_job
+from klaraptor.collect.worker import Point
 from klaraptor.core.errors import CollectError, CompileError
 from klaraptor.core.types import DataSize, KernelAttributes
 from klaraptor.device.profile import DeviceProfile, recorded_profile
@@ -189,7 +190,8 @@ def test_job_from_a_main_script_reaches_the_worker(tmp_path: Path) -> None:
             import numpy as np
             from klaraptor.collect.process import run_once, worker_command, worker_env
             from klaraptor.spec import DataParam, KernelSpec
-            from klaraptor.collect.worker import Point, write_job
+            from klaraptor.collect.worker import Point
+            from klaraptor.collect.jobfile import write_job
 
             def make_args(D, rng):
                 return (np.zeros(D["N"], np.float32), np.int32(D["N"]))

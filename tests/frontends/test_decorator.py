@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import klaraptor
+from klaraptor.collect.jobfile import imports_main
 from klaraptor.collect.ncu import kernel_matches
-from klaraptor.collect.worker import imports_main
 from klaraptor.core.errors import SpecError
 from klaraptor.frontends.decorator import (
     CallRule,

@@ -348,7 +348,8 @@ WORKER_SCRIPT = textwrap.dedent(
     from numba import cuda
     import klaraptor
     from klaraptor.frontends.inference import InferredArgs, describe_args
-    from klaraptor.collect.worker import Point, write_job, _main_info
+    from klaraptor.collect.worker import Point
+    from klaraptor.collect.jobfile import write_job, _main_info
 
     @klaraptor.tune(data={"n": lambda a, b, n: n}, grid="ceil(n / bx)")
     @cuda.jit
@@ -379,7 +380,7 @@ READER_SCRIPT = textwrap.dedent(
     from klaraptor.backends.cupy_backend import count_barriers
     from klaraptor.backends.numba_backend import _ENTRY
     from klaraptor.collect.ncu import kernel_matches
-    from klaraptor.collect.worker import read_body, read_header
+    from klaraptor.collect.jobfile import read_body, read_header
     with open(sys.argv[1], "rb") as fh:
         job = read_body(fh, read_header(fh))
     spec = job.spec
@@ -437,7 +438,7 @@ def test_numba_spec_travels_to_a_collection_worker(tmp_path: Path) -> None:
 def test_numba_unpicklable_user_make_args_is_reported(store: Store, h200) -> None:  # noqa: ANN001
     """An explicit make_args must travel to the worker; a lambda cannot, and the error says so
     before any GPU work."""
-    from klaraptor.collect.worker import write_job
+    from klaraptor.collect.jobfile import write_job
 
     t = tuned(store, h200, make_args=lambda D, rng: ())
     x, y = vectors(32)
@@ -456,7 +457,7 @@ def test_numba_unpicklable_user_make_args_is_reported(store: Store, h200) -> Non
 PICKLE_BY_VALUE = """
 import pickle
 from numba import cuda
-from klaraptor.collect.worker import imports_main
+from klaraptor.collect.jobfile import imports_main
 
 def scale(x, y, n):
     i = cuda.grid(1)

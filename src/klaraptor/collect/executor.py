@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from klaraptor.collect.jobfile import write_job
 from klaraptor.collect.process import ItemResult, run_isolated, run_once, worker_command, worker_env
-from klaraptor.collect.worker import Point, plan_result, write_job
+from klaraptor.collect.worker import Point, plan_result
 from klaraptor.core.errors import CollectError
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from klaraptor.collect.dask.tasks import PROTOCOL
-from klaraptor.collect.worker import JOB_VERSION
+from klaraptor.collect.jobfile import JOB_VERSION
 from klaraptor.core.errors import CollectError
 from klaraptor.core.version import __version__
 

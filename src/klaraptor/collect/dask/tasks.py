@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from klaraptor.collect.jobfile import JOB_VERSION
 from klaraptor.collect.process import ItemResult, describe_returncode, kill_group, worker_env
-from klaraptor.collect.worker import JOB_VERSION, Point
+from klaraptor.collect.worker import Point
 from klaraptor.core.errors import CollectError, KlaraptorError
 from klaraptor.core.version import __version__
 

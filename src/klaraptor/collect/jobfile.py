@@ -1,0 +1,178 @@
+"""The job files of collection workers: what one measured point is (`Point`), and the file a
+parent writes for `python -m klaraptor.collect.worker JOBFILE` (`write_job`) and the worker reads
+(`read_header`, `read_body`). See `klaraptor.collect.worker` for the protocol."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import runpy
+import sys
+import time
+import types
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from klaraptor.core.errors import CollectError
+from klaraptor.core.types import Block, Config, DataSize, Grid, ParamValues
+
+JOB_VERSION = 1
+MODES = ("info", "time", "ncu", "probe", "plan")
+
+
+@dataclass
+class Point:
+    """One (D, configuration) to measure, with what the launch needs (grid, dynamic shared
+    memory). `params` is the compiled variant (none without program parameters).
+
+    `cold`: time it with the L2 flushed before every sample (a first call on data not in the
+    L2); the output check is left to the hot point at the same (D, configuration)."""
+
+    id: int
+    D: DataSize
+    block: Block
+    grid: Grid
+    smem: int = 0
+    cold: bool = False
+    params: ParamValues = ParamValues.NONE
+
+    @property
+    def config(self) -> Config:
+        return Config(self.params, self.block)
+
+
+# ---------------------------------------------------------------------------------------------
+# Job files
+
+
+_STRING_OPS = {"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING", "BINSTRING"}
+_GET_OPS = {"GET", "BINGET", "LONG_BINGET"}
+_PUT_OPS = {"PUT", "BINPUT", "LONG_BINPUT"}
+
+
+def imports_main(body: bytes) -> bool:
+    """Whether unpickling `body` imports a name from `__main__` (a function of the user's
+    script pickled by reference). A `__main__` that only appears as data (the module name of a
+    function pickled by value, as Numba pickles kernels) does not count. Unreadable pickles
+    count as importing it."""
+    import pickletools
+
+    try:
+        recent: list[Any] = []
+        memo: dict[int, Any] = {}
+        for op, arg, _ in pickletools.genops(body):
+            name = op.name
+            if name in _STRING_OPS:
+                recent.append(arg)
+            elif name in _GET_OPS:
+                recent.append(memo.get(arg))
+            elif name == "MEMOIZE":
+                memo[len(memo)] = recent[-1] if recent else None
+            elif name in _PUT_OPS:
+                memo[arg] = recent[-1] if recent else None
+            elif name == "STACK_GLOBAL" and len(recent) >= 2 and recent[-2] == "__main__":
+                return True
+            elif name in ("GLOBAL", "INST") and str(arg).split(" ")[0] == "__main__":
+                return True
+    except Exception:  # noqa: BLE001 - when in doubt, re-create __main__ as before
+        return b"__main__" in body
+    return False
+
+
+def _main_info(body: bytes) -> dict[str, str] | None:
+    """How the worker re-creates the parent's __main__, when the job refers to it."""
+    if b"__main__" not in body or not imports_main(body):
+        return None
+    main = sys.modules.get("__main__")
+    mod_name = getattr(getattr(main, "__spec__", None), "name", None)
+    if mod_name and mod_name != "__main__" and not mod_name.endswith(".__main__"):
+        return {"module": mod_name}
+    path = getattr(main, "__file__", None)
+    if path:
+        return {"path": os.path.abspath(path)}
+    raise CollectError(
+        "the kernel spec refers to functions defined in an interactive session (__main__ has no "
+        "file), which a collection worker cannot import; define make_args, reference and other "
+        "callables in a module or a script file"
+    )
+
+
+def write_job(
+    path: str | os.PathLike[str],
+    *,
+    mode: str,
+    spec: Any,
+    points: Sequence[Point],
+    options: Any,
+    events: str | os.PathLike[str],
+    extra: Mapping[str, Any] | None = None,
+) -> None:
+    """Write a job file for `python -m klaraptor.collect.worker`; CollectError if the spec cannot travel.
+
+    `extra`: what a mode needs beyond the points (mode plan: the plan and the results known;
+    mode info: the sizes whose argument bytes to count)."""
+    if mode not in MODES:
+        raise CollectError(f"unknown worker mode {mode!r}; one of {MODES}")
+    try:
+        body = pickle.dumps(
+            (spec, list(points), options, dict(extra or {})), protocol=pickle.HIGHEST_PROTOCOL
+        )
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        name = getattr(spec, "name", "?")
+        raise CollectError(
+            f"kernel spec {name!r} cannot be sent to the collection worker ({exc}). Collection "
+            "runs in a subprocess, so make_args, reference, DataParam readers and callable "
+            "constraints must be functions defined at module level (importable by name), "
+            "not lambdas, nested functions or bound methods of local objects"
+        ) from exc
+    header = {
+        "version": JOB_VERSION,
+        "mode": mode,
+        "events": str(events),
+        "sys_path": list(sys.path),
+        "main": _main_info(body),
+        "created": time.time(),
+    }
+    with open(path, "wb") as fh:
+        pickle.dump(header, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        fh.write(body)
+
+
+def _fixup_main(info: Mapping[str, str] | None) -> None:
+    """Run the parent's main script/module as __mp_main__ and alias it as __main__."""
+    if not info:
+        return
+    module = types.ModuleType("__mp_main__")
+    if "module" in info:
+        content = runpy.run_module(info["module"], run_name="__mp_main__", alter_sys=True)
+    else:
+        content = runpy.run_path(info["path"], run_name="__mp_main__")
+    module.__dict__.update(content)
+    sys.modules["__main__"] = sys.modules["__mp_main__"] = module
+
+
+@dataclass
+class Job:
+    mode: str
+    spec: Any
+    points: list[Point]
+    options: Any
+    created: float
+    extra: dict[str, Any]
+
+
+def read_header(fh: Any) -> dict[str, Any]:
+    header = pickle.load(fh)
+    if not isinstance(header, dict) or header.get("version") != JOB_VERSION:
+        raise CollectError(f"not a klaraptor job file of version {JOB_VERSION}")
+    return header
+
+
+def read_body(fh: Any, header: Mapping[str, Any]) -> Job:
+    """Restore the parent's import environment, then unpickle (spec, points, options)."""
+    sys.path[:0] = [p for p in header["sys_path"] if p not in sys.path]
+    _fixup_main(header.get("main"))
+    spec, points, options, *rest = pickle.load(fh)
+    extra = dict(rest[0]) if rest else {}
+    return Job(header["mode"], spec, points, options, float(header["created"]), extra)
