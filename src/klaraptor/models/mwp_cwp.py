@@ -41,11 +41,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from klaraptor.errors import KlaraptorError
-from klaraptor.models.base import KERNEL_QUANTITIES, TemplateModel
+from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, TemplateModel
 from klaraptor.occupancy import HW_INPUTS, occupancy_program
 from klaraptor.program import Expr, Program, call, ceil, const, minimum, var, where
+
+if TYPE_CHECKING:
+    from klaraptor.helper import HelperProgram
 
 __all__ = ["MODEL_HARDWARE", "MwpCwpModel"]
 
@@ -101,11 +105,25 @@ class MwpCwpModel(TemplateModel):
     )
     hardware: tuple[str, ...] = (*MODEL_HARDWARE, *HW_INPUTS)
 
-    def __init__(self, coalesced_max_sectors: float = 4.0) -> None:
+    def __init__(self, coalesced_max_sectors: float = 4.0, *, config_fence: bool = False) -> None:
         self.coalesced_max_sectors = float(coalesced_max_sectors)
+        # The thesis's configuration-level outlier fence (§5.4, `models.mwp_cwp_fence`); off by
+        # default, so that every default build stays as it was.
+        self.config_fence = bool(config_fence)
 
     def __repr__(self) -> str:
-        return f"MwpCwpModel(coalesced_max_sectors={self.coalesced_max_sectors:g})"
+        fence = ", config_fence=True" if self.config_fence else ""
+        return f"MwpCwpModel(coalesced_max_sectors={self.coalesced_max_sectors:g}{fence})"
+
+    def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
+        if not self.config_fence:
+            return super().make_helper(job)
+        from klaraptor.models.mwp_cwp_fence import configuration_fence
+
+        fenced, info = configuration_fence(self, job)
+        helper, report = super().make_helper(fenced)
+        report["configuration_fence"] = info  # the same dict as the helper's info["fits"]
+        return helper, report
 
     def point_values(
         self, derived: Mapping[str, float], block: Sequence[int], threads: int, warps: int
