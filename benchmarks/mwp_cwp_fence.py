@@ -5,7 +5,8 @@ recorded H200 suites: the model built with and without the fence, side by side.
 
 For every kernel of both recorded suites, `mwp_cwp` is built from every recorded training point
 (as `klaraptor bench report` builds its `mwp_cwp` comparison: no budget) twice: as shipped, and
-with `MwpCwpModel(config_fence=True)` (`klaraptor.models.mwp_cwp_fence`); each chooses a block
+with the thesis's configuration-level fence (`mwp_cwp_fenced`, i.e.
+`MwpCwpModel(config_fence=True)`, `klaraptor.models.mwp_cwp_fence`); each chooses a block
 at every evaluation size with ground truth, scored against the recorded exhaustive search
 (S = t / t_best − 1). The unfenced column must reproduce the committed report's `mwp_cwp` (checked
 against `results/h200/pairs.json` pair by pair: any difference is an error). Writes
@@ -36,17 +37,12 @@ from klaraptor.bench.evaluate import (
     klaraptor_provider,
 )
 from klaraptor.errors import ExtrapolationWarning
-from klaraptor.models import register_model
-from klaraptor.models.mwp_cwp import MwpCwpModel
+from klaraptor.models.mwp_cwp import FENCED_NAME
 from klaraptor.provenance import stamp
 
 ROOT = Path(__file__).resolve().parent
 SUITES = ("polybench", "rodinia")
-FENCED = "mwp_cwp_fenced"
-
-
-def fenced_model() -> MwpCwpModel:
-    return MwpCwpModel(config_fence=True)
+FENCED = FENCED_NAME  # the registered model MwpCwpModel(config_fence=True)
 
 
 FENCES: dict[str, dict[str, Any]] = {}  # kernel -> the fenced build's account of the fence
@@ -94,7 +90,6 @@ def main(argv: list[str]) -> int:
         kernels = set(args[i + 1].split(","))
         del args[i : i + 2]
     out = Path(args[0]) if args else ROOT / "results" / "h200"
-    register_model(FENCED, fenced_model)
     committed = json.loads((ROOT / "results" / "h200" / "pairs.json").read_text())
     reported = {
         (p["kernel"], int(p["N"])): p["methods"]["mwp_cwp"]["S_pct"]

@@ -51,7 +51,9 @@ from klaraptor.program import Expr, Program, call, ceil, const, minimum, var, wh
 if TYPE_CHECKING:
     from klaraptor.helper import HelperProgram
 
-__all__ = ["MODEL_HARDWARE", "MwpCwpModel"]
+__all__ = ["FENCED_NAME", "MODEL_HARDWARE", "MwpCwpModel", "fenced"]
+
+FENCED_NAME = "mwp_cwp_fenced"
 
 SECTOR_BYTES = 32
 MODEL_HARDWARE: tuple[str, ...] = (
@@ -108,8 +110,11 @@ class MwpCwpModel(TemplateModel):
     def __init__(self, coalesced_max_sectors: float = 4.0, *, config_fence: bool = False) -> None:
         self.coalesced_max_sectors = float(coalesced_max_sectors)
         # The thesis's configuration-level outlier fence (§5.4, `models.mwp_cwp_fence`); off by
-        # default, so that every default build stays as it was.
+        # default, so that every default build stays as it was. A fenced model has its own name,
+        # so that its builds are never mistaken for the plain model's.
         self.config_fence = bool(config_fence)
+        if self.config_fence:
+            self.name = FENCED_NAME  # type: ignore[misc]
 
     def __repr__(self) -> str:
         fence = ", config_fence=True" if self.config_fence else ""
@@ -247,3 +252,8 @@ class MwpCwpModel(TemplateModel):
         return Program(
             self.name, names, assignments, list(OUTPUTS), {"occupancy": occupancy_program()}
         )
+
+
+def fenced() -> MwpCwpModel:
+    """The model with the thesis's configuration-level fence (registry name "mwp_cwp_fenced")."""
+    return MwpCwpModel(config_fence=True)
