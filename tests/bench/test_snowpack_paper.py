@@ -16,14 +16,13 @@ from klaraptor.bench.snowpack_paper import (
     evaluate_paper,
     exclusion,
     kernel_splits,
-    markdown,
     nelder_mead_tune,
-    plot_paper,
     rows_of,
     size_splits,
     summarize,
     time_of,
 )
+from klaraptor.bench.snowpack_paper_report import markdown, plot_paper
 from klaraptor.cli import main
 from klaraptor.errors import KlaraptorError
 

@@ -227,7 +227,7 @@ def _snowpack(args: argparse.Namespace) -> int:
     if args.protocol == "paper":
         if args.patterns:
             raise KlaraptorError("--patterns applies to --protocol benchmark only")
-        from klaraptor.bench.snowpack_paper import write_paper
+        from klaraptor.bench.snowpack_paper_report import write_paper
 
         write_paper(Path(args.out), console=console, quick=args.quick)
         return 0
