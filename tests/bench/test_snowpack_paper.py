@@ -22,7 +22,7 @@ from klaraptor.bench.snowpack_paper import (
     summarize,
     time_of,
 )
-from klaraptor.bench.snowpack_paper_report import markdown, plot_paper
+from klaraptor.bench.snowpack_paper_report import dumps, markdown, plot_paper
 from klaraptor.cli import main
 from klaraptor.errors import KlaraptorError
 
@@ -149,10 +149,11 @@ def test_a_quick_run_scores_every_tested_sample(quick_run: dict, tmp_path: Path)
     sizes = rows_of(res["unseen_sizes"]["per_sample"])
     assert {r["kernel"] for r in sizes} == set(KERNELS)
     assert all(sum(r["kernel"] == k for r in sizes) == 2 for k in KERNELS)
-    json.dumps(res, default=float)
+    assert json.loads(dumps(res)) == json.loads(json.dumps(res, default=float))
     res = {**res, "harder": {}, "provenance": {"command": "test", "commit": "x", "date": "d"}}
     text = markdown(res)
     assert "beside Table 3" in text and "beside Table 4" in text and "4.37 %" in text
+    assert "never held out" in text  # 1 of 4 kernels held out in the one split
     for p in plot_paper(res, tmp_path):
         assert p.stat().st_size > 10_000
 

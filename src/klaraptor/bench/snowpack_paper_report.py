@@ -155,8 +155,11 @@ def plot_paper(result: Mapping[str, Any], out: Path) -> list[Path]:
                 v = np.array([r[m] for r in recs[s]])
                 if key == "diff":
                     v = diff_vs(v, np.array([r["autotuner"] for r in recs[s]]))
-                over = int((v > hi).sum())
-                hist(ax, v, f"{label} ({over} beyond {hi:g} %, in the last bin)", lo, hi)
+                over, under = int((v > hi).sum()), int((v < lo).sum())
+                clipped = f"{over} above {hi:g} % in the last bin" + (
+                    f", {under} below {lo:g} % in the first" if key == "diff" else ""
+                )
+                hist(ax, v, f"{label} ({clipped})", lo, hi)
             ax.set_xlabel(what)
             ax.set_ylabel("samples")
             ax.set_title(title[s])
@@ -173,6 +176,18 @@ def plot_paper(result: Mapping[str, Any], out: Path) -> list[Path]:
 
 def _pct(x: Any) -> str:
     return "–" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.2f} %"
+
+
+def _never_drawn(result: Mapping[str, Any], b: Mapping[str, Any]) -> str:
+    """Which kernels no split of this scenario tested (every kernel appears in some scenario)."""
+    every = {
+        r["kernel"] for s in SCENARIOS if s in result for r in rows_of(result[s]["per_sample"])
+    }
+    tested = {r["kernel"] for r in rows_of(b["per_sample"])}
+    missing = sorted(every - tested)
+    if not missing:
+        return "every kernel tested in some split"
+    return "never held out: " + ", ".join(f"`{k}`" for k in missing)
 
 
 def _learners(kept_as: Mapping[str, int]) -> str:
@@ -207,8 +222,8 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines += [
             f"## {s.replace('_', ' ')} (beside Table {table_no[s]})",
             "",
-            f"{b['samples']} tested (kernel, size) samples over the {b['kernels']} kernels "
-            f"(pooled over the repeats). Kept by the procedure: "
+            f"{b['samples']} tested (kernel, size) samples of {b['kernels']} kernels "
+            f"(pooled over the repeats; {_never_drawn(result, b)}). Kept by the procedure: "
             + ", ".join(f"{k} ×{v}" for k, v in b["kept_as"].items())
             + ".",
             "",
@@ -318,6 +333,21 @@ def markdown(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def dumps(result: Mapping[str, Any]) -> str:
+    """The result as JSON, indented, with each tested sample on one line (the rows are most of
+    the file)."""
+    rows = {s: result[s]["per_sample"]["rows"] for s in SCENARIOS if s in result}
+    shallow = {
+        k: ({**v, "per_sample": {**v["per_sample"], "rows": f"__rows_{k}__"}} if k in rows else v)
+        for k, v in result.items()
+    }
+    text = json.dumps(shallow, indent=1, default=float)
+    for s, r in rows.items():
+        lines = ",\n".join("    " + json.dumps(x, default=float) for x in r)
+        text = text.replace(f'"__rows_{s}__"', "[\n" + lines + "\n   ]")
+    return text + "\n"
+
+
 def write_paper(
     out: Path,
     *,
@@ -340,7 +370,7 @@ def write_paper(
     result["provenance"] = stamp(command + (" --quick" if quick else ""))
     out.mkdir(parents=True, exist_ok=True)
     name = "snowpack_paper_quick" if quick else "snowpack_paper"
-    (out / f"{name}.json").write_text(json.dumps(result, indent=1, default=float) + "\n")
+    (out / f"{name}.json").write_text(dumps(result))
     (out / f"{name}.md").write_text(markdown(result))
     if not quick:
         plot_paper(result, out)
@@ -355,4 +385,4 @@ def write_paper(
     return result
 
 
-__all__ = ["harder_figures", "markdown", "plot_paper", "write_paper"]
+__all__ = ["dumps", "harder_figures", "markdown", "plot_paper", "write_paper"]
