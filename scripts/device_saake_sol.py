@@ -52,8 +52,9 @@ CHOICES = ROOT / "benchmarks" / "results" / "h200" / "saake_choices.json"
 
 def run_jobs(job_files: list[str]) -> int:
     """The target ncu profiles: every job in this one process (one CUDA context)."""
+    from klaraptor.collect.jobfile import read_body, read_header
     from klaraptor.collect.process import EXIT_CONTEXT_LOST, Events
-    from klaraptor.collect.worker import _run_ncu, read_body, read_header
+    from klaraptor.collect.worker import _run_ncu
 
     for path in job_files:
         with open(path, "rb") as fh:
@@ -171,7 +172,7 @@ def _metrics(ncu: str) -> list[str]:
 def _jobs(folder: Path, choices: list[dict[str, Any]]) -> list[dict[str, Any]]:
     from klaraptor import suite
     from klaraptor.collect.collector import CollectOptions
-    from klaraptor.collect.worker import Point, write_job
+    from klaraptor.collect.jobfile import Point, write_job
 
     folder.mkdir(parents=True, exist_ok=True)
     events = folder / "events.jsonl"

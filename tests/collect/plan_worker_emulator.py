@@ -14,8 +14,9 @@ from pathlib import Path
 
 
 def main(job_path: str) -> int:
+    from klaraptor.collect.jobfile import read_body, read_header
     from klaraptor.collect.process import EXIT_OK, Events
-    from klaraptor.collect.worker import plan_loop, read_body, read_header
+    from klaraptor.collect.worker import plan_loop
 
     with open(job_path, "rb") as fh:
         header = read_header(fh)

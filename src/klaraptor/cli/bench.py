@@ -264,6 +264,13 @@ def _snowpack(args: argparse.Namespace) -> int:
     from klaraptor.bench.snowpack_eval import write_snowpack
 
     _writable_dir(Path(args.out), "--out")
+    if args.protocol == "paper":
+        if args.patterns:
+            raise KlaraptorError("--patterns applies to --protocol benchmark only")
+        from klaraptor.bench.snowpack_paper_report import write_paper
+
+        write_paper(Path(args.out), console=console, quick=args.quick)
+        return 0
     write_snowpack(Path(args.out), console=console, quick=args.quick, patterns=args.patterns)
     return 0
 
@@ -288,6 +295,14 @@ def add_snowpack_parsers(bs: Any) -> None:
     s = bs.add_parser("snowpack", help="SNOWPACK's evaluation (unseen kernels and sizes)")
     s.add_argument(
         "--out", type=arg_nonempty, default="benchmarks/results/h200", help="the output directory"
+    )
+    s.add_argument(
+        "--protocol",
+        choices=("benchmark", "paper"),
+        default="benchmark",
+        help="benchmark: leave one benchmark out, train at the training sizes (snowpack.json); "
+        "paper: the paper's 10 random 75:25 splits by kernel and by size, beside OCC and a "
+        "Nelder-Mead autotuner (snowpack_paper.json, .md and figures)",
     )
     s.add_argument("--quick", action="store_true", help="small search (for a smoke run)")
     s.add_argument(

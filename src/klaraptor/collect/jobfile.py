@@ -18,7 +18,7 @@ from klaraptor.core.errors import CollectError
 from klaraptor.core.types import Block, Config, DataSize, Grid, ParamValues
 
 JOB_VERSION = 1
-MODES = ("info", "time", "ncu", "probe", "plan")
+MODES = ("info", "time", "ncu", "probe", "plan", "datadep")
 
 
 @dataclass

@@ -16,6 +16,8 @@ Events (`process.Events`): `ready` (after compiling), `info` (mode info), `start
 'skipped'), `launched`/`failed` per point (mode ncu), `fatal` (setup failed: compile error, bad
 job, no CuPy).
 
+Mode datadep times a few blocks on two random inputs of one size (`collect.data_dependence`).
+
 Mode plan runs a `klaraptor.collect.plan.MeasurementPlan` in this one session: it replays the plan
 over the results so far and measures the points it asks for next, hot or L2-flushed (`Point.cold`),
 until the plan is done. The job's `extra` carries the plan, each point's plan key and the results
@@ -46,7 +48,7 @@ from klaraptor.collect.jobfile import (
 from klaraptor.collect.process import EXIT_CONTEXT_LOST, EXIT_FATAL, EXIT_OK, NVTX_PREFIX, Events
 from klaraptor.collect.racing import DEFAULT_BAND, RaceSettings, race
 from klaraptor.core.errors import CollectError, CompileError
-from klaraptor.core.types import DataSize, ParamValues
+from klaraptor.core.types import Block, DataSize, ParamValues
 
 BACKENDS = ("cupy", "numba")
 # Set in every worker: a script re-run as __main__ must not start collections of its own.
@@ -617,12 +619,98 @@ def _run_probe(job: Job, events: Events) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------------------------------------
+# Mode datadep: the same size on two random inputs
+
+INPUT_ROUNDS = 2  # A, B, A, B: each input timed twice
+
+
+def spread_blocks(candidates: Sequence[Block], n: int, default: Block | None = None) -> list[Block]:
+    """Up to `n` of `candidates` spread over the thread counts: the default block (when it is a
+    candidate), then the fewest threads, the most, and evenly between."""
+    by_threads = sorted(candidates, key=lambda b: (b[0] * b[1] * b[2], b))
+    chosen: list[Block] = [default] if default is not None and default in candidates else []
+    if n <= 1 or len(by_threads) <= 1:
+        return (chosen or by_threads)[: max(n, 0)]
+    for k in range(n):
+        b = by_threads[round(k * (len(by_threads) - 1) / (n - 1))]
+        if b not in chosen:
+            chosen.append(b)
+        if len(chosen) >= n:
+            break
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU side (a collection worker, or this process)
+
+
+def time_on_inputs(
+    job: Job, D: DataSize, blocks: Sequence[Block] | None, seeds: tuple[int, int], n_blocks: int
+) -> dict[str, Any]:
+    """The GPU side of the data-dependence check (`klaraptor.collect.data_dependence`): `blocks`
+    (default: `spread_blocks` of the launchable candidates at D) timed on the inputs of the two
+    `seeds` (the collection's arguments for those seeds), alternately A, B, A, B
+    (`INPUT_ROUNDS` rounds) so that drift hits both alike; {"blocks", "timings", "seconds"}."""
+    from klaraptor.device.profile import query_device
+    from klaraptor.space.configspace import ConfigSpace
+
+    t0 = time.perf_counter()
+    k = _Kernel(job)
+    spec, opts, be = job.spec, job.options, k.backend
+    if blocks is None:
+        space = ConfigSpace.for_spec(spec)
+        ok, _ = space.admissible(D, spec=spec)
+        ok, _ = space.filter_launchable(
+            ok, D, be.attributes(k.fn), query_device(k.device_id), spec=spec
+        )
+        if not ok:
+            raise CollectError(f"{spec.name}: no candidate block can launch at {D}")
+        blocks = spread_blocks(ok, n_blocks, spec.default_block)
+    args = {s: _ArgsCache(spec, s, be).fresh(D) for s in seeds}
+    timer = be.timer(be.device_clock_mhz(k.device_id))
+    timings = []
+    for b in blocks:
+        p = Point(0, D, tuple(b), spec.grid_for(D, tuple(b)), spec.dynamic_smem_for(D, tuple(b)))
+        rounds: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
+        for _ in range(INPUT_ROUNDS):
+            for key, s in zip(("a", "b"), seeds):
+                m = timer.measure(
+                    k.launcher(p, args[s]),
+                    warmup=opts.warmup,
+                    min_time_ms=opts.min_time_ms,
+                    min_repeats=opts.min_repeats,
+                    max_repeats=opts.max_repeats,
+                    target_sample_ms=opts.target_sample_ms,
+                    max_inner=opts.max_inner,
+                    max_wall_s=opts.max_point_s,
+                )
+                rounds[key].append({"median_ms": m["median_ms"], "spread": m["spread"]})
+        timings.append({"block": list(p.block), **rounds})
+    args.clear()
+    be.free_memory()
+    return {
+        "blocks": [list(b) for b in blocks],
+        "timings": timings,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _run_datadep(job: Job, events: Events) -> int:
+    x = job.extra
+    blocks = None if x.get("blocks") is None else [tuple(b) for b in x["blocks"]]
+    out = time_on_inputs(job, x["D"], blocks, tuple(x["seeds"]), int(x["n_blocks"]))
+    events.emit("datadep", **out)
+    return EXIT_OK
+
+
 _RUNNERS = {
     "info": _run_info,
     "time": _run_time,
     "ncu": _run_ncu,
     "probe": _run_probe,
     "plan": _run_plan,
+    "datadep": _run_datadep,
 }
 
 

@@ -69,3 +69,8 @@ class ExtrapolationWarning(KlaraptorWarning):
 
 class DeviceWarning(KlaraptorWarning):
     """A build is used on a GPU (or driver) other than the one it was made on."""
+
+
+class DataDependenceWarning(KlaraptorWarning):
+    """The kernel's time depends on its input data, not only on its size: it is not
+    data-oblivious, so blocks chosen from measurements on one input may not transfer."""

@@ -6,6 +6,7 @@ Every model implements the contract of `klaraptor.models.base` (a `Model`, usual
 - `scaling`: anchored at the times measured at the largest training size, hot below the L2 and
   L2-flushed beyond it, with one growth law per kernel (`klaraptor.models.scaling`);
 - `mwp_cwp`: the faithful KLARAPTOR model (MWP-CWP with the synchronisation cost);
+  `mwp_cwp_fenced` the same with the thesis's configuration-level outlier fence (§5.4);
 - `time_fit`: the measured time fitted per configuration as a rational function of D;
 - `saake`: SAAKE's abstract kernel emulation of the SASS, fitted per configuration (docs/saake.md).
 - `snowpack`: SNOWPACK's statistical model over static features (no measurements needed).
@@ -45,6 +46,7 @@ AUTO = "auto"
 _BUILTIN: dict[str, str] = {
     "scaling": "klaraptor.models.scaling_model:ScalingModel",
     "mwp_cwp": "klaraptor.models.mwp_cwp:MwpCwpModel",
+    "mwp_cwp_fenced": "klaraptor.models.mwp_cwp:fenced",
     "time_fit": "klaraptor.models.time_fit:TimeFitModel",
     "saake": "klaraptor.models.saake.model:SaakeModel",
     "snowpack": "klaraptor.models.snowpack.model:SnowpackModel",

@@ -41,13 +41,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.device.occupancy import HW_INPUTS, occupancy_program
-from klaraptor.models.base import KERNEL_QUANTITIES, ModelTags, TemplateModel
+from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, ModelTags, TemplateModel
 from klaraptor.program import Expr, Program, call, ceil, const, minimum, var, where
 
-__all__ = ["MODEL_HARDWARE", "MwpCwpModel"]
+if TYPE_CHECKING:
+    from klaraptor.helper.program import HelperProgram
+
+__all__ = ["FENCED_NAME", "MODEL_HARDWARE", "MwpCwpModel", "fenced"]
+
+FENCED_NAME = "mwp_cwp_fenced"
 
 SECTOR_BYTES = 32
 MODEL_HARDWARE: tuple[str, ...] = (
@@ -101,11 +107,28 @@ class MwpCwpModel(TemplateModel):
     )
     hardware: tuple[str, ...] = (*MODEL_HARDWARE, *HW_INPUTS)
 
-    def __init__(self, coalesced_max_sectors: float = 4.0) -> None:
+    def __init__(self, coalesced_max_sectors: float = 4.0, *, config_fence: bool = False) -> None:
         self.coalesced_max_sectors = float(coalesced_max_sectors)
+        # The thesis's configuration-level outlier fence (§5.4, `models.mwp_cwp_fence`); off by
+        # default, so that every default build stays as it was. A fenced model has its own name,
+        # so that its builds are never mistaken for the plain model's.
+        self.config_fence = bool(config_fence)
+        if self.config_fence:
+            self.name = FENCED_NAME  # type: ignore[misc]
 
     def __repr__(self) -> str:
-        return f"MwpCwpModel(coalesced_max_sectors={self.coalesced_max_sectors:g})"
+        fence = ", config_fence=True" if self.config_fence else ""
+        return f"MwpCwpModel(coalesced_max_sectors={self.coalesced_max_sectors:g}{fence})"
+
+    def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
+        if not self.config_fence:
+            return super().make_helper(job)
+        from klaraptor.models.mwp_cwp_fence import configuration_fence
+
+        fenced, info = configuration_fence(self, job)
+        helper, report = super().make_helper(fenced)
+        report["configuration_fence"] = info  # the same dict as the helper's info["fits"]
+        return helper, report
 
     def point_values(
         self, derived: Mapping[str, float], block: Sequence[int], threads: int, warps: int
@@ -229,3 +252,8 @@ class MwpCwpModel(TemplateModel):
         return Program(
             self.name, names, assignments, list(OUTPUTS), {"occupancy": occupancy_program()}
         )
+
+
+def fenced() -> MwpCwpModel:
+    """The model with the thesis's configuration-level fence (registry name "mwp_cwp_fenced")."""
+    return MwpCwpModel(config_fence=True)
