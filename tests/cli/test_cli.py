@@ -444,3 +444,43 @@ def test_ctrl_c_during_import_recorded_prints_no_traceback(tmp_path: Path) -> No
         except OSError:
             pass
     assert not left, left
+
+
+def test_import_recorded_workers_die_when_it_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of import-recorded (no handler can run) still leaves no pool worker behind: each
+    worker dies with its parent (PR_SET_PDEATHSIG on Linux)."""
+    import os
+    import signal
+    import sys
+    import time
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    argv = [sys.executable, "-m", "klaraptor.cli", "--store", str(tmp_path / "k.sqlite"),
+            "import-recorded", "--jobs", "2", "--kernels", "polybench"]  # fmt: skip
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)  # fmt: skip
+    assert p.stdout is not None
+    line = p.stdout.readline()  # once the pool exists
+    assert line.startswith("building"), line
+    time.sleep(1.0)
+
+    def group() -> list[int]:
+        out = []
+        for pid in (d for d in os.listdir("/proc") if d.isdigit()):
+            try:
+                if os.getpgid(int(pid)) == p.pid and int(pid) != p.pid:
+                    out.append(int(pid))
+            except OSError:
+                pass
+        return out
+
+    workers = group()
+    assert workers, "the pool had started no worker"
+    os.kill(p.pid, signal.SIGKILL)
+    p.communicate(timeout=30)
+    deadline = time.monotonic() + 15
+    while group() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not group(), group()
