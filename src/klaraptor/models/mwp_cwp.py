@@ -115,6 +115,8 @@ class MwpCwpModel(TemplateModel):
         self.config_fence = bool(config_fence)
         if self.config_fence:
             self.name = FENCED_NAME  # type: ignore[misc]
+            # A variant to compare, not a candidate of model="auto".
+            self.tags = ModelTags(needs_counters=True)  # type: ignore[misc]
 
     def __repr__(self) -> str:
         fence = ", config_fence=True" if self.config_fence else ""
