@@ -454,6 +454,19 @@ def write(args: Any) -> int:
     console = Console()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if getattr(args, "unseen_plan", False) or getattr(args, "unseen", None):
+        from klaraptor.bench.saake_unseen import PLAN_FILE, write_plan, write_unseen
+
+        if getattr(args, "unseen_plan", False):
+            plan = write_plan(out)
+            console.print(f"wrote {out}/{PLAN_FILE} ({len(plan['kernels'])} kernels)")
+        if getattr(args, "unseen", None):
+            uj = write_unseen(out, Path(args.unseen))
+            console.print(
+                f"bottleneck agreement on unseen kernels: {uj['agreement_unseen']} over "
+                f"{len(uj['unseen_kernels'])} kernels; wrote {out}/saake_unseen.json"
+            )
+        return 0
     if getattr(args, "referee_check", None):
         cj = write_referee_check(out, Path(args.referee_check))
         console.print(
