@@ -47,6 +47,7 @@ from klaraptor.models.saake.emulate import (
     MAX_WARPS,
     GridShape,
     Params,
+    RegionScale,
     SMResult,
     emulate_sm,
 )
@@ -471,9 +472,11 @@ class KernelEmulator:
         active_warps: int,
         share: float,
         params: Params | None = None,
+        region: RegionScale | None = None,
     ) -> tuple[float, SMResult]:
         """(unscaled work cycles of one SM with these counts, the emulation it extrapolates
-        from): the emulated trace plus the loop iterations it left out."""
+        from): the emulated trace plus the loop iterations it left out. `region`: one resource
+        parameter scaled in one code region only (`emulate.RegionScale`)."""
         p = params or self.params
         tr = self._trace(x)
         mkey = (mem.l1_hit, mem.l2_hit, mem.dram_frac, mem.ld_sectors, mem.st_sectors)
@@ -486,6 +489,7 @@ class KernelEmulator:
             p.lat.tobytes(),
             p.gap.tobytes(),
             p.scatter,
+            region,
         )
         res = self._runs.get(key)
         if res is None:
@@ -500,6 +504,7 @@ class KernelEmulator:
                 bandwidth_share=share,
                 max_warps=self.max_warps,
                 access=self.access[j] if j < len(self.access) else None,
+                region=region,
             )
             self._runs[key] = res
         extra = 0.0
@@ -524,8 +529,15 @@ class KernelEmulator:
             out.append((reps, work, res.dispatch))
         return out
 
-    def cycles(self, D: Sequence[int], j: int, params: Params | None = None) -> float:
-        """Predicted cycles of configuration j at D (inf when it cannot launch)."""
+    def cycles(
+        self,
+        D: Sequence[int],
+        j: int,
+        params: Params | None = None,
+        region: RegionScale | None = None,
+    ) -> float:
+        """Predicted cycles of configuration j at D (inf when it cannot launch); `region`: one
+        resource parameter scaled in one code region only."""
         shape = self.shape(D, j)
         if shape.active_blocks <= 0 or shape.blocks <= 0:
             return math.inf
@@ -533,9 +545,43 @@ class KernelEmulator:
         x, mem = q.counts[j], q.memory[j]
         total = float((params or self.params).lat[ops.R["launch"]])
         for reps, per_sm, share in shape.waves():
-            work, res = self.sm_work(j, x, mem, per_sm * shape.warps_per_block, share, params)
+            work, res = self.sm_work(
+                j, x, mem, per_sm * shape.warps_per_block, share, params, region
+            )
             total += reps * res.wave_cycles(self.work_scale * work)
         return total
+
+    def demand_by_op(self, D: Sequence[int], j: int) -> np.ndarray:
+        """Per static instruction: its warp instructions per warp at D (its class count) times
+        its demand in gaps of each resource, (instructions x RESOURCES): where a configuration's
+        work goes, with no emulation."""
+        q = self.quantities(D)
+        x = q.counts[j]
+        cfg = self.isa.sass_cfg
+        assert cfg is not None
+        count = np.zeros(len(self._ops))
+        for k, c in enumerate(self.classes):
+            for b in c.blocks:
+                blk = cfg.blocks[b]
+                count[blk.start : blk.end] = float(x[k])
+        _, dem = ops.op_costs(
+            self._ops,
+            self.params.lat,
+            q.memory[j],
+            self.access[j] if j < len(self.access) else None,
+            self.params.scatter,
+        )
+        return dem * count[:, None]
+
+    def shared_share(self, D: Sequence[int], j: int) -> float | None:
+        """The share of the L1/shared pipe's demand (`smem`) that shared-memory instructions make
+        (the rest is global loads and stores); None when the pipe has no demand."""
+        dem = self.demand_by_op(D, j)[:, ops.R["smem"]]
+        total = float(dem.sum())
+        if total <= 0:
+            return None
+        shared = [i for i, op in enumerate(self._ops) if op.kind == ops.SHARED]
+        return float(dem[shared].sum()) / total
 
     def launch_ms(self) -> float:
         """The launch latency every emulated time includes, in ms."""

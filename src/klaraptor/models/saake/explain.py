@@ -21,8 +21,12 @@ from klaraptor.models.saake.model import calibrated_emulator
 from klaraptor.models.saake.sensitivity import Sensitivity, analyse, format_sensitivity
 
 
-def job_bottleneck(job: HelperJob, D: Any, block: tuple[int, int, int]) -> Sensitivity:
-    """The sensitivity analysis of `block` at D from a build's job."""
+def job_bottleneck(
+    job: HelperJob, D: Any, block: tuple[int, int, int], *, regions: bool | None = None
+) -> Sensitivity:
+    """The sensitivity analysis of `block` at D from a build's job (`regions`: the per-region
+    analysis, `sensitivity.analyse`'s argument; by default when no single resource stands
+    out)."""
     block = tuple(int(v) for v in block)  # type: ignore[assignment]
     if block not in job.candidates:
         raise KlaraptorError(f"{job.spec.name}: block {block} is not a launchable candidate")
@@ -30,11 +34,18 @@ def job_bottleneck(job: HelperJob, D: Any, block: tuple[int, int, int]) -> Sensi
     # Calibrated on this block's own training timings (the model fits all candidates').
     em, _, _ = calibrated_emulator(em, job)
     values = D.values() if hasattr(D, "values") and callable(D.values) else tuple(D)
-    return analyse(em, tuple(int(v) for v in values), 0)
+    return analyse(em, tuple(int(v) for v in values), 0, regions=regions)
 
 
-def kernel_bottleneck(kern: Any, D: Any, block: tuple[int, int, int] | None = None) -> Sensitivity:
-    """The sensitivity of a built `klaraptor.build.Kernel` at D (its chosen block by default)."""
+def kernel_bottleneck(
+    kern: Any,
+    D: Any,
+    block: tuple[int, int, int] | None = None,
+    *,
+    regions: bool | None = None,
+) -> Sensitivity:
+    """The sensitivity of a built `klaraptor.build.Kernel` at D (its chosen block by default;
+    `regions` as `job_bottleneck`)."""
     from klaraptor.build import make_job
     from klaraptor.device_profile import recorded_profile
 
@@ -53,7 +64,7 @@ def kernel_bottleneck(kern: Any, D: Any, block: tuple[int, int, int] | None = No
     if block is None:
         block = kern.select(size).block
     job = make_job(kern.spec, kern.store, profile, kern.report.sizes)
-    return job_bottleneck(job, size, block)
+    return job_bottleneck(job, size, block, regions=regions)
 
 
 def store_bottleneck(
@@ -65,16 +76,17 @@ def store_bottleneck(
 
     try:
         job = make_job(spec, store, profile, list(sizes))
-        return job_bottleneck(job, D, block).headline()
+        return job_bottleneck(job, D, block, regions=False).headline()
     except KlaraptorError as exc:
         return f"bottleneck: unavailable ({exc})"
 
 
-def bottleneck_text(kern: Any, D: Any) -> str:
-    """What `klaraptor explain` prints: the headline and the largest sensitivities, or why the
-    analysis could not run."""
+def bottleneck_text(kern: Any, D: Any, *, regions: bool | None = None) -> str:
+    """What `klaraptor explain` prints: the headline, what the named resources are, the largest
+    sensitivities and, when no single resource stands out, the code region and resource that
+    the per-region analysis names; or why the analysis could not run."""
     try:
-        return format_sensitivity(kernel_bottleneck(kern, D))
+        return format_sensitivity(kernel_bottleneck(kern, D, regions=regions))
     except KlaraptorError as exc:
         return f"bottleneck: unavailable ({exc})"
 
