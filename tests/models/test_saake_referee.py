@@ -319,3 +319,25 @@ def test_the_adopted_referee_judges_latency_verdicts_by_the_memory_level() -> No
     assert summary["agreement"] == pytest.approx(2 / 3)
     assert summary["agreement_busiest_unit"] == pytest.approx(1 / 3)
     assert summary["judged_by_memory_level"] == 1 and "latency-bound" in summary["referee"]
+
+
+def test_table1_headlines_the_raw_error_beside_the_papers() -> None:
+    from klaraptor.bench.saake_eval import PAPER_RAW_ERROR_PCT, KernelEval, table1
+
+    errs = [0.1, 0.4]
+    results = []
+    for k, e in enumerate(errs):
+        r = KernelEval(f"k{k}", n_points=3)
+        r.errors = {
+            "saake": e / 2,
+            "saake_raw": e,
+            "saake_default_block": e / 4,
+            "saake_raw_default_block": e / 2,
+        }
+        results.append(r)
+    md, data = table1(results)
+    assert data["raw_error_geomean_pct"] == pytest.approx(20.0)  # sqrt(10 * 40)
+    assert data["calibrated_error_geomean_pct"] == pytest.approx(10.0)
+    assert data["raw_error_default_block_geomean_pct"] == pytest.approx(10.0)
+    assert data["paper_raw_error_geomean_pct"] == PAPER_RAW_ERROR_PCT
+    assert md.startswith("**Raw emulation (no calibration)") and "11.8 %" in md

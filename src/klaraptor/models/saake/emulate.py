@@ -57,6 +57,8 @@ from klaraptor.models.saake.trace import Trace
 
 MAX_WARPS = 4
 _INF = math.inf
+# Resources that serve the whole GPU: with fewer SMs busy, each SM gets a larger share.
+SHARE_SCALED: tuple[str, ...] = ("l2", "dram", "launch")
 
 
 @dataclass(frozen=True)
@@ -151,8 +153,8 @@ def emulate_sm(
     scale = active_warps / S
     group = max(1, min(warps_per_block, S))
     gap = params.gap.copy()
-    for shared in (R["l2"], R["dram"], R["launch"]):
-        gap[shared] *= bandwidth_share
+    for shared in SHARE_SCALED:
+        gap[R[shared]] *= bandwidth_share
     dispatch = float(gap[R["launch"]]) * active_warps / max(warps_per_block, 1)
     lat_op, dem_op = op_costs(ops, params.lat, mem, access, params.scatter)
     lat_pos = lat_op[trace.op]
