@@ -195,22 +195,31 @@ def _jobs(folder: Path, choices: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _session(
-    ncu: str, metrics: list[str], out: Path, jobs: list[dict[str, Any]], limit: float
+    ncu: str,
+    metrics: list[str],
+    out: Path,
+    jobs: list[dict[str, Any]],
+    limit: float,
+    *,
+    cache_control: str = "none",
+    name: str = "ncu",
 ) -> dict[str, Any]:
+    """One ncu process over every job (`name`.csv, `name`.out in `out`); `cache_control` as
+    klaraptor.collect.ncu.build_command (the referee's "none"; the collection's counters "all")."""
     from klaraptor.collect.ncu import build_command
     from klaraptor.collect.process import EventReader
 
-    log_file = out / "ncu.csv"
+    log_file = out / f"{name}.csv"
     log_file.unlink(missing_ok=True)
     target = [sys.executable, str(Path(__file__).resolve()), "--run-jobs"]
     cmd = build_command(
-        ncu, metrics, log_file, target + [j["path"] for j in jobs], cache_control="none"
+        ncu, metrics, log_file, target + [j["path"] for j in jobs], cache_control=cache_control
     )
     reader = EventReader(jobs[0]["events"])
     seen: list[dict[str, Any]] = []
     t0 = time.monotonic()
     stopped = ""
-    with open(out / "ncu.out", "wb") as fh:
+    with open(out / f"{name}.out", "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
         while proc.poll() is None:
             time.sleep(0.2)
@@ -234,7 +243,9 @@ def _session(
     launched = sorted(e["id"] for e in seen if e.get("event") == "launched")
     failed = {e["id"]: e.get("reason") for e in seen if e.get("event") == "failed"}
     fatal = [e for e in seen if e.get("event") == "fatal"]
-    shutil.copy(jobs[0]["events"], out / "events.jsonl")
+    shutil.copy(
+        jobs[0]["events"], out / ("events.jsonl" if name == "ncu" else f"{name}_events.jsonl")
+    )
     return {
         "session": {
             "command": cmd,

@@ -175,6 +175,9 @@ def test_recorded_demo_runs_the_pipeline(capsys) -> None:  # noqa: ANN001
     # SAAKE's "Why" section: one bottleneck line per kernel (docs/saake.md).
     why = [line for line in out.splitlines() if "bottleneck:" in line]
     assert len(why) == 2 and all("unavailable" not in line for line in why)
+    # Names a CUDA programmer knows, each said once: neither kernel has shared memory, so its
+    # L1/shared pipe is its L1 (issue 37), never "smem".
+    assert "smem" not in "\n".join(why) and "  where:" in out
 
 
 def test_saake_joins_the_comparison_under_issue_11s_names(data, store) -> None:  # noqa: ANN001

@@ -282,3 +282,62 @@ def test_the_second_referee_names_the_level_a_latency_bound_kernels_loads_wait_o
     sup = agreement([got, judge("smem", "throughput", busy, lat)])["supplementary"]
     assert sup["latency_bound_level_judged"] == 1 and sup["latency_bound_level_agreement"] == 1.0
     assert sup["agreement_with_level_referee"] == 1.0
+
+
+def test_the_adopted_referee_judges_latency_verdicts_by_the_memory_level() -> None:
+    """Issue 37: throughput-bound verdicts by the busiest unit, latency-bound ones by the memory
+    level where it applies (no unit at 60 %, warps waiting on memory results), else the busiest
+    unit."""
+    from klaraptor.models.saake.referee import HIT_RATE_METRICS, STALL_METRIC, referee_verdict
+
+    lat = {"smem": 23.0, "l2": 290.0, "dram": 705.0}
+    l1, l2 = HIT_RATE_METRICS["l1"][0], HIT_RATE_METRICS["l2"][0]
+    # Loads from the L2 (5 % L1 hits, 98 % L2 hits), warps waiting on them, L1/TEX busiest at 31 %.
+    raw = {UNIT_METRIC["l1tex"]: 31.0, UNIT_METRIC["l2"]: 20.0, l1: 5.0, l2: 98.0}
+    raw |= {STALL_METRIC.format("long_scoreboard"): 9.0, STALL_METRIC.format("wait"): 1.0}
+    got = judge("l2", "latency", raw, lat)
+    assert got["match"] is False and got["referee"] == "memory level" and got["referee_match"]
+    # The same call made throughput-bound is the busiest unit's to judge: L1/TEX, not the L2.
+    thr = judge("l2", "throughput", raw, lat)
+    assert thr["referee"] == "busiest unit" and thr["referee_match"] is False
+    assert judge("smem", "throughput", raw, lat)["referee_match"] is True
+    # A latency verdict on a resource that is not a memory level disagrees where the level judges.
+    assert judge("imad", "latency", raw, lat)["referee_match"] is False
+    # `launch` keeps the 60 % rule; a busy unit or a non-memory stall hands back to the busiest.
+    assert judge("launch", "latency", raw, lat)["referee"] == "busiest unit"
+    assert judge("launch", "latency", raw, lat)["referee_match"] is True
+    busy = raw | {UNIT_METRIC["l2"]: 75.0}
+    assert judge("l2", "latency", busy, lat)["referee"] == "busiest unit"
+    assert judge("l2", "latency", busy, lat)["referee_match"] is True
+    waits = raw | {STALL_METRIC.format("wait"): 20.0}
+    assert judge("l2", "latency", waits, lat)["referee"] == "busiest unit"
+    assert referee_verdict("latency", True, None) == {
+        "referee": "busiest unit",
+        "referee_match": True,
+    }
+    summary = agreement([got, thr, judge("launch", "latency", raw, lat)])
+    assert summary["agreement"] == pytest.approx(2 / 3)
+    assert summary["agreement_busiest_unit"] == pytest.approx(1 / 3)
+    assert summary["judged_by_memory_level"] == 1 and "latency-bound" in summary["referee"]
+
+
+def test_table1_headlines_the_raw_error_beside_the_papers() -> None:
+    from klaraptor.bench.saake_eval import PAPER_RAW_ERROR_PCT, KernelEval, table1
+
+    errs = [0.1, 0.4]
+    results = []
+    for k, e in enumerate(errs):
+        r = KernelEval(f"k{k}", n_points=3)
+        r.errors = {
+            "saake": e / 2,
+            "saake_raw": e,
+            "saake_default_block": e / 4,
+            "saake_raw_default_block": e / 2,
+        }
+        results.append(r)
+    md, data = table1(results)
+    assert data["raw_error_geomean_pct"] == pytest.approx(20.0)  # sqrt(10 * 40)
+    assert data["calibrated_error_geomean_pct"] == pytest.approx(10.0)
+    assert data["raw_error_default_block_geomean_pct"] == pytest.approx(10.0)
+    assert data["paper_raw_error_geomean_pct"] == PAPER_RAW_ERROR_PCT
+    assert md.startswith("**Raw emulation (no calibration)") and "11.8 %" in md

@@ -12,8 +12,15 @@ from klaraptor.models.saake.explain import job_bottleneck
 from klaraptor.models.saake.sensitivity import Sensitivity, format_sensitivity
 
 
-def kernel_bottleneck(kern: Any, D: Any, block: tuple[int, int, int] | None = None) -> Sensitivity:
-    """The sensitivity of a built `klaraptor.assemble.Kernel` at D (its chosen block by default)."""
+def kernel_bottleneck(
+    kern: Any,
+    D: Any,
+    block: tuple[int, int, int] | None = None,
+    *,
+    regions: bool | None = None,
+) -> Sensitivity:
+    """The sensitivity of a built `klaraptor.assemble.Kernel` at D (its chosen block by default;
+    `regions` as `klaraptor.models.saake.explain.job_bottleneck`)."""
     from klaraptor.device.profile import recorded_profile
 
     if kern.spec is None or kern.store is None or kern.report is None:
@@ -31,7 +38,7 @@ def kernel_bottleneck(kern: Any, D: Any, block: tuple[int, int, int] | None = No
     if block is None:
         block = kern.select(size).block
     job = make_job(kern.spec, kern.store, profile, kern.report.sizes)
-    return job_bottleneck(job, size, block)
+    return job_bottleneck(job, size, block, regions=regions)
 
 
 def store_bottleneck(
@@ -42,16 +49,17 @@ def store_bottleneck(
 
     try:
         job = make_job(spec, store, profile, list(sizes))
-        return job_bottleneck(job, D, block).headline()
+        return job_bottleneck(job, D, block, regions=False).headline()
     except KlaraptorError as exc:
         return f"bottleneck: unavailable ({exc})"
 
 
-def bottleneck_text(kern: Any, D: Any) -> str:
-    """What `klaraptor explain` prints: the headline and the largest sensitivities, or why the
-    analysis could not run."""
+def bottleneck_text(kern: Any, D: Any, *, regions: bool | None = None) -> str:
+    """What `klaraptor explain` prints: the headline, what the named resources are, the largest
+    sensitivities and, when no single resource stands out, the code region and resource that
+    the per-region analysis names; or why the analysis could not run."""
     try:
-        return format_sensitivity(kernel_bottleneck(kern, D))
+        return format_sensitivity(kernel_bottleneck(kern, D, regions=regions))
     except KlaraptorError as exc:
         return f"bottleneck: unavailable ({exc})"
 

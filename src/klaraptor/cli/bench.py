@@ -70,6 +70,19 @@ def add_parser(sub: Any) -> None:
         help="check.json of scripts/device_referee_check.py: the referee on kernels whose "
         "bottleneck is known (writes referee_check.json)",
     )
+    sk.add_argument(
+        "--unseen-plan",
+        action="store_true",
+        help="write saake_unseen_plan.json: what scripts/device_saake_unseen.py measures for "
+        "the kernels SAAKE never saw (the 16 patterns)",
+    )
+    sk.add_argument(
+        "--unseen",
+        default=None,
+        metavar="DIR",
+        help="the output folder of scripts/device_saake_unseen.py: judge SAAKE on the unseen "
+        "kernels (writes saake_unseen.json, adds agreement_unseen to bottlenecks.json)",
+    )
     sk.set_defaults(bench_func=_saake)
     e = bs.add_parser("export", help="write the recorded dataset from a store")
     e.add_argument("--out", type=arg_nonempty, required=True, help="the dataset file to write")

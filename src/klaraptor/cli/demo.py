@@ -384,7 +384,7 @@ def klaraptor_command() -> str:
 def _bottleneck(kern: Any, N: int) -> str:
     from klaraptor.assemble.bottleneck import bottleneck_text
 
-    return bottleneck_text(kern, N).splitlines()[0]
+    return bottleneck_text(kern, N, regions=False).splitlines()[0]
 
 
 def _print_bottlenecks(console: Console, rows: Sequence[tuple[str, int, Any, str]]) -> None:
@@ -400,6 +400,25 @@ def _print_bottlenecks(console: Console, rows: Sequence[tuple[str, int, Any, str
         console.print(
             f"  {name:<{width}}  N={N:<5d} {_block(block)}  {text}", markup=False, highlight=False
         )
+    legend = _resource_legend([r[3] for r in rows])
+    if legend:
+        console.print("  where:", highlight=False)
+        for line in legend:
+            console.print(f"    {line}", markup=False, highlight=False)
+
+
+def _resource_legend(texts: Sequence[str]) -> list[str]:
+    """One line per resource named in `texts`: what it is (SAAKE's printed names)."""
+    import re
+
+    from klaraptor.models.saake.names import NAMES, SMEM_NAMES
+
+    joined = "\n".join(texts)
+    return [
+        f"{n.name}: {n.meaning}"
+        for n in (*NAMES.values(), *SMEM_NAMES.values())
+        if re.search(rf"\b{re.escape(n.name)}\b", joined)
+    ]
 
 
 def _block(b: Sequence[int]) -> str:

@@ -57,6 +57,8 @@ from klaraptor.models.saake.trace import Trace
 
 MAX_WARPS = 4
 _INF = math.inf
+# Resources that serve the whole GPU: with fewer SMs busy, each SM gets a larger share.
+SHARE_SCALED: tuple[str, ...] = ("l2", "dram", "launch")
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,20 @@ class Params:
         lat, gap = self.lat.copy(), self.gap.copy()
         (lat if kind == "lat" else gap)[R[resource]] *= factor
         return Params(lat, gap, self.scatter)
+
+
+@dataclass(frozen=True)
+class RegionScale:
+    """One resource parameter scaled for the instructions of one code region only (SAAKE's
+    per-region sensitivity, its Tables 4-5): `ops` the static instruction indices of the region,
+    `kind` "lat" or "gap". A gap scales the region's demands on the resource; a latency the
+    results of the region's instructions that wait on it (their latency computed with the
+    resource's latency scaled; the issue latency between instructions stays global)."""
+
+    ops: frozenset[int]
+    resource: str
+    kind: str
+    factor: float
 
 
 @dataclass
@@ -123,10 +139,12 @@ def emulate_sm(
     bandwidth_share: float = 1.0,
     max_warps: int = MAX_WARPS,
     access: dict[int, tuple[int, int, int]] | None = None,
+    region: RegionScale | None = None,
 ) -> SMResult:
     """Emulate `active_warps` warps running `trace` on one SM (see the module docstring).
 
     `bandwidth_share` (<= 1) scales the L2 and DRAM gaps: the fraction of the GPU's SMs busy.
+    `region`: one resource parameter scaled for one code region's instructions only.
     """
     n = len(trace)
     if n == 0 or active_warps <= 0:
@@ -135,12 +153,21 @@ def emulate_sm(
     scale = active_warps / S
     group = max(1, min(warps_per_block, S))
     gap = params.gap.copy()
-    for shared in (R["l2"], R["dram"], R["launch"]):
-        gap[shared] *= bandwidth_share
+    for shared in SHARE_SCALED:
+        gap[R[shared]] *= bandwidth_share
     dispatch = float(gap[R["launch"]]) * active_warps / max(warps_per_block, 1)
     lat_op, dem_op = op_costs(ops, params.lat, mem, access, params.scatter)
-    lat = lat_op[trace.op].tolist()
+    lat_pos = lat_op[trace.op]
     amounts = dem_op[trace.op] * (trace.weight[:, None] * scale) * gap[None, :]
+    if region is not None:
+        inside = np.isin(trace.op, np.fromiter(region.ops, dtype=np.int64))
+        if region.kind == "gap":
+            amounts[inside, R[region.resource]] *= region.factor
+        else:
+            scaled = params.scaled(region.resource, "lat", region.factor)
+            lat_in, _ = op_costs(ops, scaled.lat, mem, access, params.scatter)
+            lat_pos = np.where(inside, lat_in[trace.op], lat_pos)
+    lat = lat_pos.tolist()
     issue_r = R["issue"]
     issue_cost = amounts[:, issue_r].tolist()
     amounts[:, issue_r] = 0.0
@@ -327,6 +354,7 @@ __all__ = [
     "MAX_WARPS",
     "GridShape",
     "Params",
+    "RegionScale",
     "SMResult",
     "emulate_grid",
     "emulate_sm",

@@ -49,6 +49,7 @@ from klaraptor.models.saake.emulate import (
     MAX_WARPS,
     GridShape,
     Params,
+    RegionScale,
     SMResult,
     emulate_sm,
 )
@@ -64,6 +65,8 @@ _MEM_BOUNDS = {
     "gst_sectors_per_req": (1.0, 32.0),
 }
 COUNT_SETTINGS = FitSettings(max_degree=2, max_den_degree=0)
+# Trip counts from the parameters (no counters): the largest training sizes, as the counters'.
+PARAMETER_SIZES = 3
 MEMORY_SETTINGS = FitSettings(max_degree=1, max_den_degree=1)
 
 
@@ -219,6 +222,10 @@ class KernelEmulator:
     _runs: dict[tuple, SMResult] = field(default_factory=dict)
     _quantities: dict[tuple, Quantities] = field(default_factory=dict)
     _outer: set[int] = field(default_factory=set)
+    # Where the trip counts come from: "counters" (Nsight Compute at the training sizes) or
+    # "parameters" (`interp`: the control flow run with the kernel's parameters). Set "parameters"
+    # before fitting to ignore counters; without any, parameters are used.
+    trip_source: str = "counters"
 
     # -- construction ------------------------------------------------------------------------
 
@@ -230,9 +237,11 @@ class KernelEmulator:
         cache_term: bool = True,
         max_warps: int = MAX_WARPS,
         only: Sequence[int] | None = None,
+        counters: bool = True,
     ) -> KernelEmulator:
         """Fit everything from the job's counter points (`only`: candidate indices to prepare
-        coalescing for, default all)."""
+        coalescing for, default all). Without counter points, or with `counters=False`, the trip
+        counts come from the kernel's parameters (`interp`) and no memory behaviour is known."""
         from klaraptor.models.saake.isa_source import kernel_isa
 
         isa, source = kernel_isa(job.spec)
@@ -247,6 +256,8 @@ class KernelEmulator:
             cache_term,
             max_warps,
         )
+        if not counters:
+            em.trip_source = "parameters"
         em._fit(job.train, only)
         return em
 
@@ -271,12 +282,12 @@ class KernelEmulator:
                 if frac is not None:
                     m["dram_frac"] = frac
                 rows.append((tuple(train.D[i]), b, m))
-        if not rows:
-            raise BuildError(
-                f"{self.spec.name}: no training point has hardware counters; the saake model "
-                "needs them (collect with counters, i.e. with Nsight Compute available)"
-            )
-        tc = tripcounts.estimate_points(isa, rows)
+        if rows and self.trip_source != "parameters":
+            tc = tripcounts.estimate_points(isa, rows)
+            self.trip_source = "counters"
+        else:
+            rows, tc = self._parameter_points(train, only)
+        self.report["trip_source"] = self.trip_source
         self.classes = tc.classes
         cfg = isa.sass_cfg
         assert cfg is not None
@@ -325,6 +336,40 @@ class KernelEmulator:
             )
         self.report["coalescing"] = {"static_used": agree, "of": len(list(wanted))}
         self.report["fit_s"] = time.perf_counter() - t0
+
+    def _parameter_points(
+        self, train: Any, only: Sequence[int] | None
+    ) -> tuple[list[tuple[tuple[int, ...], tuple[int, int, int], dict[str, float]]], Any]:
+        """Trip counts without counters (`interp`): every candidate (`only`: those) run at the
+        `PARAMETER_SIZES` largest training sizes (`interp.sample_warps`' warps each); no
+        memory behaviour (the counters' L1 and L2 hit rates are unknown: the cache term keeps
+        only the footprint's L2 rule). BuildError naming why when the counts depend on data."""
+        from klaraptor.models.saake import interp
+
+        isa = self.isa
+        try:
+            runner = interp.WarpInterpreter(isa)
+        except interp.DataDependent as exc:
+            raise BuildError(f"{self.spec.name}: no counters, and {exc}") from None
+        classes = tripcounts.count_classes(isa)
+        tc = tripcounts.TripCounts(classes, tripcounts.static_matrix(isa, classes))
+        sizes = sorted({tuple(int(v) for v in d) for d in train.D})[-PARAMETER_SIZES:]
+        wanted = range(len(self.candidates)) if only is None else only
+        rows = []
+        for d in sizes:
+            D = self.spec.size(dict(zip(self.spec.data_names, d)))
+            for j in wanted:
+                block = self.candidates[j]
+                pc = interp.counts_from_parameters(runner, classes, self.spec, D, block)
+                if pc.counts is None:
+                    raise BuildError(
+                        f"{self.spec.name}: no counters, and its trip counts cannot be derived "
+                        f"from its parameters: {pc.reason}"
+                    )
+                tc.points.append((d, block, tripcounts.CountSolution(pc.counts, {}, ())))
+                rows.append((d, block, {}))
+        self.trip_source = "parameters"
+        return rows, tc
 
     def _static_access(
         self, j: int, points: Sequence[tuple[Mapping[str, float], np.ndarray]]
@@ -471,9 +516,11 @@ class KernelEmulator:
         active_warps: int,
         share: float,
         params: Params | None = None,
+        region: RegionScale | None = None,
     ) -> tuple[float, SMResult]:
         """(unscaled work cycles of one SM with these counts, the emulation it extrapolates
-        from): the emulated trace plus the loop iterations it left out."""
+        from): the emulated trace plus the loop iterations it left out. `region`: one resource
+        parameter scaled in one code region only (`emulate.RegionScale`)."""
         p = params or self.params
         tr = self._trace(x)
         mkey = (mem.l1_hit, mem.l2_hit, mem.dram_frac, mem.ld_sectors, mem.st_sectors)
@@ -486,6 +533,7 @@ class KernelEmulator:
             p.lat.tobytes(),
             p.gap.tobytes(),
             p.scatter,
+            region,
         )
         res = self._runs.get(key)
         if res is None:
@@ -500,6 +548,7 @@ class KernelEmulator:
                 bandwidth_share=share,
                 max_warps=self.max_warps,
                 access=self.access[j] if j < len(self.access) else None,
+                region=region,
             )
             self._runs[key] = res
         extra = 0.0
@@ -524,8 +573,15 @@ class KernelEmulator:
             out.append((reps, work, res.dispatch))
         return out
 
-    def cycles(self, D: Sequence[int], j: int, params: Params | None = None) -> float:
-        """Predicted cycles of configuration j at D (inf when it cannot launch)."""
+    def cycles(
+        self,
+        D: Sequence[int],
+        j: int,
+        params: Params | None = None,
+        region: RegionScale | None = None,
+    ) -> float:
+        """Predicted cycles of configuration j at D (inf when it cannot launch); `region`: one
+        resource parameter scaled in one code region only."""
         shape = self.shape(D, j)
         if shape.active_blocks <= 0 or shape.blocks <= 0:
             return math.inf
@@ -533,9 +589,43 @@ class KernelEmulator:
         x, mem = q.counts[j], q.memory[j]
         total = float((params or self.params).lat[ops.R["launch"]])
         for reps, per_sm, share in shape.waves():
-            work, res = self.sm_work(j, x, mem, per_sm * shape.warps_per_block, share, params)
+            work, res = self.sm_work(
+                j, x, mem, per_sm * shape.warps_per_block, share, params, region
+            )
             total += reps * res.wave_cycles(self.work_scale * work)
         return total
+
+    def demand_by_op(self, D: Sequence[int], j: int) -> np.ndarray:
+        """Per static instruction: its warp instructions per warp at D (its class count) times
+        its demand in gaps of each resource, (instructions x RESOURCES): where a configuration's
+        work goes, with no emulation."""
+        q = self.quantities(D)
+        x = q.counts[j]
+        cfg = self.isa.sass_cfg
+        assert cfg is not None
+        count = np.zeros(len(self._ops))
+        for k, c in enumerate(self.classes):
+            for b in c.blocks:
+                blk = cfg.blocks[b]
+                count[blk.start : blk.end] = float(x[k])
+        _, dem = ops.op_costs(
+            self._ops,
+            self.params.lat,
+            q.memory[j],
+            self.access[j] if j < len(self.access) else None,
+            self.params.scatter,
+        )
+        return dem * count[:, None]
+
+    def shared_share(self, D: Sequence[int], j: int) -> float | None:
+        """The share of the L1/shared pipe's demand (`smem`) that shared-memory instructions make
+        (the rest is global loads and stores); None when the pipe has no demand."""
+        dem = self.demand_by_op(D, j)[:, ops.R["smem"]]
+        total = float(dem.sum())
+        if total <= 0:
+            return None
+        shared = [i for i, op in enumerate(self._ops) if op.kind == ops.SHARED]
+        return float(dem[shared].sum()) / total
 
     def launch_ms(self) -> float:
         """The launch latency every emulated time includes, in ms."""

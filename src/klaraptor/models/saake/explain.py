@@ -22,8 +22,12 @@ from klaraptor.models.saake.model import calibrated_emulator
 from klaraptor.models.saake.sensitivity import Sensitivity, analyse
 
 
-def job_bottleneck(job: HelperJob, D: Any, block: tuple[int, int, int]) -> Sensitivity:
-    """The sensitivity analysis of `block` at D from a build's job."""
+def job_bottleneck(
+    job: HelperJob, D: Any, block: tuple[int, int, int], *, regions: bool | None = None
+) -> Sensitivity:
+    """The sensitivity analysis of `block` at D from a build's job (`regions`: the per-region
+    analysis, `sensitivity.analyse`'s argument; by default when no single resource stands
+    out)."""
     block = tuple(int(v) for v in block)  # type: ignore[assignment]
     if block not in job.candidates:
         raise KlaraptorError(f"{job.spec.name}: block {block} is not a launchable candidate")
@@ -31,7 +35,7 @@ def job_bottleneck(job: HelperJob, D: Any, block: tuple[int, int, int]) -> Sensi
     # Calibrated on this block's own training timings (the model fits all candidates').
     em, _, _ = calibrated_emulator(em, job)
     values = D.values() if hasattr(D, "values") and callable(D.values) else tuple(D)
-    return analyse(em, tuple(int(v) for v in values), 0)
+    return analyse(em, tuple(int(v) for v in values), 0, regions=regions)
 
 
 __all__ = ["job_bottleneck"]

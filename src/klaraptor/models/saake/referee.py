@@ -65,6 +65,19 @@ references before the suite was judged with it (`REFERENCE_LATENCY`: one warp of
 chases within the L1, the L2 and DRAM). It does not replace the top unit: the issue defines the
 referee as the throughput breakdown, and this one was added after the top unit's disagreements
 were known; both are reported (`agreement_with_level_referee`).
+
+THE REFEREE, as adopted (issue 37, the owner's answer to issue 11; fixed in its own commit before
+any kernel SAAKE had not been checked on was judged): SAAKE's verdict decides which referee
+judges it (`referee_verdict`).
+- A THROUGHPUT-bound verdict is judged by the busiest unit (`match`; `launch` by the 60 % rule).
+- A LATENCY-bound verdict is judged by the memory-level referee where that referee applies (no
+  unit reaches 60 % of its peak and the warps wait longest on memory results): it agrees when the
+  level the loads wait on is SAAKE's resource, so a latency verdict on a resource that is not a
+  memory level (e.g. `imad`, `issue`) disagrees there; `launch`, which no load waits on, keeps the
+  60 % rule. Where the memory-level referee does not apply (a unit at 60 % or more, or warps
+  waiting on something else), the busiest unit judges it, as a throughput verdict.
+`agreement` is the fraction of judged kernels this referee agrees with; the busiest unit alone
+is kept beside it (`agreement_busiest_unit`), as are the supplementary checks.
 """
 
 from __future__ import annotations
@@ -210,6 +223,11 @@ METRICS: tuple[str, ...] = tuple(
     dict.fromkeys((*(m for ms in UNIT_METRICS.values() for m in ms), *CONTEXT_METRICS))
 )
 LATENCY_BOUND_BELOW = 60.0  # percent: Nsight Compute's "latency issue" guidance
+REFEREE_RULE = (
+    "throughput-bound verdicts: the busiest Nsight Compute unit (launch: no unit at 60 %); "
+    "latency-bound verdicts: the memory level the loads wait on where no unit reaches 60 % and "
+    "the warps wait longest on memory results, else the busiest unit (issue 37)"
+)
 
 
 def counter_units(raw: Mapping[str, Any], profile: Any) -> dict[str, float]:
@@ -511,7 +529,18 @@ def judge(
         ),
         "ncu_mode": ncu_mode,
         "mode_agrees": ncu_mode == mode,
+        **referee_verdict(mode, _agrees(bottleneck, unit, pct), level.get("level_agrees")),
     }
+
+
+def referee_verdict(mode: str, busiest: bool, level: bool | None) -> dict[str, Any]:
+    """The adopted referee's verdict (module docstring): `referee` names the rule that judged
+    (`memory level` or `busiest unit`) and `referee_match` its answer. `busiest`: the busiest
+    unit's verdict (`match`); `level`: the memory-level referee's (`level_agrees`, None where
+    it does not apply or does not judge the resource)."""
+    if mode == "latency" and level is not None:
+        return {"referee": "memory level", "referee_match": bool(level)}
+    return {"referee": "busiest unit", "referee_match": bool(busiest)}
 
 
 def _agrees(bottleneck: str, unit: str, pct: float) -> bool:
@@ -530,7 +559,14 @@ def agreement(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     both = [r for r in judged if "match_lts_throughput" in r]
     return {
         "kernels_judged": n,
-        "agreement": sum(bool(r["match"]) for r in judged) / n if n else None,
+        # The adopted referee (module docstring); rows judged before it existed (no
+        # `referee_match`) count with the busiest unit's verdict.
+        "agreement": (
+            sum(bool(r.get("referee_match", r["match"])) for r in judged) / n if n else None
+        ),
+        "referee": REFEREE_RULE,
+        "judged_by_memory_level": sum(r.get("referee") == "memory level" for r in judged),
+        "agreement_busiest_unit": sum(bool(r["match"]) for r in judged) / n if n else None,
         "mode_agreement": sum(bool(r.get("mode_agrees")) for r in judged) / n if n else None,
         # `launch` matches on "no unit reaches 60 %" alone, weaker evidence than a named unit.
         "matched_by_launch_rule": sum(
@@ -578,6 +614,7 @@ __all__ = [
     "L2_THROUGHPUT_METRIC",
     "LATENCY_BOUND_BELOW",
     "METRICS",
+    "REFEREE_RULE",
     "REFERENCE_LATENCY",
     "REFERENCE_UNIT",
     "RESOURCE_CLASS",
@@ -594,6 +631,7 @@ __all__ = [
     "latency_level",
     "profile_latencies",
     "l2_rule",
+    "referee_verdict",
     "stall_check",
     "top_unit",
     "unit_percentages",
