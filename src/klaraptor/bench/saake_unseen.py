@@ -146,7 +146,7 @@ def judge_kernel(
     the referee's; also SAAKE's own choice among those blocks and its time error there."""
     from klaraptor import suite
     from klaraptor.assemble import make_job
-    from klaraptor.bench.saake_eval import _mape, _truth
+    from klaraptor.bench.saake_common import _mape, _truth
     from klaraptor.models.saake.model import SaakeModel
     from klaraptor.models.saake.referee import judge
     from klaraptor.models.saake.sensitivity import analyse

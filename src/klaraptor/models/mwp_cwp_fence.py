@@ -39,8 +39,7 @@ from klaraptor.fit.training import exact_subprograms, hardware_inputs
 from klaraptor.program import Program, var
 
 if TYPE_CHECKING:
-    from klaraptor.models.base import HelperJob
-    from klaraptor.models.mwp_cwp import MwpCwpModel
+    from klaraptor.models.base import HelperJob, TemplateModel
 
 MIN_CONFIGURATIONS = 3  # fewer configurations at a size: not fenced
 POINT_PREFIX = "pt_"  # the template's inputs carrying a point's measured metric values
@@ -50,7 +49,7 @@ FENCE_REASON = (
 )
 
 
-def estimated_cycles(model: MwpCwpModel, job: HelperJob) -> tuple[np.ndarray, np.ndarray]:
+def estimated_cycles(model: TemplateModel, job: HelperJob) -> tuple[np.ndarray, np.ndarray]:
     """(indices of the training points with counters on a candidate block, their MWP-CWP
     estimated cycles from their own measured metrics)."""
     train = job.train
@@ -94,7 +93,7 @@ def estimated_cycles(model: MwpCwpModel, job: HelperJob) -> tuple[np.ndarray, np
     return idx, np.broadcast_to(cycles, idx.shape).copy()
 
 
-def configuration_fence(model: MwpCwpModel, job: HelperJob) -> tuple[HelperJob, dict[str, Any]]:
+def configuration_fence(model: TemplateModel, job: HelperJob) -> tuple[HelperJob, dict[str, Any]]:
     """`job` without the training points above the fence (and without the candidates left with
     no point), and a JSON-safe account of what was removed per training size."""
     idx, cycles = estimated_cycles(model, job)
