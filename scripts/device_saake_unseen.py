@@ -70,14 +70,14 @@ def main() -> int:
         lines.append(line)
         (out / "log.txt").write_text("\n".join(lines) + "\n")
 
-    def step(name: str, fn, *args, **kwargs):  # noqa: ANN001, ANN202 - a script
+    def step(label: str, fn, *args, **kwargs):  # noqa: ANN001, ANN202 - a script
         t0 = time.monotonic()
         try:
             result = fn(*args, **kwargs)
-            log(f"{name}: ok ({time.monotonic() - t0:.1f} s)")
+            log(f"{label}: ok ({time.monotonic() - t0:.1f} s)")
             return result
         except Exception:  # noqa: BLE001 - record and go on
-            log(f"{name}: FAILED ({time.monotonic() - t0:.1f} s)\n{traceback.format_exc()[-3000:]}")
+            log(f"{label}: FAILED ({time.monotonic() - t0:.1f} s)\n{traceback.format_exc()[-3000:]}")
             return None
 
     step("environment", sol_script.write_environment, out)
