@@ -15,9 +15,13 @@ What maps to what (see `kernel_tuner_files` for the formats):
   it), the name of a tunable (per configuration), or an int (the whole file). Default: a data
   parameter named like a tunable takes it; else a single data parameter takes the cache's scalar
   problem size or its first entry.
+- program parameters: a tunable named like one of the spec's program parameters (or mapped
+  to it: `mapping={"TILE": "tile_size_x"}`) gives each configuration's variant; configurations
+  with values the spec does not declare are skipped. `kernel_tuner_spec.spec_from_tune_params`
+  makes such a spec from Kernel Tuner's own arguments (every non-block tunable a parameter).
 - other tunables: fixed by the user (`fixed={"tile": 4}` imports only the configurations with
   tile = 4); one with a single value is fixed by itself. Any other is refused, because the
-  measurements would mix variants of the kernel.
+  measurements would mix variants of the kernel the spec cannot tell apart.
 - times: samples ("times", T4 "runtimes": ms per launch, one launch each) give the median,
   quartiles and spread as klaraptor's own timing does; with only "time" (Kernel Tuner's mean)
   that mean stands for all three and the spread is unknown (NaN).
@@ -47,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from klaraptor.core.errors import KlaraptorError, SpecError
-from klaraptor.core.types import Block, DataSize, KernelAttributes
+from klaraptor.core.types import Block, Config, DataSize, KernelAttributes, ParamValues
 from klaraptor.core.validate import check_output_file
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.frontends.kernel_tuner_files import (
@@ -68,6 +72,7 @@ from klaraptor.frontends.kernel_tuner_files import (
 from klaraptor.space.configspace import ConfigSpace
 from klaraptor.spec import KernelSpec
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
+from klaraptor.store.records import params_text
 
 __all__ = [
     "ImportReport",
@@ -86,8 +91,9 @@ _AXES = ("bx", "by", "bz")
 @dataclass
 class ImportReport:
     """What one import did. `uncovered`: the spec's default candidates with no successful time at
-    a size (a per-configuration fit needs them all); `outside`: imported blocks that are not
-    candidates (stored, unused by the models)."""
+    a size (a per-configuration fit needs them all; Configs of the joint space for a spec with
+    program parameters); `outside`: imported blocks that are not candidates (stored, unused by
+    the models)."""
 
     path: Path
     format: str
@@ -101,7 +107,7 @@ class ImportReport:
     replaced: int
     skipped: int
     sizes: list[DataSize]
-    uncovered: dict[DataSize, list[Block]]
+    uncovered: dict[DataSize, list[Block] | list[Config]]
     outside: list[Block]
     attributes_missing: list[str]
     interrupted: bool = False
@@ -163,17 +169,20 @@ def import_kernel_tuner(
     named = _check_device(f, device, device_name, warnings)
     _check_kernel(f, spec, kernel_name)
     plan = _plan(f, spec, dict(mapping or {}), dict(fixed or {}), set(ignore))
-    rows, skipped, regs = _measurements(f, spec, device.key, plan)
+    rows, skipped, regs, variant_regs = _measurements(f, spec, device.key, plan)
     if not rows:
         raise KernelTunerFileError(
             f.path,
             "records",
             f"no configuration to import (the file holds {len(f.records)}, "
-            f"{skipped} of them with other values of the fixed tunables)",
+            f"{skipped} of them with other values of the fixed tunables or parameter values "
+            "the spec does not declare)",
         )
     _check_fingerprint(store, spec)
     _check_same_variant(store, spec, device.key, plan.fixed, f.path)
-    before = {(m.D, m.block) for m in store.measurements(spec.name, device.key, kind="time")}
+    before = {
+        (m.D, m.block, m.params) for m in store.measurements(spec.name, device.key, kind="time")
+    }
     if store.device_profile(device.key) is None:
         store.save_profile(device)
     store.put_kernel(
@@ -181,9 +190,16 @@ def import_kernel_tuner(
     )
     store.put_measurements(rows)
     missing = _record_kernel(
-        store, spec, device, fixed=plan.fixed, regs=regs, source=f"{f.fmt} {f.path}", n=len(rows)
+        store,
+        spec,
+        device,
+        fixed=plan.fixed,
+        regs=regs,
+        source=f"{f.fmt} {f.path}",
+        n=len(rows),
+        variant_regs=variant_regs,
     )
-    if len(regs) > 1:
+    if len(regs) > 1 and not spec.params:
         warnings.append(
             f"num_regs differs between configurations {sorted(regs)} (Kernel Tuner compiles each "
             f"one separately); the largest, {max(regs)}, is recorded"
@@ -192,6 +208,7 @@ def import_kernel_tuner(
     sizes = sorted({m.D for m in rows}, key=DataSize.values)
     space = ConfigSpace.for_spec(spec, max_threads=device.max_threads_per_block)
     timed = {(m.D, m.block) for m in rows if m.status == "ok"}
+    timed_configs = {(m.D, m.params, m.block) for m in rows if m.status == "ok"}
     return ImportReport(
         path=f.path,
         format=f.fmt,
@@ -201,11 +218,22 @@ def import_kernel_tuner(
         mapping=plan.shown,
         fixed=plan.fixed,
         counts=counts,
-        new=sum((m.D, m.block) not in before for m in rows),
-        replaced=sum((m.D, m.block) in before for m in rows),
+        new=sum((m.D, m.block, m.params) not in before for m in rows),
+        replaced=sum((m.D, m.block, m.params) in before for m in rows),
         skipped=skipped,
         sizes=sizes,
-        uncovered={d: [b for b in space.candidates if (d, b) not in timed] for d in sizes},
+        uncovered={
+            d: (
+                [
+                    Config(p.params, p.block)
+                    for p in space.dry_run(spec, [d])
+                    if p.status == "measure" and (d, p.params, p.block) not in timed_configs
+                ]
+                if spec.params
+                else [b for b in space.candidates if (d, b) not in timed]
+            )
+            for d in sizes
+        },
         outside=sorted({m.block for m in rows} - set(space.candidates)),
         attributes_missing=missing,
         interrupted=f.interrupted,
@@ -285,6 +313,7 @@ class _Plan:
     fixed: dict[str, Any]
     shown: dict[str, str]
     notes: list[str]
+    params: dict[str, str] = field(default_factory=dict)  # program parameter -> tunable
 
 
 def _tunables(f: KTFile, ignore: set[str]) -> list[str]:
@@ -307,11 +336,11 @@ def _plan(
 ) -> _Plan:
     tunables = _tunables(f, ignore)
     field_name = _where_tunables(f)
-    unknown = [k for k in mapping if k not in (*spec.data_names, *_AXES)]
+    unknown = [k for k in mapping if k not in (*spec.data_names, *spec.param_names, *_AXES)]
     if unknown:
         raise KernelTunerImportError(
             f"mapping keys {unknown} are neither data parameters of {spec.name!r} "
-            f"{list(spec.data_names)} nor bx, by, bz"
+            f"{list(spec.data_names)}, program parameters {list(spec.param_names)} nor bx, by, bz"
         )
     for k, v in mapping.items():
         if isinstance(v, bool) or not isinstance(v, (int, str)):
@@ -343,7 +372,20 @@ def _plan(
     data = {
         n: _data_source(f, spec, n, mapping.get(n), tunables, shown, notes) for n in spec.data_names
     }
-    used = {v for kind, v in [*block, *data.values()] if kind == "tunable"}
+    params: dict[str, str] = {}
+    for p in spec.param_names:
+        src = mapping.get(p, p)
+        if not isinstance(src, str) or src not in tunables:
+            raise KernelTunerFileError(
+                f.path,
+                field_name,
+                f"program parameter {p!r} of {spec.name!r}: {src!r} names no tunable "
+                f"(tunables: {tunables})",
+                f"map it: mapping={{{p!r}: '<tunable>'}}",
+            )
+        params[p] = src
+        shown[p] = src
+    used = {v for kind, v in [*block, *data.values()] if kind == "tunable"} | set(params.values())
     bad = [k for k in fixed if k not in tunables or k in used]
     if bad:
         raise KernelTunerImportError(
@@ -372,7 +414,7 @@ def _plan(
             f"fix each to one value, e.g. fixed={{{free[0]!r}: {values[free[0]][0]!r}}}"
             + ("; name metrics in ignore=[...]" if f.fmt == "results" else ""),
         )
-    return _Plan(block, data, fixed_all, shown, notes)
+    return _Plan(block, data, fixed_all, shown, notes, params)
 
 
 def _data_source(
@@ -485,15 +527,22 @@ def _pos_int(f: KTFile, where: str, v: Any) -> int:
 
 def _measurements(
     f: KTFile, spec: KernelSpec, device_key: str, plan: _Plan
-) -> tuple[list[Measurement], int, set[int]]:
+) -> tuple[list[Measurement], int, set[int], dict[ParamValues, int]]:
     rows: list[Measurement] = []
-    seen: dict[tuple[Any, Any], str] = {}
+    seen: dict[tuple[Any, Any, Any], str] = {}
     skipped = 0
     regs: set[int] = set()
+    variant_regs: dict[ParamValues, int] = {}
+    declared = {p.name: p.values for p in spec.params}
     for r in f.records:
         if any(not _same(r.params.get(k), v) for k, v in plan.fixed.items()):
             skipped += 1
             continue
+        raw_pv = {p: r.params.get(t) for p, t in plan.params.items()}
+        if any(not any(_same(v, x) for x in declared[p]) for p, v in raw_pv.items()):
+            skipped += 1  # a variant the spec does not declare
+            continue
+        pv = spec.param_values({p: int(v) for p, v in raw_pv.items()})
 
         def value_of(src: tuple[str, Any], what: str, r: Record = r) -> Any:
             kind, v = src
@@ -514,19 +563,24 @@ def _measurements(
             raise KernelTunerFileError(
                 f.path, f"{r.where} (data {raw})", f"the problem size does not map: {exc}"
             ) from None
-        if (D, block) in seen:
+        if (D, block, pv) in seen:
+            shown_pv = f", params={dict(pv)}" if pv else ""
             raise KernelTunerFileError(
                 f.path,
                 r.where,
-                f"maps to the same point (D={D}, block={block}) as {seen[(D, block)]}",
-                "a tunable that tells them apart must be fixed (fixed=...)",
+                f"maps to the same point (D={D}, block={block}{shown_pv}) as "
+                f"{seen[(D, block, pv)]}",
+                "a tunable that tells them apart must be fixed (fixed=...) or be a program "
+                "parameter of the spec",
             )
-        seen[(D, block)] = r.where
+        seen[(D, block, pv)] = r.where
         reason = r.extra.get("reason") if isinstance(r.extra.get("reason"), str) else ""
         if r.error is None:
             status, value = "ok", _time_value(f, r)
             if r.extra.get("num_regs") is not None:
-                regs.add(_pos_int(f, f"{r.where}.num_regs", r.extra["num_regs"]))
+                n_regs = _pos_int(f, f"{r.where}.num_regs", r.extra["num_regs"])
+                regs.add(n_regs)
+                variant_regs[pv] = max(n_regs, variant_regs.get(pv, 0))
         else:
             status, why = ERRORS.get(r.error, ("failed", f"Kernel Tuner: {r.error}"))
             reason, value = reason or why, {"source": "kernel_tuner"}
@@ -541,9 +595,10 @@ def _measurements(
                 value,
                 reason,
                 _created(r.timestamp),
+                params=pv,
             )
         )
-    return rows, skipped, regs
+    return rows, skipped, regs, variant_regs
 
 
 def _created(stamp: str | None) -> float:
@@ -655,6 +710,7 @@ def _record_kernel(
     regs: set[int],
     source: str,
     n: int,
+    variant_regs: Mapping[ParamValues, int] | None = None,
 ) -> list[str]:
     """Register the kernel and merge what the import knows into its collection facts on the
     file's GPU; returns the attributes that are assumed, not known. Attributes measured by
@@ -705,6 +761,11 @@ def _record_kernel(
         "date": now,
     }
     imports = (*facts.imports, entry)[-20:]
+    variant_attributes = dict(facts.variant_attributes)
+    if spec.params and attributes is not None:
+        # Kernel Tuner compiles each variant separately: its registers are its own.
+        for pv, n_regs in (variant_regs or {}).items():
+            variant_attributes[params_text(pv)] = dataclasses.replace(attributes, num_regs=n_regs)
     store.put_collect_facts(
         spec.name,
         device.key,
@@ -714,6 +775,7 @@ def _record_kernel(
             attributes=attributes,
             attributes_assumed=missing,
             imports=imports,
+            variant_attributes=variant_attributes,
             updated=now,
         ),
     )
