@@ -39,7 +39,6 @@ factory, a function of the parameter values (keywords) returning a `cuda.jit` ke
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import os
@@ -60,7 +59,6 @@ from klaraptor.core.errors import (
     SpecError,
 )
 from klaraptor.core.types import (
-    BLOCK_VARS,
     INT32_MAX,
     Block,
     DataSchema,
@@ -78,12 +76,12 @@ from klaraptor.core.validate import (
 )
 from klaraptor.frontends.inference import InferredArgs, describe_args
 from klaraptor.frontends.torch import TorchBridge, is_tensor
+from klaraptor.frontends.tune_rules import check_params, grid_dim, grid_rule
 from klaraptor.spec import DataParam, KernelSpec, data_name_problem
 
 ON_MISSING = ("build", "default")
 DEFAULT_BLOCKS: dict[int, Block] = {1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
 TRAINING_DIVISORS = (16, 8, 4, 2)
-_FUNCTIONS = frozenset({"ceil", "floor", "min", "max", "where"})
 _SHAPE = re.compile(r"^([A-Za-z_]\w*)\.shape\[(-?\d+)\]$")
 _LEN = re.compile(r"^len\(([A-Za-z_]\w*)\)$")
 _SIZE = re.compile(r"^([A-Za-z_]\w*)\.size$")
@@ -228,53 +226,7 @@ def _accepts(fn: Callable[..., Any], n: int) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# The grid rule
-
-
-def grid_rule(
-    grid: Any, data_names: Sequence[str], kernel: str, param_names: Sequence[str] = ()
-) -> tuple[str, str, str]:
-    """The grid rule as three expressions; SpecError for a name that is neither a data
-    parameter, a program parameter nor bx, by, bz."""
-    if isinstance(grid, str):
-        exprs = [grid]
-    elif (
-        isinstance(grid, Sequence) and 1 <= len(grid) <= 3 and all(isinstance(g, str) for g in grid)
-    ):
-        exprs = list(grid)
-    else:
-        raise SpecError(
-            f"{kernel}: grid must be an expression such as 'ceil(n / bx)' or up to three of "
-            f"them (x, y, z), got {grid!r}"
-        )
-    for text in exprs:
-        unknown = sorted(
-            _names_in(text, kernel) - set(data_names) - set(param_names) - set(BLOCK_VARS)
-        )
-        if unknown:
-            also = f", a program parameter ({', '.join(param_names)})" if param_names else ""
-            raise SpecError(
-                f"{kernel}: the grid rule {text!r} names {', '.join(unknown)}, which is neither a "
-                f"data parameter ({', '.join(data_names)}){also} nor a block dimension (bx, by, "
-                "bz); name it in data={...}" + (" or params={...}" if param_names else "")
-            )
-    return tuple((exprs + ["1", "1"])[:3])  # type: ignore[return-value]
-
-
-def _names_in(text: str, kernel: str) -> set[str]:
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise SpecError(
-            f"{kernel}: the grid rule {text!r} is not an expression ({exc.msg})"
-        ) from None
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - _FUNCTIONS
-
-
-def grid_dim(grid: Sequence[str]) -> int:
-    """The block dimensionality a grid rule implies: the highest of bx, by, bz it uses."""
-    used = set().union(*(_names_in(g, "grid") for g in grid))
-    return 3 if "bz" in used else 2 if "by" in used else 1
+# Training sizes
 
 
 def default_training_sizes(spec: KernelSpec, D: DataSize) -> list[DataSize]:
@@ -798,7 +750,7 @@ def tune(
         rtol=rtol,
         idempotent=idempotent,
         progress=progress,
-        params=_check_params(params, param_style, default_params),
+        params=check_params(params, param_style, default_params),
         param_style=param_style,
         default_params=None if default_params is None else dict(default_params),
     )
@@ -809,26 +761,6 @@ def tune(
         return Tuned(adapter_for(kernel, options.params), options, kernel)
 
     return wrap
-
-
-def _check_params(params: Any, style: Any, default: Any) -> dict[str, tuple[int, ...]] | None:
-    """`tune(params=...)` checked at decoration, as KernelSpec checks it (SpecError naming the
-    bad parameter)."""
-    if params is None:
-        return None
-    if not isinstance(params, Mapping) or not params:
-        raise SpecError(
-            "tune(params=...) must map each program parameter to its values, e.g. "
-            f"params={{'ITEMS': (1, 2, 4)}}, got {params!r}"
-        )
-    from klaraptor.spec.params import normalize_params, params_problems
-
-    norm, style_n, default_n = normalize_params(dict(params), style, default)
-    problems: list[str] = []
-    params_problems(norm, style_n, default_n, (), lambda f, m: problems.append(f"{f}: {m}"))
-    if problems:
-        raise SpecError("tune(params=...): " + "; ".join(problems))
-    return {p.name: p.values for p in norm}
 
 
 __all__ = ["Tuned", "TuneOptions", "tune"]
