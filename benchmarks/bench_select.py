@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import sys
 import time
@@ -47,6 +48,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))  # the repository root: `tests.helpers`
 
 from klaraptor.core.provenance import stamp  # noqa: E402
+from klaraptor.core.types import ParamValues  # noqa: E402
 from klaraptor.runtime.launcher import data_reader  # noqa: E402
 from klaraptor.runtime.selector import Selector  # noqa: E402
 from tests import helpers as hs  # noqa: E402
@@ -164,7 +166,8 @@ def bench_dispatch_stubbed(n: int) -> dict[str, float]:
     tuned = object.__new__(TunedKernel)  # skips NVRTC compilation (needs CuPy)
     tuned.spec, tuned.selector, tuned.refine = spec, Selector(hs.tiny_1d_helper(spec), spec=spec), 0
     tuned._fn = lambda grid, block, args, shared_mem=0: None
-    tuned._read, tuned._plans, tuned._opted_smem = data_reader(spec), {}, 0
+    tuned._fns = {ParamValues.NONE: tuned._fn}
+    tuned._read, tuned._plans, tuned._opted_smem, tuned._opted = data_reader(spec), {}, 0, {}
     tuned._multi = False
     a, nn = np.zeros(16, np.float32), np.int32(1 << 20)
     tuned(a, nn)  # the first call makes the plan
@@ -400,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
             python=platform.python_version(),
             numpy=np.__version__,
             gpu=gpu or "cpu only",
+            cpus=os.cpu_count(),
+            load_average_1_5_15=[round(x, 2) for x in os.getloadavg()],
         ),
         "results": results,
     }
