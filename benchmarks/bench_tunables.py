@@ -62,6 +62,16 @@ def _prepare_store(path: Path) -> Any:
     return store
 
 
+def _keep_store(src: Path, dst: Path) -> None:
+    """A consistent copy of a store in WAL mode (sqlite's backup reads the -wal file too: a copy
+    of the main file alone lost the rows not yet checkpointed, as in the stores of 1954ee6,
+    whose sgemm store lacks most of the evaluation size 1792 and the smaller training sizes)."""
+    import sqlite3
+
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
+
+
 def _truth(spec: Any, store: Any, device_key: str) -> dict[int, dict[str, float]]:
     """{eval N: {config key: ms}} from the store's hot timings at the evaluation sizes."""
     evals = {int(n) for n in spec.meta["eval_sizes"]}
@@ -219,9 +229,7 @@ def one_kernel(name: str, out: Path, kt: bool, q: Any) -> None:
             once = _tune_once(spec, store, dev)
             keep = out / "stores"
             keep.mkdir(exist_ok=True)
-            import shutil
-
-            shutil.copy(Path(tmp) / "s.sqlite", keep / f"{spec.name}.sqlite")
+            _keep_store(Path(tmp) / "s.sqlite", keep / f"{spec.name}.sqlite")
             kt_choice = None
             if kt:
                 phase("kernel_tuner")
