@@ -6,6 +6,12 @@
 (b) `Selector.select` for a cached D;
 (c) `launcher.data_reader` on a realistic argument tuple (arrays, scalars, N as argument 5), and
     `TunedKernel.__call__` with the CuPy launch stubbed out (the launcher's own per-call cost);
+(e) `Selector.select` for a new D and a cached D over a JOINT space of program parameters and
+    blocks (issue 32's target: <= 50 us new, <= 150 ns cached, for up to 2,000 configurations):
+    a 1-D kernel with three compile-time parameters (ITEMS, UNROLL, VEC: 64 variants) times 32
+    blocks = 2,048 configurations, built by `build()` (default model, every point) from a store of
+    SYNTHETIC timings (a law of n, the block and the parameters; tests/assemble/
+    test_program_parameters.py's, extended) with per-variant registers, as a GPU run leaves it;
 (d) with CuPy and a GPU only: host wall time per launch of an EMPTY kernel through
     `TunedKernel.__call__` versus a plain `cupy.RawKernel` launch, over batches of 1000 launches
     after warm-up, and their ratio (target <= 1.3).
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import sys
 import time
@@ -41,6 +48,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))  # the repository root: `tests.helpers`
 
 from klaraptor.core.provenance import stamp  # noqa: E402
+from klaraptor.core.types import ParamValues  # noqa: E402
 from klaraptor.runtime.launcher import data_reader  # noqa: E402
 from klaraptor.runtime.selector import Selector  # noqa: E402
 from tests import helpers as hs  # noqa: E402
@@ -158,7 +166,8 @@ def bench_dispatch_stubbed(n: int) -> dict[str, float]:
     tuned = object.__new__(TunedKernel)  # skips NVRTC compilation (needs CuPy)
     tuned.spec, tuned.selector, tuned.refine = spec, Selector(hs.tiny_1d_helper(spec), spec=spec), 0
     tuned._fn = lambda grid, block, args, shared_mem=0: None
-    tuned._read, tuned._plans, tuned._opted_smem = data_reader(spec), {}, 0
+    tuned._fns = {ParamValues.NONE: tuned._fn}
+    tuned._read, tuned._plans, tuned._opted_smem, tuned._opted = data_reader(spec), {}, 0, {}
     tuned._multi = False
     a, nn = np.zeros(16, np.float32), np.int32(1 << 20)
     tuned(a, nn)  # the first call makes the plan
@@ -167,6 +176,122 @@ def bench_dispatch_stubbed(n: int) -> dict[str, float]:
     r = summary(out, per=batch)
     r["batch"] = batch
     return r
+
+
+JOINT_PARAMS = {"ITEMS": (1, 2, 4, 8), "UNROLL": (1, 2, 4, 8), "VEC": (1, 2, 4, 8)}
+JOINT_TRAIN = (1 << 16, 1 << 17, 1 << 18, 1 << 19)
+
+
+def _nothing_launched(D: Any, rng: Any) -> tuple[Any, ...]:
+    raise RuntimeError("the joint-space benchmark launches nothing")
+
+
+def joint_spec() -> Any:
+    from klaraptor.spec import DataParam, KernelSpec
+
+    return KernelSpec(
+        name="bench.joint.scale",
+        source='extern "C" __global__ void scale(const float* x, float* y, int n) {}',
+        kernel="scale",
+        data=(DataParam("n", arg=2),),
+        dim=1,
+        grid=("ceil(n / (bx * ITEMS * VEC))", "1", "1"),
+        make_args=_nothing_launched,
+        params=JOINT_PARAMS,
+        constraints=("bx % 32 == 0",),
+        meta={"train_sizes": list(JOINT_TRAIN)},
+    )
+
+
+def joint_law_ms(n: int, bx: int, items: int, unroll: int, vec: int) -> float:
+    """The synthetic time of one launch (more work per thread amortises index arithmetic until
+    registers spill; unrolling and vector width help up to a point)."""
+    import math
+
+    work = items * vec
+    per_elem = 1e-6 * (0.4 + 0.6 / work) * (1.0 + 0.15 * abs(math.log2(bx / 256)))
+    per_elem *= (1.0 + 0.05 * abs(math.log2(unroll / 4))) * (1.6 if work * unroll > 64 else 1.0)
+    blocks = math.ceil(n / (bx * work))
+    return n * per_elem + 2e-5 * blocks / 132 + 3e-3
+
+
+def bench_joint_space(n_new: int, n_cached: int) -> dict[str, Any]:
+    """(e): select over a joint space of 2,048 configurations (see the module doc)."""
+    import tempfile
+    import warnings
+
+    from klaraptor.assemble import build
+    from klaraptor.core.types import KernelAttributes
+    from klaraptor.device.profile import recorded_profile
+    from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
+    from klaraptor.store.records import params_text
+
+    spec = joint_spec()
+    prof = recorded_profile("h200")
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(Path(tmp) / "joint.sqlite")
+        store.put_kernel(
+            KernelRecord(spec.name, spec.fingerprint(), spec.data_names, spec.to_summary())
+        )
+        attrs = {
+            params_text(pv): KernelAttributes(
+                16 + 4 * pv["ITEMS"] * pv["VEC"] // 2 + 2 * pv["UNROLL"], 0, 0, 0, 1024, 49152
+            )
+            for pv in spec.variants()
+        }
+        first = next(iter(attrs.values()))
+        store.put_collect_facts(
+            spec.name,
+            prof.key,
+            CollectFacts(
+                device_name=prof.name,
+                attributes=first,
+                variant_attributes=attrs,
+                arg_bytes=tuple(((n,), 8 * n) for n in JOINT_TRAIN),
+            ),
+        )
+        store.save_profile(prof)
+        rows = []
+        for n in JOINT_TRAIN:
+            D = spec.size(n)
+            for pv in spec.variants():
+                for t in range(32, 1025, 32):
+                    ms = joint_law_ms(n, t, pv["ITEMS"], pv["UNROLL"], pv["VEC"])
+                    grid = spec.grid_for(D, (t, 1, 1), pv)
+                    value = {"median_ms": ms, "spread": 0.01, "grid": list(grid)}
+                    rows.append(
+                        Measurement(
+                            spec.name, prof.key, D, (t, 1, 1), "time", "ok", value, params=pv
+                        )
+                    )
+        store.put_measurements(rows)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kern = build(
+                spec,
+                model="auto",
+                store=store,
+                device=prof,
+                collect_data=False,
+                budget=None,
+                progress=False,
+            )
+        build_s = time.perf_counter() - t0
+        helper = kern.helper
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # every D is an extrapolation: the warning once
+            new = bench_new_d(helper, spec, n_new, lo=1 << 20, hi=1 << 26)
+            cached = bench_cached(helper, spec, n_cached, 1 << 22)
+    return {
+        "configurations": len(helper.keys),
+        "variants": len(spec.variants()),
+        "model": helper.model_name,
+        "build_s_cpu": round(build_s, 2),
+        "timings": "synthetic law (joint_law_ms); program shape real",
+        "select_new_D": new,
+        "select_cached_D": cached,
+    }
 
 
 def gpu_name() -> str | None:
@@ -260,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         "data_reader": bench_data_reader(spec, n_cached),
         "tuned_call_launch_stubbed": bench_dispatch_stubbed(n_cached),
         "recorded_default_builds": bench_recorded_builds(n_new),
+        "joint_space": bench_joint_space(n_new, n_cached),
     }
     gpu = gpu_name()
     if gpu is not None:
@@ -277,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
             python=platform.python_version(),
             numpy=np.__version__,
             gpu=gpu or "cpu only",
+            cpus=os.cpu_count(),
+            load_average_1_5_15=[round(x, 2) for x in os.getloadavg()],
         ),
         "results": results,
     }
@@ -302,6 +430,15 @@ def main(argv: list[str] | None = None) -> int:
             for k, r in results["recorded_default_builds"].items()
         ),
     ]
+    joint = results["joint_space"]
+    rows += [
+        (
+            f"new D, joint ({joint['model']}, {joint['configurations']})",
+            joint["select_new_D"],
+            f"< {TARGET_NEW_US:g}",
+        ),
+        ("cached D, joint", joint["select_cached_D"], f"< {TARGET_CACHED_US:g}"),
+    ]
     launch = results["launch_empty_kernel"]
     if launch is not None:
         rows += [
@@ -311,10 +448,10 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"helper: {helper.kernel} ({helper.model_name}, {len(helper.candidates)} candidates, synthetic metric values)"
     )
-    print(f"{'what':22s} {'median us':>10s} {'p10':>9s} {'p90':>9s} {'n':>7s}  target")
+    print(f"{'what':30s} {'median us':>10s} {'p10':>9s} {'p90':>9s} {'n':>7s}  target")
     for name, r, target in rows:
         print(
-            f"{name:22s} {r['median_us']:10.3f} {r['p10_us']:9.3f} {r['p90_us']:9.3f} {r['n']:7d}  {target}"
+            f"{name:30s} {r['median_us']:10.3f} {r['p10_us']:9.3f} {r['p90_us']:9.3f} {r['n']:7d}  {target}"
         )
     if launch is not None:
         print(

@@ -23,7 +23,9 @@ store and time limit:
    (`build_over_kernel_tuner`), and its choice reused at the evaluation sizes (`kernel_tuner`).
 
 Writes OUT/bench_tunables.json after every kernel (a killed run keeps what it did), with
-provenance, and prints a table. A failed step is recorded, never fatal.
+provenance, and prints a table. A failed step is recorded, never fatal; a kernel that runs out
+of its time says in which phase and with the seconds of the phases it finished (the child
+writes OUT/progress/<kernel>.json as it goes).
 """
 
 from __future__ import annotations
@@ -58,6 +60,16 @@ def _prepare_store(path: Path) -> Any:
     if rec.key == here.key:
         store.save_profile(rec)
     return store
+
+
+def _keep_store(src: Path, dst: Path) -> None:
+    """A consistent copy of a store in WAL mode (sqlite's backup reads the -wal file too: a copy
+    of the main file alone lost the rows not yet checkpointed, as in the stores of 1954ee6,
+    whose sgemm store lacks most of the evaluation size 1792 and the smaller training sizes)."""
+    import sqlite3
+
+    with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
+        a.backup(b)
 
 
 def _truth(spec: Any, store: Any, device_key: str) -> dict[int, dict[str, float]]:
@@ -168,6 +180,16 @@ def one_kernel(name: str, out: Path, kt: bool, q: Any) -> None:
 
     warnings.simplefilter("ignore")
     rec: dict[str, Any] = {"kernel": name}
+    progress = out / "progress" / f"{name}.json"
+    progress.parent.mkdir(exist_ok=True)
+    t_start = time.perf_counter()
+
+    def phase(what: str) -> None:  # what a timeout reports: the phase reached, the others' times
+        done = {k: v for k, v in rec.items() if k.endswith("_s")}
+        progress.write_text(
+            json.dumps({"phase": what, "at_s": time.perf_counter() - t_start, **done})
+        )
+
     try:
         from klaraptor.assemble import build
         from klaraptor.bench.truth import TRUTH_OPTIONS
@@ -178,6 +200,7 @@ def one_kernel(name: str, out: Path, kt: bool, q: Any) -> None:
         rec["variants"] = len(spec.variants())
         with tempfile.TemporaryDirectory() as tmp:
             store = _prepare_store(Path(tmp) / "s.sqlite")
+            phase("build")
             t0 = time.perf_counter()
             kern = build(spec, store=store, progress=False)
             rec["build_s"] = time.perf_counter() - t0
@@ -192,9 +215,11 @@ def one_kernel(name: str, out: Path, kt: bool, q: Any) -> None:
                 params={k: (v,) for k, v in default.items()},
                 default_params=default,
             )
+            phase("block_only_build")
             t0 = time.perf_counter()
             kb = build(only, store=store, progress=False)
             rec["block_only_build_s"] = time.perf_counter() - t0
+            phase("truth")
             t0 = time.perf_counter()
             collect(
                 spec, spec.meta["eval_sizes"], store=store, options=TRUTH_OPTIONS, progress=False
@@ -204,11 +229,10 @@ def one_kernel(name: str, out: Path, kt: bool, q: Any) -> None:
             once = _tune_once(spec, store, dev)
             keep = out / "stores"
             keep.mkdir(exist_ok=True)
-            import shutil
-
-            shutil.copy(Path(tmp) / "s.sqlite", keep / f"{spec.name}.sqlite")
+            _keep_store(Path(tmp) / "s.sqlite", keep / f"{spec.name}.sqlite")
             kt_choice = None
             if kt:
+                phase("kernel_tuner")
                 try:
                     rec["kernel_tuner"] = _kt(spec, max(int(n) for n in spec.meta["train_sizes"]))
                     kt_choice = rec["kernel_tuner"]["choice"]
@@ -310,7 +334,16 @@ def main(argv: list[str] | None = None) -> int:
         p.join(min(a.step, left))
         if p.is_alive():
             p.kill()
-            recs.append({"kernel": name, "error": f"timed out after {min(a.step, left):.0f} s"})
+            where = a.out / "progress" / f"{name}.json"
+            reached = json.loads(where.read_text()) if where.exists() else {}
+            recs.append(
+                {
+                    "kernel": name,
+                    "error": f"timed out after {min(a.step, left):.0f} s"
+                    + (f" in phase {reached['phase']}" if reached else ""),
+                    "progress": reached,
+                }
+            )
         else:
             recs.append(
                 q.get() if not q.empty() else {"kernel": name, "error": f"exit {p.exitcode}"}

@@ -343,3 +343,83 @@ def test_torch_custom_op_example_gpu(store: Store, h200) -> None:  # noqa: ANN00
     err = torch_custom_op.main((op, kernel), batch=1024, width=1024)
     show("torch custom op", err=err, name=kernel.name)
     assert err < 1e-5 and kernel.kernel is not None
+
+
+ITEMS_SRC = r"""
+extern "C" __global__ void scale_items(const float* x, float* y, int n) {
+    long i0 = ((long)blockIdx.x * blockDim.x + threadIdx.x) * ITEMS;
+    #pragma unroll
+    for (int j = 0; j < ITEMS; ++j)
+        if (i0 + j < n) y[i0 + j] = 2.0f * x[i0 + j];
+}"""
+ITEMS_TEMPLATE_SRC = r"""
+template <int ITEMS>
+__global__ void scale_items(const float* x, float* y, int n) {
+    long i0 = ((long)blockIdx.x * blockDim.x + threadIdx.x) * ITEMS;
+    #pragma unroll
+    for (int j = 0; j < ITEMS; ++j)
+        if (i0 + j < n) y[i0 + j] = 2.0f * x[i0 + j];
+}"""
+PARAMS = dict(
+    params={"ITEMS": (1, 2, 4)},
+    default_params={"ITEMS": 1},
+    grid="ceil(n / (bx * ITEMS))",
+    constraints=("bx % 128 == 0", "bx * ITEMS <= 2048"),
+    sizes=[1 << 16, 1 << 17],
+    model="time_fit",
+    collect_options=CollectOptions(**FAST, counters=False),
+)
+
+
+@pytest.mark.parametrize("style", ["define", "template"])
+def test_cupy_params_tuned_gpu(store: Store, h200, style: str) -> None:  # noqa: ANN001
+    import cupy as cp
+
+    src = ITEMS_SRC if style == "define" else ITEMS_TEMPLATE_SRC
+    raw = cp.RawKernel(src, "scale_items")  # compiled per variant by klaraptor, never as it is
+    t = klaraptor.tune(
+        data={"n": "n"},
+        name=f"gpu_test.items_{style}",
+        param_style=style,
+        store=store,
+        device=h200,
+        **PARAMS,
+    )(raw)
+    x = cp.random.rand(N, dtype=cp.float32)
+    y = cp.zeros(N, cp.float32)
+    t(x, y, np.int32(N))
+    cp.cuda.Device().synchronize()
+    grid, block, _ = t.plan_for(x, y, np.int32(N))
+    pv = t.plan_params(x, y, np.int32(N))
+    sel = t.kernel.select(N)
+    show(f"cupy params {style}", name=t.name, grid=grid, block=block, params=dict(pv))
+    assert (pv, grid, block) == (sel.params, sel.grid, sel.block)
+    assert grid[0] == -(-N // (block[0] * pv["ITEMS"]))
+    assert same_bits(cp.asnumpy(y), 2.0 * cp.asnumpy(x))
+    assert {c.params["ITEMS"] for c in t.kernel.helper.keys} == {1, 2, 4}
+
+
+def items_factory(ITEMS):  # noqa: ANN001, ANN201, N803 - a Numba kernel factory
+    @cuda.jit
+    def scale_items_nb(x, y, n):  # noqa: ANN001, ANN202
+        i0 = cuda.grid(1) * ITEMS
+        for j in range(ITEMS):
+            if i0 + j < n:
+                y[i0 + j] = 2.0 * x[i0 + j]
+
+    return scale_items_nb
+
+
+def test_numba_factory_tuned_gpu(store: Store, h200) -> None:  # noqa: ANN001
+    need_numba()
+    t = klaraptor.tune(data={"n": "n"}, store=store, device=h200, **PARAMS)(items_factory)
+    x = cuda.to_device(np.random.default_rng(2).random(N, dtype=np.float32))
+    y = cuda.to_device(np.zeros(N, np.float32))
+    t(x, y, N)
+    cuda.synchronize()
+    pv = t.plan_params(x, y, N)
+    grid, block, _ = t.plan_for(x, y, N)
+    show("numba factory", name=t.name, grid=grid, block=block, params=dict(pv))
+    assert pv == t.kernel.select(N).params
+    assert {c.params["ITEMS"] for c in t.kernel.helper.keys} == {1, 2, 4}
+    np.testing.assert_array_equal(y.copy_to_host(), 2.0 * x.copy_to_host())

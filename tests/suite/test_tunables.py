@@ -117,7 +117,7 @@ def test_joint_space_counts() -> None:
     assert counts == {
         "sgemm": (16, 206), "transpose_tiles": (12, 130), "gsmap": (12, 384),
         "reduce_sum": (12, 343), "stencil2d": (5, 165), "stencil3d": (5, 280),
-        "histogram_priv": (9, 264), "softmax_rows": (12, 180), "conv2d_tiles": (9, 278),
+        "histogram_priv": (9, 135), "softmax_rows": (12, 180), "conv2d_tiles": (9, 278),
         "nbody_tiles": (16, 256),
     }  # fmt: skip
 

@@ -4,6 +4,11 @@ The kernel is measured from its own source and NVRTC options (the CuPy backend c
 same module), and launched through the user's RawKernel object itself:
 `raw(grid, block, args, shared_mem=..., stream=...)`. With torch tensors the arguments become
 device addresses and the launch goes to torch's current stream (`frontends.torch`).
+
+With program parameters (`klaraptor.tune(params=...)`) the RawKernel gives the source, the
+kernel's name and the NVRTC options; each variant launched is compiled from them once per
+process: a RawKernel with the variant's defines, or a RawModule's template instance
+`name<v1, v2>` (an NVRTC name expression), as the spec's `param_style` says.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ class CupyAdapter:
     array_kind = "cupy"
     ints_are_pointers = False
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: Any, *, params: bool = False) -> None:
         # Some fields are Cython attributes without Python accessors; the pickling state has all.
         try:
             state = dict(raw.__getstate__())
@@ -80,6 +85,28 @@ class CupyAdapter:
         self.options = tuple(raw.options)
         self.param_names = c_param_names(self.source, self.function_name)
         self.base_name = f"cupy.{self.function_name}"
+        self.has_params = params
+        self._spec: KernelSpec | None = None
+        self._variants: dict[Any, Any] = {}
+
+    def variant(self, params: Any) -> Any:
+        """The RawKernel of one compiled variant (compiled by CuPy on its first launch, and
+        cached on disk by CuPy as every RawKernel is)."""
+        raw = self._variants.get(params)
+        if raw is None:
+            import cupy
+
+            spec = self._spec
+            assert spec is not None, "make_spec runs before the first launch"
+            name = spec.variant_kernel(params)
+            options = spec.variant_options(params)
+            if name == spec.kernel:  # the define style: one extern "C" kernel per define set
+                raw = cupy.RawKernel(self.source, name, options=options)
+            else:
+                module = cupy.RawModule(code=self.source, options=options, name_expressions=(name,))
+                raw = module.get_function(name)
+            self._variants[params] = raw
+        return raw
 
     def bind(self, args: Sequence[Any]) -> None:
         """Nothing to bind: a RawKernel takes any arguments its C signature accepts."""
@@ -88,9 +115,11 @@ class CupyAdapter:
         """No per-size check for CuPy kernels."""
 
     def make_spec(self, **fields: Any) -> KernelSpec:
-        return KernelSpec(
+        spec = KernelSpec(
             source=self.source, kernel=self.function_name, options=self.options, **fields
         )
+        self._spec = spec
+        return spec
 
     def launcher(
         self,
@@ -99,9 +128,11 @@ class CupyAdapter:
         smem: int,
         torch: TorchBridge | None,
         args: Sequence[Any],
+        params: Any = None,
     ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
-        """(launch on the current stream, launch on a given stream) for one configuration."""
-        raw = self.raw
+        """(launch on the current stream, launch on a given stream) for one configuration (of
+        the compiled variant `params`, for a kernel with program parameters)."""
+        raw = self.variant(params) if params else self.raw
         if smem > _OPT_IN_ABOVE and smem > raw.max_dynamic_shared_size_bytes:
             raw.max_dynamic_shared_size_bytes = smem
         if torch is None:

@@ -28,11 +28,17 @@ builds later.
 Per call after the first one for a size: one dict lookup of the launch for that size, then the
 front-end's own launch (`kernel[grid, block, stream, smem](*args)`, `raw(grid, block, args, ...)`,
 `launch(stream, config, kernel, *args)`). A new size costs one `select` (tens of µs).
+
+Program parameters (`params={"ITEMS": (1, 2, 4)}`): compile-time values chosen per call with the
+block. The grid, `dynamic_smem` and `constraints` may name them. A CuPy RawKernel's source is
+compiled per variant (`param_style="define"`: `-DITEMS=4`; "template": the instance
+`kernel<4>` of a `template <int ITEMS> __global__` kernel); for Numba, decorate a kernel
+factory, a function of the parameter values (keywords) returning a `cuda.jit` kernel
+(`frontends.numba`). Each variant is compiled once per process, on its first launch.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import os
@@ -52,7 +58,13 @@ from klaraptor.core.errors import (
     LaunchError,
     SpecError,
 )
-from klaraptor.core.types import BLOCK_VARS, INT32_MAX, Block, DataSchema, DataSize
+from klaraptor.core.types import (
+    INT32_MAX,
+    Block,
+    DataSchema,
+    DataSize,
+    ParamValues,
+)
 from klaraptor.core.validate import (
     check_block,
     check_bool,
@@ -64,12 +76,12 @@ from klaraptor.core.validate import (
 )
 from klaraptor.frontends.inference import InferredArgs, describe_args
 from klaraptor.frontends.torch import TorchBridge, is_tensor
+from klaraptor.frontends.tune_rules import check_params, grid_dim, grid_rule
 from klaraptor.spec import DataParam, KernelSpec, data_name_problem
 
 ON_MISSING = ("build", "default")
 DEFAULT_BLOCKS: dict[int, Block] = {1: (256, 1, 1), 2: (32, 8, 1), 3: (32, 4, 2)}
 TRAINING_DIVISORS = (16, 8, 4, 2)
-_FUNCTIONS = frozenset({"ceil", "floor", "min", "max", "where"})
 _SHAPE = re.compile(r"^([A-Za-z_]\w*)\.shape\[(-?\d+)\]$")
 _LEN = re.compile(r"^len\(([A-Za-z_]\w*)\)$")
 _SIZE = re.compile(r"^([A-Za-z_]\w*)\.size$")
@@ -214,48 +226,7 @@ def _accepts(fn: Callable[..., Any], n: int) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# The grid rule
-
-
-def grid_rule(grid: Any, data_names: Sequence[str], kernel: str) -> tuple[str, str, str]:
-    """The grid rule as three expressions; SpecError for a name that is neither a data
-    parameter nor bx, by, bz."""
-    if isinstance(grid, str):
-        exprs = [grid]
-    elif (
-        isinstance(grid, Sequence) and 1 <= len(grid) <= 3 and all(isinstance(g, str) for g in grid)
-    ):
-        exprs = list(grid)
-    else:
-        raise SpecError(
-            f"{kernel}: grid must be an expression such as 'ceil(n / bx)' or up to three of "
-            f"them (x, y, z), got {grid!r}"
-        )
-    for text in exprs:
-        unknown = sorted(_names_in(text, kernel) - set(data_names) - set(BLOCK_VARS))
-        if unknown:
-            raise SpecError(
-                f"{kernel}: the grid rule {text!r} names {', '.join(unknown)}, which is neither a "
-                f"data parameter ({', '.join(data_names)}) nor a block dimension (bx, by, bz); "
-                "name it in data={...}"
-            )
-    return tuple((exprs + ["1", "1"])[:3])  # type: ignore[return-value]
-
-
-def _names_in(text: str, kernel: str) -> set[str]:
-    try:
-        tree = ast.parse(text.strip(), mode="eval")
-    except SyntaxError as exc:
-        raise SpecError(
-            f"{kernel}: the grid rule {text!r} is not an expression ({exc.msg})"
-        ) from None
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - _FUNCTIONS
-
-
-def grid_dim(grid: Sequence[str]) -> int:
-    """The block dimensionality a grid rule implies: the highest of bx, by, bz it uses."""
-    used = set().union(*(_names_in(g, "grid") for g in grid))
-    return 3 if "bz" in used else 2 if "by" in used else 1
+# Training sizes
 
 
 def default_training_sizes(spec: KernelSpec, D: DataSize) -> list[DataSize]:
@@ -301,6 +272,9 @@ class TuneOptions:
     rtol: float = 1e-3
     idempotent: bool = True
     progress: bool = True
+    params: Mapping[str, Sequence[int]] | None = None
+    param_style: str = "define"
+    default_params: Mapping[str, int] | None = None
 
 
 def _no_plan(args: Sequence[Any]) -> Any:
@@ -351,10 +325,10 @@ class Tuned(functools.partial):
         self._options = options
         self._params, self._fast_read = data_params(options.data, adapter.param_names, fname)
         names = tuple(p.name for p in self._params)
-        self._grid = grid_rule(options.grid, names, fname)
+        self._grid = grid_rule(options.grid, names, fname, tuple(options.params or ()))
         self._dim = options.dim or grid_dim(self._grid)
         self._schema = DataSchema(names, tuple((p.lo, p.hi) for p in self._params), fname)
-        # Per planned size: (grid, block, smem, source, launch taking a stream).
+        # Per planned size: (grid, block, smem, source, launch taking a stream, parameters).
         self._configs: dict[Any, tuple[Any, ...]] = {}
         self._spec: KernelSpec | None = None
         self._kernel: Any = None
@@ -377,6 +351,12 @@ class Tuned(functools.partial):
             key = self._key(args)
         grid, block, smem = self._configs[key][:3]
         return grid, block, smem
+
+    def plan_params(self, *args: Any) -> ParamValues:
+        """The program parameter values (the compiled variant) a call with these arguments
+        launches (ParamValues.NONE for a kernel without parameters)."""
+        self.plan_for(*args)
+        return self._configs[self._key(args)][5]
 
     def plan_source(self, *args: Any) -> str:
         """Where a call's configuration comes from: "model" (the build), "refined" (a block
@@ -402,8 +382,11 @@ class Tuned(functools.partial):
             self._adapter.check_call(args)
             if self._torch is not None:
                 self._torch.check(args)
-            grid, block, smem, source = self._choose(D)
-            go, go_on = self._adapter.launcher(grid, block, smem, self._torch, args)
+            grid, block, smem, source, pv = self._choose(D)
+            if pv:
+                go, go_on = self._adapter.launcher(grid, block, smem, self._torch, args, params=pv)
+            else:  # kernels without parameters launch exactly as before
+                go, go_on = self._adapter.launcher(grid, block, smem, self._torch, args)
             reader = self._fast_read
             key = reader(args)
             try:
@@ -417,22 +400,25 @@ class Tuned(functools.partial):
                 key = reader(args)
             self._set_read(reader)
             self._plans[key] = go
-            self._configs[key] = (grid, block, smem, source, go_on)
+            self._configs[key] = (grid, block, smem, source, go_on, pv)
             return go
 
-    def _choose(self, D: DataSize) -> tuple[Any, Block, int, str]:
+    def _choose(self, D: DataSize) -> tuple[Any, Block, int, str, ParamValues]:
         spec = self._spec
         assert spec is not None
         if self._kernel is not None:
             sel = self._kernel.select(D)
-            return sel.grid, sel.block, spec.dynamic_smem_for(D, sel.block), sel.source
+            smem = spec.dynamic_smem_for(D, sel.block, sel.params)
+            return sel.grid, sel.block, smem, sel.source, sel.params
+        pv = spec.default_variant
         block = spec.default_block or DEFAULT_BLOCKS[spec.dim]
         device = self._options.device
         if device is not None:  # the GPU's own limit, where klaraptor knows it
             check_block(
                 block, "default_block", max_threads=getattr(device, "max_threads_per_block", None)
             )
-        return spec.grid_for(D, block), block, spec.dynamic_smem_for(D, block), "default"
+        grid = spec.grid_for(D, block, pv)
+        return grid, block, spec.dynamic_smem_for(D, block, pv), "default", pv
 
     def _first_call(self, args: tuple[Any, ...]) -> None:
         from klaraptor.collect.worker import IN_WORKER_ENV
@@ -478,6 +464,10 @@ class Tuned(functools.partial):
             description=f"{adapter.frontend} kernel {self.__name__} (klaraptor.tune)",
             meta={"frontend": adapter.frontend, "first_call": dict(D)},
         )
+        if o.params:
+            fields.update(
+                params=o.params, param_style=o.param_style, default_params=o.default_params
+            )
         base = _dotted(o.name or adapter.base_name)
         spec = adapter.make_spec(name=base, **fields)
         return dataclasses.replace(spec, name=f"{base}.v{spec.fingerprint()[:12]}")
@@ -639,18 +629,32 @@ def _dotted(name: str) -> str:
 # tune
 
 
-def adapter_for(kernel: Any) -> Any:
-    """The front-end adapter of a kernel object (SpecError for anything else)."""
+def adapter_for(kernel: Any, params: Mapping[str, Any] | None = None) -> Any:
+    """The front-end adapter of a kernel object (SpecError for anything else). With program
+    parameters, a plain function is a Numba kernel factory (`frontends.numba`)."""
     from klaraptor.frontends.cuda_core import CoreAdapter, CoreKernel
     from klaraptor.frontends.cupy_wrap import CupyAdapter, is_raw_kernel
     from klaraptor.frontends.numba import NumbaAdapter, is_numba_kernel
 
     if is_numba_kernel(kernel):
+        if params:
+            raise SpecError(
+                f"{kernel.py_func.__name__}: a Numba kernel's program parameters are chosen "
+                "through a kernel factory: decorate a function of the parameter values that "
+                "returns the cuda.jit kernel (see klaraptor.frontends.numba)"
+            )
         return NumbaAdapter(kernel)
     if is_raw_kernel(kernel):
-        return CupyAdapter(kernel)
+        return CupyAdapter(kernel, params=bool(params))
     if isinstance(kernel, CoreKernel):
+        if params:
+            raise SpecError(
+                f"{kernel.name}: params= is supported for CuPy RawKernels and Numba kernel "
+                "factories; a cuda.core kernel is compiled before klaraptor sees it"
+            )
         return CoreAdapter(kernel)
+    if params and callable(kernel) and hasattr(kernel, "__code__"):
+        return NumbaAdapter.from_factory(kernel, params)
     if (type(kernel).__module__ or "").startswith("cuda.core"):
         raise SpecError(
             "klaraptor measures a cuda.core kernel from its source: compile it with "
@@ -689,6 +693,9 @@ def tune(
     rtol: float = 1e-3,
     idempotent: bool = True,
     progress: bool = True,
+    params: Mapping[str, Sequence[int]] | None = None,
+    param_style: str = "define",
+    default_params: Mapping[str, int] | None = None,
 ) -> Callable[[Any], Tuned]:
     """Decorate (or wrap) a kernel so each call launches with the block klaraptor chooses.
 
@@ -700,7 +707,9 @@ def tune(
     DeviceProfile to build with and for (default: this GPU's, measured once and cached).
     `collect_options`: `gpu.collect.CollectOptions` (e.g. counters=False). `constraints`,
     `dynamic_smem`, `default_block`, `dim`, `reference`, `outputs`, `rtol`, `idempotent`: as in
-    KernelSpec. `progress`: rich progress bars while building.
+    KernelSpec. `progress`: rich progress bars while building. `params`, `param_style`,
+    `default_params`: compile-time program parameters chosen per call with the block, as in
+    KernelSpec (module doc).
     """
     # Each argument checked here, at decoration, not at the first call (validate.py).
     if name is not None:
@@ -741,12 +750,15 @@ def tune(
         rtol=rtol,
         idempotent=idempotent,
         progress=progress,
+        params=check_params(params, param_style, default_params),
+        param_style=param_style,
+        default_params=None if default_params is None else dict(default_params),
     )
     if on_missing not in ON_MISSING:
         raise SpecError(f"on_missing must be one of {ON_MISSING}, got {on_missing!r}")
 
     def wrap(kernel: Any) -> Tuned:
-        return Tuned(adapter_for(kernel), options, kernel)
+        return Tuned(adapter_for(kernel, options.params), options, kernel)
 
     return wrap
 

@@ -15,9 +15,13 @@ What maps to what (see `kernel_tuner_files` for the formats):
   it), the name of a tunable (per configuration), or an int (the whole file). Default: a data
   parameter named like a tunable takes it; else a single data parameter takes the cache's scalar
   problem size or its first entry.
+- program parameters: a tunable named like one of the spec's program parameters (or mapped
+  to it: `mapping={"TILE": "tile_size_x"}`) gives each configuration's variant; configurations
+  with values the spec does not declare are skipped. `kernel_tuner_spec.spec_from_tune_params`
+  makes such a spec from Kernel Tuner's own arguments (every non-block tunable a parameter).
 - other tunables: fixed by the user (`fixed={"tile": 4}` imports only the configurations with
   tile = 4); one with a single value is fixed by itself. Any other is refused, because the
-  measurements would mix variants of the kernel.
+  measurements would mix variants of the kernel the spec cannot tell apart.
 - times: samples ("times", T4 "runtimes": ms per launch, one launch each) give the median,
   quartiles and spread as klaraptor's own timing does; with only "time" (Kernel Tuner's mean)
   that mean stands for all three and the spread is unknown (NaN).
@@ -36,7 +40,6 @@ assumed values and named in the report and the kernel summary ("attributes_missi
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import json
 import math
@@ -47,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from klaraptor.core.errors import KlaraptorError, SpecError
-from klaraptor.core.types import Block, DataSize, KernelAttributes
+from klaraptor.core.types import Block, Config, DataSize, ParamValues
 from klaraptor.core.validate import check_output_file
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.frontends.kernel_tuner_files import (
@@ -65,9 +68,15 @@ from klaraptor.frontends.kernel_tuner_files import (
     t4_metadata,
     t4_result,
 )
+from klaraptor.frontends.kernel_tuner_record import (
+    check_fingerprint,
+    check_same_variant,
+    known_regs,
+    record_kernel,
+)
 from klaraptor.space.configspace import ConfigSpace
 from klaraptor.spec import KernelSpec
-from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
+from klaraptor.store import KernelRecord, Measurement, Store
 
 __all__ = [
     "ImportReport",
@@ -86,8 +95,9 @@ _AXES = ("bx", "by", "bz")
 @dataclass
 class ImportReport:
     """What one import did. `uncovered`: the spec's default candidates with no successful time at
-    a size (a per-configuration fit needs them all); `outside`: imported blocks that are not
-    candidates (stored, unused by the models)."""
+    a size (a per-configuration fit needs them all; Configs of the joint space for a spec with
+    program parameters); `outside`: imported blocks that are not candidates (stored, unused by
+    the models)."""
 
     path: Path
     format: str
@@ -101,7 +111,7 @@ class ImportReport:
     replaced: int
     skipped: int
     sizes: list[DataSize]
-    uncovered: dict[DataSize, list[Block]]
+    uncovered: dict[DataSize, list[Block] | list[Config]]
     outside: list[Block]
     attributes_missing: list[str]
     interrupted: bool = False
@@ -163,27 +173,37 @@ def import_kernel_tuner(
     named = _check_device(f, device, device_name, warnings)
     _check_kernel(f, spec, kernel_name)
     plan = _plan(f, spec, dict(mapping or {}), dict(fixed or {}), set(ignore))
-    rows, skipped, regs = _measurements(f, spec, device.key, plan)
+    rows, skipped, regs, variant_regs = _measurements(f, spec, device.key, plan)
     if not rows:
         raise KernelTunerFileError(
             f.path,
             "records",
             f"no configuration to import (the file holds {len(f.records)}, "
-            f"{skipped} of them with other values of the fixed tunables)",
+            f"{skipped} of them with other values of the fixed tunables or parameter values "
+            "the spec does not declare)",
         )
-    _check_fingerprint(store, spec)
-    _check_same_variant(store, spec, device.key, plan.fixed, f.path)
-    before = {(m.D, m.block) for m in store.measurements(spec.name, device.key, kind="time")}
+    check_fingerprint(store, spec)
+    check_same_variant(store, spec, device.key, plan.fixed, f.path)
+    before = {
+        (m.D, m.block, m.params) for m in store.measurements(spec.name, device.key, kind="time")
+    }
     if store.device_profile(device.key) is None:
         store.save_profile(device)
     store.put_kernel(
         KernelRecord(spec.name, spec.fingerprint(), spec.data_names, spec.to_summary())
     )
     store.put_measurements(rows)
-    missing = _record_kernel(
-        store, spec, device, fixed=plan.fixed, regs=regs, source=f"{f.fmt} {f.path}", n=len(rows)
+    missing = record_kernel(
+        store,
+        spec,
+        device,
+        fixed=plan.fixed,
+        regs=regs,
+        source=f"{f.fmt} {f.path}",
+        n=len(rows),
+        variant_regs=variant_regs,
     )
-    if len(regs) > 1:
+    if len(regs) > 1 and not spec.params:
         warnings.append(
             f"num_regs differs between configurations {sorted(regs)} (Kernel Tuner compiles each "
             f"one separately); the largest, {max(regs)}, is recorded"
@@ -192,6 +212,7 @@ def import_kernel_tuner(
     sizes = sorted({m.D for m in rows}, key=DataSize.values)
     space = ConfigSpace.for_spec(spec, max_threads=device.max_threads_per_block)
     timed = {(m.D, m.block) for m in rows if m.status == "ok"}
+    timed_configs = {(m.D, m.params, m.block) for m in rows if m.status == "ok"}
     return ImportReport(
         path=f.path,
         format=f.fmt,
@@ -201,11 +222,22 @@ def import_kernel_tuner(
         mapping=plan.shown,
         fixed=plan.fixed,
         counts=counts,
-        new=sum((m.D, m.block) not in before for m in rows),
-        replaced=sum((m.D, m.block) in before for m in rows),
+        new=sum((m.D, m.block, m.params) not in before for m in rows),
+        replaced=sum((m.D, m.block, m.params) in before for m in rows),
         skipped=skipped,
         sizes=sizes,
-        uncovered={d: [b for b in space.candidates if (d, b) not in timed] for d in sizes},
+        uncovered={
+            d: (
+                [
+                    Config(p.params, p.block)
+                    for p in space.dry_run(spec, [d])
+                    if p.status == "measure" and (d, p.params, p.block) not in timed_configs
+                ]
+                if spec.params
+                else [b for b in space.candidates if (d, b) not in timed]
+            )
+            for d in sizes
+        },
         outside=sorted({m.block for m in rows} - set(space.candidates)),
         attributes_missing=missing,
         interrupted=f.interrupted,
@@ -285,6 +317,7 @@ class _Plan:
     fixed: dict[str, Any]
     shown: dict[str, str]
     notes: list[str]
+    params: dict[str, str] = field(default_factory=dict)  # program parameter -> tunable
 
 
 def _tunables(f: KTFile, ignore: set[str]) -> list[str]:
@@ -307,11 +340,11 @@ def _plan(
 ) -> _Plan:
     tunables = _tunables(f, ignore)
     field_name = _where_tunables(f)
-    unknown = [k for k in mapping if k not in (*spec.data_names, *_AXES)]
+    unknown = [k for k in mapping if k not in (*spec.data_names, *spec.param_names, *_AXES)]
     if unknown:
         raise KernelTunerImportError(
             f"mapping keys {unknown} are neither data parameters of {spec.name!r} "
-            f"{list(spec.data_names)} nor bx, by, bz"
+            f"{list(spec.data_names)}, program parameters {list(spec.param_names)} nor bx, by, bz"
         )
     for k, v in mapping.items():
         if isinstance(v, bool) or not isinstance(v, (int, str)):
@@ -343,7 +376,20 @@ def _plan(
     data = {
         n: _data_source(f, spec, n, mapping.get(n), tunables, shown, notes) for n in spec.data_names
     }
-    used = {v for kind, v in [*block, *data.values()] if kind == "tunable"}
+    params: dict[str, str] = {}
+    for p in spec.param_names:
+        src = mapping.get(p, p)
+        if not isinstance(src, str) or src not in tunables:
+            raise KernelTunerFileError(
+                f.path,
+                field_name,
+                f"program parameter {p!r} of {spec.name!r}: {src!r} names no tunable "
+                f"(tunables: {tunables})",
+                f"map it: mapping={{{p!r}: '<tunable>'}}",
+            )
+        params[p] = src
+        shown[p] = src
+    used = {v for kind, v in [*block, *data.values()] if kind == "tunable"} | set(params.values())
     bad = [k for k in fixed if k not in tunables or k in used]
     if bad:
         raise KernelTunerImportError(
@@ -372,7 +418,7 @@ def _plan(
             f"fix each to one value, e.g. fixed={{{free[0]!r}: {values[free[0]][0]!r}}}"
             + ("; name metrics in ignore=[...]" if f.fmt == "results" else ""),
         )
-    return _Plan(block, data, fixed_all, shown, notes)
+    return _Plan(block, data, fixed_all, shown, notes, params)
 
 
 def _data_source(
@@ -485,15 +531,22 @@ def _pos_int(f: KTFile, where: str, v: Any) -> int:
 
 def _measurements(
     f: KTFile, spec: KernelSpec, device_key: str, plan: _Plan
-) -> tuple[list[Measurement], int, set[int]]:
+) -> tuple[list[Measurement], int, set[int], dict[ParamValues, int]]:
     rows: list[Measurement] = []
-    seen: dict[tuple[Any, Any], str] = {}
+    seen: dict[tuple[Any, Any, Any], str] = {}
     skipped = 0
     regs: set[int] = set()
+    variant_regs: dict[ParamValues, int] = {}
+    declared = {p.name: p.values for p in spec.params}
     for r in f.records:
         if any(not _same(r.params.get(k), v) for k, v in plan.fixed.items()):
             skipped += 1
             continue
+        raw_pv = {p: r.params.get(t) for p, t in plan.params.items()}
+        if any(not any(_same(v, x) for x in declared[p]) for p, v in raw_pv.items()):
+            skipped += 1  # a variant the spec does not declare
+            continue
+        pv = spec.param_values({p: int(v) for p, v in raw_pv.items()})
 
         def value_of(src: tuple[str, Any], what: str, r: Record = r) -> Any:
             kind, v = src
@@ -514,19 +567,24 @@ def _measurements(
             raise KernelTunerFileError(
                 f.path, f"{r.where} (data {raw})", f"the problem size does not map: {exc}"
             ) from None
-        if (D, block) in seen:
+        if (D, block, pv) in seen:
+            shown_pv = f", params={dict(pv)}" if pv else ""
             raise KernelTunerFileError(
                 f.path,
                 r.where,
-                f"maps to the same point (D={D}, block={block}) as {seen[(D, block)]}",
-                "a tunable that tells them apart must be fixed (fixed=...)",
+                f"maps to the same point (D={D}, block={block}{shown_pv}) as "
+                f"{seen[(D, block, pv)]}",
+                "a tunable that tells them apart must be fixed (fixed=...) or be a program "
+                "parameter of the spec",
             )
-        seen[(D, block)] = r.where
+        seen[(D, block, pv)] = r.where
         reason = r.extra.get("reason") if isinstance(r.extra.get("reason"), str) else ""
         if r.error is None:
             status, value = "ok", _time_value(f, r)
             if r.extra.get("num_regs") is not None:
-                regs.add(_pos_int(f, f"{r.where}.num_regs", r.extra["num_regs"]))
+                n_regs = _pos_int(f, f"{r.where}.num_regs", r.extra["num_regs"])
+                regs.add(n_regs)
+                variant_regs[pv] = max(n_regs, variant_regs.get(pv, 0))
         else:
             status, why = ERRORS.get(r.error, ("failed", f"Kernel Tuner: {r.error}"))
             reason, value = reason or why, {"source": "kernel_tuner"}
@@ -541,9 +599,10 @@ def _measurements(
                 value,
                 reason,
                 _created(r.timestamp),
+                params=pv,
             )
         )
-    return rows, skipped, regs
+    return rows, skipped, regs, variant_regs
 
 
 def _created(stamp: str | None) -> float:
@@ -616,118 +675,6 @@ def _time_value_raw(f: KTFile, r: Record) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# The kernel's record and its collection facts on the file's GPU
-
-
-def _check_fingerprint(store: Store, spec: KernelSpec) -> None:
-    known = store.kernel(spec.name)
-    if known and known.fingerprint != spec.fingerprint() and store.count_measurements(spec.name):
-        raise KernelTunerImportError(
-            f"the store {store.path} holds measurements of kernel {spec.name!r} made for a "
-            "different version of it (source, options, grid, constraints or data parameters "
-            "changed); delete them (Store.delete_kernel) or give this version another name"
-        )
-
-
-def _kt_imports(facts: CollectFacts | None) -> list[dict[str, Any]]:
-    return [i for i in (facts.imports if facts else ()) if i.get("tool") == "kernel_tuner"]
-
-
-def _check_same_variant(
-    store: Store, spec: KernelSpec, device_key: str, fixed: Mapping[str, Any], path: Path
-) -> None:
-    previous = _kt_imports(store.collect_facts(spec.name, device_key))
-    before = previous[-1].get("fixed") if previous else None
-    if before is not None and before != json.loads(json.dumps(dict(fixed))):
-        raise KernelTunerImportError(
-            f"{path}: the store holds Kernel Tuner measurements of {spec.name!r} with the "
-            f"tunables fixed to {before}, this import fixes {dict(fixed)}; they are different "
-            "variants of the kernel: import this one under another spec name"
-        )
-
-
-def _record_kernel(
-    store: Store,
-    spec: KernelSpec,
-    device: DeviceProfile,
-    *,
-    fixed: Mapping[str, Any],
-    regs: set[int],
-    source: str,
-    n: int,
-) -> list[str]:
-    """Register the kernel and merge what the import knows into its collection facts on the
-    file's GPU; returns the attributes that are assumed, not known. Attributes measured by
-    klaraptor itself are kept as they are."""
-    store.put_kernel(
-        KernelRecord(spec.name, spec.fingerprint(), spec.data_names, spec.to_summary())
-    )
-    facts = store.collect_facts(spec.name, device.key) or CollectFacts(device_name=device.name)
-    missing = dict(facts.attributes_assumed)
-    attributes = facts.attributes
-    if attributes is None or missing:
-        attrs = attributes.to_dict() if attributes is not None else {}
-        if regs:
-            attrs["num_regs"] = (
-                max(regs) if "num_regs" in missing else max(regs | {attrs.get("num_regs", 0)})
-            )
-            missing.pop("num_regs", None)
-        elif "num_regs" not in attrs or "num_regs" in missing:
-            attrs["num_regs"] = 0
-            missing["num_regs"] = (
-                "not in the file (tune with observers=[RegisterObserver()] to record it); 0 "
-                "assumed, so occupancy ignores the register limit"
-            )
-        for name, value, why in (
-            ("static_smem", 0, "Kernel Tuner does not record it; 0 assumed"),
-            ("const_size", 0, "Kernel Tuner does not record it; 0 assumed"),
-            ("local_size", 0, "Kernel Tuner does not record it; 0 assumed"),
-            (
-                "max_threads_per_block",
-                device.max_threads_per_block,
-                "the kernel's own limit is not recorded; the device's limit assumed",
-            ),
-            (
-                "max_dynamic_smem",
-                device.smem_per_block,
-                "not recorded; the default (no opt-in) assumed",
-            ),
-        ):
-            if name not in attrs or name in missing:
-                attrs[name], missing[name] = value, why
-        attributes = KernelAttributes.from_dict(attrs)
-    now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    entry = {
-        "tool": "kernel_tuner",
-        "fixed": dict(fixed),
-        "source": source,
-        "points": n,
-        "date": now,
-    }
-    imports = (*facts.imports, entry)[-20:]
-    store.put_collect_facts(
-        spec.name,
-        device.key,
-        dataclasses.replace(
-            facts,
-            device_name=facts.device_name or device.name,
-            attributes=attributes,
-            attributes_assumed=missing,
-            imports=imports,
-            updated=now,
-        ),
-    )
-    return sorted(missing)
-
-
-def _known_regs(store: Store, spec: KernelSpec, device_key: str) -> int | None:
-    facts = store.collect_facts(spec.name, device_key)
-    if facts is None or facts.attributes is None or "num_regs" in facts.attributes_assumed:
-        return None
-    return facts.attributes.num_regs
-
-
-# ---------------------------------------------------------------------------------------------
 # Export
 
 
@@ -752,7 +699,7 @@ def export_t4(
         raise KlaraptorError(
             f"no timing measurements of {spec.name!r} on {device_key!r} in {store.path}"
         )
-    regs = _known_regs(store, spec, device_key)
+    regs = known_regs(store, spec, device_key)
     profile = store.device_profile(device_key) or {"name": device_key.split("|")[0]}
     out = Path(path)
     meta = Path(metadata_path) if metadata_path is not None else metadata_path_for(out)

@@ -13,6 +13,24 @@
   data size; torch tensors are passed as they are (Numba reads `__cuda_array_interface__`, no
   copy) on torch's current stream through `cuda.external_stream`.
 
+- Program parameters: Numba has no preprocessor, but it freezes the globals and closure
+  variables a kernel reads as compile-time constants. So a kernel with program parameters is
+  given as a kernel factory, a function of the parameter values (keywords) returning a
+  `cuda.jit` kernel that closes over them:
+
+      @klaraptor.tune(data={"n": "n"}, grid="ceil(n / (bx * ITEMS))", params={"ITEMS": (1, 2, 4)})
+      def scale(ITEMS):
+          @cuda.jit
+          def scale(x, y, n):
+              i0 = cuda.grid(1) * ITEMS
+              for j in range(ITEMS):  # unrolled: ITEMS is a constant
+                  ...
+          return scale
+
+  The factory is called once per variant (cached); the default variant's kernel binds the
+  signature. The collection worker calls it too, so it must be importable (a module-level
+  function, as the kernels of `klaraptor.tune` are).
+
 Under Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) binding and launching work the same on the
 CPU; measuring needs a GPU.
 """
@@ -68,12 +86,20 @@ class NumbaKernelSpec(KernelSpec):
     backend: ClassVar[str] = "numba"
     numba_kernel: Any = field(default=None, compare=False, hash=False)
     argtypes: tuple[Any, ...] = ()
+    # With program parameters: a function of their values (keywords) returning the variant's
+    # cuda.jit kernel; `numba_kernel` is then the default variant's.
+    kernel_factory: Any = field(default=None, compare=False, hash=False)
 
     def kernel_source_problem(self) -> str:
         if self.numba_kernel is None or not hasattr(self.numba_kernel, "py_func"):
             return "a NumbaKernelSpec needs numba_kernel, a numba.cuda.jit kernel"
         if not self.argtypes:
             return "a NumbaKernelSpec needs argtypes, the signature it measures and launches"
+        if self.params and not callable(self.kernel_factory):
+            return (
+                "a NumbaKernelSpec with program parameters needs kernel_factory, a function of "
+                "the parameter values returning the variant's cuda.jit kernel"
+            )
         return ""
 
 
@@ -144,6 +170,32 @@ class NumbaAdapter:
         self.argtypes: tuple[Any, ...] = ()
         self.simulator = type(kernel).__name__ == "FakeCUDAKernel"
         self._external: dict[int, Any] = {}
+        self.factory: Callable[..., Any] | None = None
+        self._variants: dict[Any, Any] = {}
+
+    @classmethod
+    def from_factory(cls, factory: Callable[..., Any], params: Any) -> NumbaAdapter:
+        """The adapter of a kernel factory: bound through the kernel it makes for the first
+        value of every parameter (only its signature and names are read from it), named after
+        the factory, fingerprinted by the factory's source (the kernel's is inside it)."""
+        first = {name: tuple(values)[0] for name, values in dict(params).items()}
+        fname = getattr(factory, "__qualname__", repr(factory))
+        kernel = _call_factory(factory, first, fname)
+        self = cls(kernel)
+        self.factory = factory
+        module = (factory.__module__ or "main").replace("__main__", "main")
+        self.base_name = f"numba.{module}.{fname}".replace("<locals>.", "")
+        self._source_of = factory
+        return self
+
+    def variant(self, params: Any) -> Any:
+        """The factory's kernel for one set of parameter values (made once, then cached)."""
+        kernel = self._variants.get(params)
+        if kernel is None:
+            assert self.factory is not None
+            kernel = _call_factory(self.factory, dict(params), self.function_name)
+            self._variants[params] = kernel
+        return kernel
 
     # -- binding -----------------------------------------------------------------------------
 
@@ -184,7 +236,7 @@ class NumbaAdapter:
 
     def source_text(self) -> str:
         try:
-            return inspect.getsource(self.py_func)
+            return inspect.getsource(getattr(self, "_source_of", self.py_func))
         except (OSError, TypeError):  # defined where no source file exists (a REPL)
             code = self.py_func.__code__
             blob = repr((code.co_code, code.co_consts, code.co_names)).encode()
@@ -215,6 +267,7 @@ class NumbaAdapter:
             options=self.options_text(),
             numba_kernel=self.kernel,
             argtypes=self.argtypes,
+            kernel_factory=self.factory,
             **fields,
         )
 
@@ -244,9 +297,11 @@ class NumbaAdapter:
         smem: int,
         torch: TorchBridge | None,
         args: Sequence[Any],
+        params: Any = None,
     ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
-        """(launch on the current stream, launch on a given stream) for one configuration."""
-        kernel = self.kernel
+        """(launch on the current stream, launch on a given stream) for one configuration (of
+        the factory's kernel for `params`, for a kernel with program parameters)."""
+        kernel = self.variant(params) if params else self.kernel
         native = self.native_stream
 
         def go_on(args: tuple[Any, ...], stream: Any) -> None:
@@ -277,6 +332,24 @@ class NumbaAdapter:
             kernel[grid, block, s, smem](*args)
 
         return (lambda args: on(args, current())), (lambda args, stream: on(args, given(stream)))
+
+
+def _call_factory(factory: Callable[..., Any], values: dict[str, int], where: str) -> Any:
+    """factory(**values), which must be a cuda.jit kernel (SpecError naming what it was)."""
+    try:
+        kernel = factory(**values)
+    except TypeError as exc:
+        raise SpecError(
+            f"kernel factory {where}: calling it with the parameter values {values} failed "
+            f"({exc}); it must take each program parameter as a keyword"
+        ) from None
+    if not is_numba_kernel(kernel):
+        raise SpecError(
+            f"kernel factory {where}({', '.join(f'{k}={v}' for k, v in values.items())}) "
+            f"returned a {type(kernel).__module__}.{type(kernel).__qualname__}, not a "
+            "numba.cuda.jit kernel"
+        )
+    return kernel
 
 
 def device_args(host_args: Sequence[Any]) -> tuple[Any, ...]:

@@ -50,6 +50,8 @@ _min_reduce = np.minimum.reduce
 _where = np.where
 _lexsort = np.lexsort
 _argsort = np.argsort
+_partition = np.partition
+_flatnonzero = np.flatnonzero
 
 
 @dataclass(frozen=True)
@@ -293,7 +295,16 @@ class HelperProgram:
             else:
                 # The rest by prediction, equal predictions in tie order. Sorted by prediction,
                 # the tied group (every t <= tie < every other t) comes first: skip it.
-                o = _argsort(score[perm], kind="stable")
+                sp = score[perm]
+                kth = _partition(sp, k - 1)[k - 1] if 4 * k < len(sp) else math.nan
+                if kth == kth:
+                    # Only the first k in (prediction, tie order) are needed: every candidate
+                    # predicted at most the k-th smallest, stably sorted, begins exactly as the
+                    # full stable sort does (a joint space has thousands of candidates).
+                    cand = _flatnonzero(sp <= kth)
+                    o = cand[_argsort(sp[cand], kind="stable")]
+                else:  # a small space (or a NaN k-th): the full stable sort
+                    o = _argsort(sp, kind="stable")
                 top += perm[o[c:k]].tolist()
                 if not score[top[-1]] < math.inf:
                     top = [i for i in top if score[i] < math.inf]
