@@ -26,6 +26,7 @@ __all__ = [
     "Timing",
     "TritonDevice",
     "compiled_resources",
+    "fix_interpreter_index",
     "interpreting",
     "time_launch",
     "triton_device",
@@ -171,3 +172,34 @@ def _time_cpu(launch: Callable[[], Any], warmup_ms: float, rep_ms: float, cap: i
         launch()
         samples.append((time.perf_counter() - t) * 1e3)
     return _summary(samples)
+
+
+_INDEX_FIXED = False
+
+
+def fix_interpreter_index() -> None:
+    """Let Triton's interpreter run loops over runtime integers under NumPy >= 2.4.
+
+    Triton 3.6's interpreter gives its scalar tensors `__index__ = int(handle.data)`, and
+    `handle.data` is a one-element array, which NumPy 2.4 no longer converts with `int()`
+    ("only 0-dimensional arrays can be converted"): `for off in range(0, N, BLOCK)` then fails in
+    every tutorial kernel that loops. This wraps the interpreter's tensor patching so `__index__`
+    reads the one element instead. Only the interpreter's (temporary, per launch) patch changes;
+    compiled GPU launches are untouched. Idempotent."""
+    global _INDEX_FIXED
+    if _INDEX_FIXED or not interpreting():
+        return
+    try:
+        from triton.runtime import interpreter
+    except ImportError:  # pragma: no cover - the extra brings triton
+        return
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None:  # another Triton: nothing to fix here
+        return
+
+    def patch_lang_tensor(tensor: Any, scope: Any) -> None:
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+
+    interpreter._patch_lang_tensor = patch_lang_tensor
+    _INDEX_FIXED = True

@@ -30,6 +30,7 @@ from klaraptor.backends.triton_backend import (
     CompiledResources,
     TritonDevice,
     compiled_resources,
+    fix_interpreter_index,
     time_launch,
     triton_device,
 )
@@ -112,6 +113,7 @@ class TritonTuner:
         refine: int = 0,
         progress: bool | None = None,
     ) -> None:
+        fix_interpreter_index()
         self.fn = fn
         self.arg_names: list[str] = list(getattr(fn, "arg_names", []))
         name = getattr(getattr(fn, "fn", fn), "__name__", "kernel")
