@@ -54,6 +54,7 @@ class Case:
     workload: list[dict[str, int]]
     notes: str = ""
     small: dict[str, int] = field(default_factory=dict)  # an interpreter-sized key
+    small_extra: dict[str, int] = field(default_factory=dict)  # make()'s other arguments there
 
     def jit(self, ns: dict[str, Any]) -> Any:
         return ns[self.kernel]
@@ -252,6 +253,7 @@ LAYER_NORM = Case(
     workload=[{"N": 1280 + 256 * i} for i in range(50)],
     notes="key N as the tutorial's kernel arguments allow (M is the grid: 4096 rows throughout)",
     small={"N": 40},
+    small_extra={"M": 3},
 )
 
 CASES = [VECTOR_ADD, FUSED_SOFTMAX, MATMUL, LAYER_NORM]

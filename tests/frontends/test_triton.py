@@ -10,9 +10,18 @@ import sys
 import pytest
 
 # Triton decides at import whether its language functions (tl.sum, ...) run in the interpreter,
-# so the switch must be on before the first import of triton in this process.
+# so the switch must be on before the first import of triton in this process. Where a CUDA GPU
+# is present, test_triton_gpu.py needs compiled launches instead: these tests then run only when
+# TRITON_INTERPRET=1 is set for the whole run.
 if "triton" not in sys.modules:
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+    try:
+        import torch as _torch
+
+        _gpu = _torch.cuda.is_available()
+    except ImportError:
+        _gpu = False
+    if not _gpu:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
 
 torch = pytest.importorskip("torch", reason="the triton extra (torch, triton) is not installed")
 triton = pytest.importorskip("triton", reason="the triton extra (torch, triton) is not installed")
@@ -212,3 +221,48 @@ def test_bad_input_names_the_problem(interpret, tmp_path) -> None:
     x = torch.rand(8)
     with pytest.raises(SpecError, match="is not an integer"):
         tuned[(1,)](x, x, x, 8.5)
+
+
+def _cases():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "triton_cases.py"
+    if not path.exists():
+        pytest.skip("benchmarks/triton_cases.py is not beside the tests (an installed package)")
+    spec = importlib.util.spec_from_file_location("triton_cases", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["triton_cases"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", ["vector_add", "fused_softmax", "matmul", "layer_norm"])
+def test_tutorial_kernels_through_klaraptor(interpret, tmp_path, name: str) -> None:
+    """Each vendored tutorial kernel, unchanged, built at two tiny keys with its config list,
+    then launched by klaraptor at a third key and checked against torch."""
+    from klaraptor.triton import autotune
+
+    cases = _cases()
+    case = next(c for c in cases.CASES if c.name == name)
+    ns = cases.load_tutorial(case.file)
+    configs = case.configs(ns)
+    small = case.small
+    half = {k: max(1, v // 2) for k, v in small.items()}
+    tuned = autotune(
+        configs=configs,
+        key=case.key,
+        warmup=0,
+        rep=1,
+        store=str(tmp_path / "s.db"),
+        sample=lambda **key: case.make("cpu", **key, **case.small_extra),
+        progress=False,
+    )(case.jit(ns))
+    build = tuned.build([half, small])
+    assert build.measured >= len(configs)
+    grid, args, kwargs = case.make(
+        "cpu", **{k: v + 3 for k, v in small.items()}, **case.small_extra
+    )
+    tuned[grid](*args, **kwargs)
+    case.check(args)
+    assert tuned.best_config in configs

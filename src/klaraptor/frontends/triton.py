@@ -86,6 +86,7 @@ class TritonBuild:
     measured: int
     seconds: float
     from_store: bool
+    active: np.ndarray  # programs resident per SM, per config (occupancy of its compiled variant)
     report: dict[str, Any] = field(default_factory=dict)
 
 
@@ -303,9 +304,8 @@ class TritonTuner:
         named = self._named(args, kwargs)
         cand = self._candidates(named, kwargs)
         waves = np.full(len(self.configs), np.inf)
-        for i in cand:
-            active = self._active(build.resources.get(i))
-            waves[i] = full_waves(self._programs(grid, named, i), active, self.device.sm_count)
+        programs = np.array([self._programs(grid, named, i) for i in cand], dtype=np.float64)
+        waves[cand] = full_waves(programs, build.active[cand], self.device.sm_count)
         pred = build.fit.predict(D.values(), waves)
         order = [i for i in np.argsort(pred) if i in set(cand) and np.isfinite(pred[i])]
         if not order:
@@ -588,8 +588,10 @@ class TritonTuner:
         if not t:
             reasons = sorted({m.reason for m in rows if m.reason})
             raise BuildError(f"{self.name}: no config could be measured: {reasons[:3]}")
-        active = np.array([self._active(res.get(i)) for i in cfg], dtype=np.float64)
-        w = full_waves(np.array(waves), active, self.device.sm_count)
+        active = np.array(
+            [self._active(res.get(i)) for i in range(len(self.configs))], dtype=np.float64
+        )
+        w = full_waves(np.array(waves), active[np.array(cfg)], self.device.sm_count)
         fit = choose_wave_fit(
             np.array(D, dtype=np.float64),
             np.array(cfg),
@@ -607,7 +609,8 @@ class TritonTuner:
             len(t),
             0.0,
             from_store,
-            {"fit": fit.to_dict()},
+            active,
+            {"fit": fit.to_dict(), "active_per_sm": active.tolist()},
         )
 
 
