@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+DEVICE = "cuda"  # "cpu" under --smoke (Triton's interpreter)
 
 
 def _cases() -> Any:
@@ -46,9 +47,27 @@ def _cases() -> Any:
 
 
 def _sync() -> None:
-    import torch
+    if DEVICE == "cuda":
+        import torch
 
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+
+
+def _cpu_bench(fn: Any, quantiles: Any = None, **_: Any) -> Any:
+    """triton.autotune's do_bench under --smoke (no GPU events in the interpreter)."""
+    fn()
+    t0 = time.perf_counter()
+    fn()
+    ms = (time.perf_counter() - t0) * 1e3
+    return [ms, ms, ms] if quantiles else ms
+
+
+def _smoke_shapes(case: Any) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
+    """Tiny training and workload keys for the interpreter (--smoke)."""
+    small = case.small
+    train = [{k: max(1, v // 2) for k, v in small.items()}, dict(small)]
+    workload = [{k: v * f + 1 for k, v in small.items()} for f in (2, 3)]
+    return train, workload
 
 
 def _median_ms(v: Any) -> float:
@@ -91,7 +110,15 @@ def run_case(
         "train": case.train,
         "notes": case.notes,
     }
-    workload = case.workload[: args.shapes]
+    train, workload = case.train, case.workload[: args.shapes]
+    extra: dict[str, int] = {}
+    if args.smoke:
+        (train, workload), extra = _smoke_shapes(case), dict(case.small_extra)
+    res["train"] = train
+
+    def make(**key: int) -> Any:
+        return case.make(DEVICE, **key, **extra)
+
     res["workload_shapes"] = len(workload)
     # 1. compile every config at each specialisation the workload needs (shared disk cache)
     t0 = time.perf_counter()
@@ -100,8 +127,8 @@ def run_case(
     res["n_configs"] = len(configs0)
     seen_spec: set[Any] = set()
     reps = []
-    for shape in [*case.train, *workload]:
-        grid, a, kw = case.make("cuda", **shape)
+    for shape in [*train, *workload]:
+        grid, a, kw = make(**shape)
         spec_key = tuple(sorted((k, v) for k, v in kw.items() if isinstance(v, int)))
         if spec_key in seen_spec:
             continue
@@ -116,7 +143,7 @@ def run_case(
     res["compile_s"] = time.perf_counter() - t0
     res["compile_specialisations"] = reps
     # correctness of a first launch, on the tutorial's own reference
-    grid, a, kw = case.make("cuda", **workload[0])
+    grid, a, kw = make(**workload[0])
     case.jit(ns0)[grid](*a, **kw, **configs0[0].all_kwargs())
     case.check(a)
 
@@ -130,11 +157,11 @@ def run_case(
         warmup=args.warmup,
         rep=args.rep,
         store=store,
-        sample=lambda **key: case.make("cuda", **key),
+        sample=make,
         progress=False,
     )(case.jit(ns_k))
     t0 = time.perf_counter()
-    build = tuned.build(case.train)
+    build = tuned.build(train)
     _sync()
     build_s = time.perf_counter() - t0
     res["klaraptor_build"] = {
@@ -147,7 +174,7 @@ def run_case(
     select_us: list[float] = []
     last: Any = None
     for shape in workload:
-        grid, a, kw = case.make("cuda", **shape)
+        grid, a, kw = make(**shape)
         _sync()
         t0 = time.perf_counter()
         tuned[grid](*a, **kw)
@@ -162,14 +189,19 @@ def run_case(
     # 3. triton.autotune over the same shapes: its tuning time, its best, its timings
     ns_t = cases.load_tutorial(case.file)
     configs_t = case.configs(ns_t)
-    at = triton.autotune(configs=configs_t, key=case.key, warmup=args.warmup, rep=args.rep)(
-        case.jit(ns_t)
-    )
+
+    # triton.autotune's own do_bench with the same warmup/rep as klaraptor's build (its
+    # warmup=/rep= arguments are deprecated in Triton 3.6 but mean the same)
+    def gpu_bench(fn: Any, quantiles: Any = None) -> Any:
+        return triton.testing.do_bench(fn, warmup=args.warmup, rep=args.rep, quantiles=quantiles)
+
+    do_bench = _cpu_bench if args.smoke else gpu_bench
+    at = triton.autotune(configs=configs_t, key=case.key, do_bench=do_bench)(case.jit(ns_t))
     t_first = 0.0
     shapes_out = []
     rs = []
     for shape, ci in zip(workload, chosen):
-        grid, a, kw = case.make("cuda", **shape)
+        grid, a, kw = make(**shape)
         _sync()
         t0 = time.perf_counter()
         at[grid](*a, **kw)
@@ -211,7 +243,7 @@ def run_case(
     res["select_us"] = {"median": sel[len(sel) // 2], "max": sel[-1]}
 
     # 4. per-call overhead at the smallest workload key (host time per launch)
-    grid, a, kw = case.make("cuda", **workload[0])
+    grid, a, kw = make(**workload[0])
     best_cfg = configs_t[configs_t.index(at.best_config)]
     jit_plain = case.jit(ns_t)
     n = args.overhead_calls
@@ -238,7 +270,17 @@ def main() -> int:
     ap.add_argument("--kernels", default="", help="comma-separated case names (default: all)")
     ap.add_argument("--shapes", type=int, default=50, help="workload shapes per kernel")
     ap.add_argument("--overhead-calls", type=int, default=2000)
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help="no GPU: Triton's interpreter on the CPU, tiny keys (checks the script, not speed)",
+    )
     args = ap.parse_args()
+    global DEVICE
+    if args.smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
+        DEVICE = "cpu"
+        args.overhead_calls = min(args.overhead_calls, 3)
     os.makedirs(args.outdir, exist_ok=True)
     # One fresh Triton disk cache for this run (step 1 fills it for both sides).
     os.environ.setdefault(
@@ -248,14 +290,17 @@ def main() -> int:
     import torch
     import triton
 
+    from klaraptor.backends.triton_backend import fix_interpreter_index
     from klaraptor.core.provenance import stamp
+
+    fix_interpreter_index()
 
     cases = _cases()
     wanted = [k for k in args.kernels.split(",") if k]
     out: dict[str, Any] = {
         "provenance": stamp(
             "PYTHONPATH=src python benchmarks/bench_triton.py " + " ".join(sys.argv[1:]),
-            gpu=torch.cuda.get_device_name(),
+            gpu=torch.cuda.get_device_name() if DEVICE == "cuda" else "none (--smoke: interpreter)",
             triton=triton.__version__,
             torch=torch.__version__,
         ),

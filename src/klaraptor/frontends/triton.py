@@ -303,16 +303,20 @@ class TritonTuner:
         D = self._size(key[: len(self.key)])
         named = self._named(args, kwargs)
         cand = self._candidates(named, kwargs)
+        # Configs left out by pruning keep infinite waves: never chosen.
         waves = np.full(len(self.configs), np.inf)
-        programs = np.array([self._programs(grid, named, i) for i in cand], dtype=np.float64)
+        if callable(grid):
+            programs = [self._programs(grid, named, i) for i in cand]
+        else:
+            programs = [self._programs(grid, named, cand[0])] * len(cand)
         waves[cand] = full_waves(programs, build.active[cand], self.device.sm_count)
         pred = build.fit.predict(D.values(), waves)
-        order = [i for i in np.argsort(pred) if i in set(cand) and np.isfinite(pred[i])]
-        if not order:
+        choice = int(np.argmin(pred))
+        if not np.isfinite(pred[choice]):
             raise KlaraptorError(f"{self.name}: no config is launchable at {D}")
         self.last_select_us = (time.perf_counter() - t0) * 1e6
-        choice = int(order[0])
-        if self.refine > 0 and len(order) > 1:
+        if self.refine > 0:
+            order = [int(i) for i in np.argsort(pred) if np.isfinite(pred[i])]
             choice = self._refine(order[: self.refine + 1], args, kwargs, grid, build, D)
         hit = (choice, dict(self._all_kwargs[choice]))
         self._cache[key] = hit
