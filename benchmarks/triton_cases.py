@@ -108,9 +108,11 @@ VECTOR_ADD = Case(
     "{512, 1024, 2048, 4096} x num_warps in {2, 4, 8}",
     make=_add_make,
     check=_add_check,
-    train=[{"n_elements": 2**k} for k in (16, 17, 18, 19)],
+    # Training reaches a few waves (2^23 elements: up to 4 waves of 512-element programs on 132
+    # SMs) so that the time of one wave is seen; the workload is 2x to 32x larger.
+    train=[{"n_elements": 2**k} for k in (20, 21, 22, 23)],
     workload=_distinct(
-        [{"n_elements": _round(v, 4096)} for v in [2**20 * 64 ** (i / 49) for i in range(50)]]
+        [{"n_elements": _round(v, 4096)} for v in [2**24 * 16 ** (i / 49) for i in range(50)]]
     ),
     small={"n_elements": 3000},
 )
@@ -148,11 +150,11 @@ FUSED_SOFTMAX = Case(
     "as in the tutorial",
     make=_softmax_make,
     check=_softmax_check,
-    train=[{"n_rows": r, "n_cols": c} for r in (512, 1024) for c in (256, 512)],
+    train=[{"n_rows": r, "n_cols": c} for r in (1024, 4096) for c in (256, 512)],
     workload=_distinct(
         [
             {"n_rows": r, "n_cols": c}
-            for r in (2048, 4096, 8192, 16384, 32768)
+            for r in (4096, 8192, 16384, 32768, 65536)
             for c in (640, 768, 1024, 1536, 2048, 2560, 3072, 3584, 4096, 5120)
         ]
     ),
