@@ -32,6 +32,8 @@ from klaraptor.core.errors import FitError
 
 __all__ = ["WaveFit", "choose_wave_fit", "fit_waves", "full_waves"]
 
+_LAUNCH_PULL = 1e-2
+
 
 def full_waves(programs: Any, active_per_sm: Any, sm_count: int) -> np.ndarray:
     """ceil(programs / (active · SMs)); inf where a program cannot be resident (active 0)."""
@@ -113,7 +115,15 @@ def fit_waves(
     w = 1.0 / t
     used = np.flatnonzero(np.abs(X).sum(axis=0) > 0)
     coef = np.zeros(n_cols)
-    sol, _ = nnls(X[:, used] * w[:, None], t * w, maxiter=50 * used.size)
+    A = X[:, used] * w[:, None]
+    y = t * w
+    # Where the training sizes do not separate the launch cost from one wave's time (every
+    # configuration in one wave at every training size), lean on a small launch cost: one
+    # wave then costs what the training measured, and more waves cost proportionally more.
+    # A weak pull (1% of a typical time) that data which do separate them overrule.
+    pull = np.zeros((1, used.size))
+    pull[0, 0] = _LAUNCH_PULL / float(np.median(t))
+    sol, _ = nnls(np.vstack([A, pull]), np.append(y, 0.0), maxiter=50 * used.size)
     coef[used] = sol
     b = np.array([coef[1 + c * k] for c in range(n_cfg)])
     g = np.array([[coef[1 + c * k + 1 + m] for m in range(len(terms))] for c in range(n_cfg)])
