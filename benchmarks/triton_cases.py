@@ -155,7 +155,7 @@ FUSED_SOFTMAX = Case(
         [
             {"n_rows": r, "n_cols": c}
             for r in (4096, 8192, 16384, 32768, 65536)
-            for c in (640, 768, 1024, 1536, 2048, 2560, 3072, 3584, 4096, 5120)
+            for c in (640, 768, 1024, 1280, 1536, 2048, 2560, 3072, 3584, 4096)
         ]
     ),
     notes="one program per row; each distinct next_power_of_2(n_cols) is a new compilation",
@@ -258,4 +258,5 @@ LAYER_NORM = Case(
     small_extra={"M": 3},
 )
 
-CASES = [VECTOR_ADD, FUSED_SOFTMAX, MATMUL, LAYER_NORM]
+# Cheapest first, so that a run cut short by its time limit keeps the most kernels.
+CASES = [VECTOR_ADD, LAYER_NORM, MATMUL, FUSED_SOFTMAX]

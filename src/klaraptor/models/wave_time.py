@@ -32,7 +32,7 @@ from klaraptor.core.errors import FitError
 
 __all__ = ["WaveFit", "choose_wave_fit", "fit_waves", "full_waves"]
 
-_LAUNCH_PULL = 1e-2
+_LAUNCH_PULL = 0.3
 
 
 def full_waves(programs: Any, active_per_sm: Any, sm_count: int) -> np.ndarray:
@@ -120,7 +120,8 @@ def fit_waves(
     # Where the training sizes do not separate the launch cost from one wave's time (every
     # configuration in one wave at every training size), lean on a small launch cost: one
     # wave then costs what the training measured, and more waves cost proportionally more.
-    # A weak pull (1% of a typical time) that data which do separate them overrule.
+    # The pull costs as much as a 30% error on one point per typical time of launch cost:
+    # data that do separate the two overrule it.
     pull = np.zeros((1, used.size))
     pull[0, 0] = _LAUNCH_PULL / float(np.median(t))
     sol, _ = nnls(np.vstack([A, pull]), np.append(y, 0.0), maxiter=50 * used.size)
