@@ -111,7 +111,9 @@ def readme_examples() -> dict[str, str]:
         if tag != "python":
             continue
         name = (
-            "numba"
+            "triton"
+            if "klaraptor.triton" in body
+            else "numba"
             if "from numba import cuda" in body
             else "cuda_core"
             if "compile_kernel" in body
@@ -121,7 +123,7 @@ def readme_examples() -> dict[str, str]:
         )
         out[name] = body
     # CuPy first: the torch example's kernel is the same (its build is then loaded, not made).
-    order = ("cupy", "torch", "cuda_core", "numba")
+    order = ("cupy", "torch", "cuda_core", "numba", "triton")
     return {k: out[k] for k in order if k in out}
 
 

@@ -126,11 +126,12 @@ def undefined_names(code: str) -> set[str]:
 
 def test_readme_gpu_examples_stand_alone() -> None:
     examples = blocks(section(GPU_EXAMPLES), "python")
-    assert len(examples) == 4  # Numba, CuPy, cuda.core, torch
+    assert len(examples) == 5  # Numba, CuPy, cuda.core, torch, Triton
     for code in examples:
         assert not undefined_names(code), (undefined_names(code), code)
         imported = {m.split(".")[0] for m in re.findall(r"^(?:from|import) ([\w.]+)", code, re.M)}
-        assert imported <= {"klaraptor", "numpy", "numba", "cupy", "torch", "cuda"}, imported
+        allowed = {"klaraptor", "numpy", "numba", "cupy", "torch", "cuda", "triton"}
+        assert imported <= allowed, imported
     assert undefined_names("import numpy as np\nprint(np.pi, n)") == {"n"}  # the check can fail
     assert undefined_names("def f():\n    return g\n") == {"g"}
 

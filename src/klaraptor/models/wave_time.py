@@ -1,0 +1,227 @@
+"""Time of a grid of independent programs from its exact wave count: the "waves" model.
+
+For kernels launched as a grid of independent programs (Triton's model; a CUDA grid too) whose
+program count per configuration is known exactly at any D (the grid formula), the time of
+configuration c at D is modelled as
+
+    t(c, D) = a + W_c(D) · (b_c + Σ_j g_{c,j} · D_j / D_j*)
+
+- W_c(D) = ceil(programs_c(D) / (active programs per SM_c · SMs)): the full waves, exact (never
+  fitted) from the grid and the occupancy of the compiled variant;
+- a: the launch cost, shared by every configuration;
+- b_c + Σ_j g_{c,j} D_j / D_j*: one wave's time, growing with the data parameters that set the work
+  of one program (K of a matmul, the row length of a softmax); D* scales them to 1 at the
+  largest training size. Which D_j enter is chosen by a fold on the training data only (hold out
+  the largest training size, predict its ranking), as the kernel's other choices are.
+
+All coefficients are non-negative (NNLS on relative errors), so no extrapolation turns a time
+negative or reverses the growth a training set showed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.optimize import nnls
+
+from klaraptor.core.errors import FitError
+
+__all__ = ["WaveFit", "choose_wave_fit", "fit_waves", "full_waves"]
+
+_LAUNCH_PULL = 0.3
+
+
+def full_waves(programs: Any, active_per_sm: Any, sm_count: int) -> np.ndarray:
+    """ceil(programs / (active · SMs)); inf where a program cannot be resident (active 0)."""
+    p = np.asarray(programs, dtype=np.float64)
+    a = np.asarray(active_per_sm, dtype=np.float64) * float(sm_count)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(a > 0, np.ceil(p / a), np.inf)
+
+
+@dataclass
+class WaveFit:
+    """A fitted waves model over `n_cfg` configurations and data parameters `data_names`."""
+
+    data_names: tuple[str, ...]
+    terms: tuple[int, ...]  # indices of the data parameters in the per-wave time
+    scale: np.ndarray  # D_j* (the largest training value of each data parameter)
+    a: float
+    b: np.ndarray  # (n_cfg,)
+    g: np.ndarray  # (n_cfg, len(terms))
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_cfg(self) -> int:
+        return int(self.b.size)
+
+    def predict(self, D: Sequence[float], waves: np.ndarray) -> np.ndarray:
+        """Predicted ms of every configuration at D, given their exact waves there."""
+        Dv = np.asarray(D, dtype=np.float64)
+        per_wave = self.b.copy()
+        if self.terms:
+            per_wave += self.g @ (Dv[list(self.terms)] / self.scale[list(self.terms)])
+        return self.a + np.asarray(waves, dtype=np.float64) * per_wave
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": "waves",
+            "data_names": list(self.data_names),
+            "terms": [self.data_names[j] for j in self.terms],
+            "scale": self.scale.tolist(),
+            "a_ms": self.a,
+            "b_ms": self.b.tolist(),
+            "g_ms": self.g.tolist(),
+            "report": self.report,
+        }
+
+
+def fit_waves(
+    D: np.ndarray,
+    cfg: np.ndarray,
+    waves: np.ndarray,
+    time_ms: np.ndarray,
+    n_cfg: int,
+    *,
+    data_names: Sequence[str],
+    terms: Sequence[int] = (),
+) -> WaveFit:
+    """Fit the model on measured points: D (n, d), configuration index, exact waves, time."""
+    D = np.atleast_2d(np.asarray(D, dtype=np.float64))
+    cfg = np.asarray(cfg, dtype=np.int64)
+    waves = np.asarray(waves, dtype=np.float64)
+    t = np.asarray(time_ms, dtype=np.float64)
+    ok = np.isfinite(t) & (t > 0) & np.isfinite(waves)
+    if not ok.any():
+        raise FitError("waves: no finite timing to fit")
+    D, cfg, waves, t = D[ok], cfg[ok], waves[ok], t[ok]
+    terms = tuple(int(j) for j in terms)
+    scale = np.max(D, axis=0)
+    scale[scale <= 0] = 1.0
+    k = 1 + len(terms)  # per-configuration columns
+    n_cols = 1 + n_cfg * k
+    X = np.zeros((t.size, n_cols))
+    X[:, 0] = 1.0
+    for i in range(t.size):
+        base = 1 + cfg[i] * k
+        X[i, base] = waves[i]
+        for m, j in enumerate(terms):
+            X[i, base + 1 + m] = waves[i] * D[i, j] / scale[j]
+    # Relative errors: every configuration and size counts alike whatever its time.
+    w = 1.0 / t
+    used = np.flatnonzero(np.abs(X).sum(axis=0) > 0)
+    coef = np.zeros(n_cols)
+    A = X[:, used] * w[:, None]
+    y = t * w
+    # Where the training sizes do not separate the launch cost from one wave's time (every
+    # configuration in one wave at every training size), lean on a small launch cost: one
+    # wave then costs what the training measured, and more waves cost proportionally more.
+    # The pull costs as much as a 30% error on one point per typical time of launch cost:
+    # data that do separate the two overrule it.
+    pull = np.zeros((1, used.size))
+    pull[0, 0] = _LAUNCH_PULL / float(np.median(t))
+    sol, _ = nnls(np.vstack([A, pull]), np.append(y, 0.0), maxiter=50 * used.size)
+    coef[used] = sol
+    b = np.array([coef[1 + c * k] for c in range(n_cfg)])
+    g = np.array([[coef[1 + c * k + 1 + m] for m in range(len(terms))] for c in range(n_cfg)])
+    g = g.reshape(n_cfg, len(terms))
+    measured = np.zeros(n_cfg, dtype=bool)
+    measured[np.unique(cfg)] = True
+    # A configuration never measured has no evidence: it is never chosen.
+    b[~measured] = np.inf
+    per_wave = b[cfg].copy()
+    for m, j in enumerate(terms):
+        per_wave += g[cfg, m] * D[:, j] / scale[j]
+    pred = coef[0] + waves * per_wave
+    rel = np.abs(pred / t - 1.0)
+    return WaveFit(
+        tuple(data_names),
+        terms,
+        scale,
+        float(coef[0]),
+        b,
+        g,
+        {"points": int(t.size), "median_rel_error": float(np.median(rel))},
+    )
+
+
+def _ranking_loss(
+    fit: WaveFit, D: np.ndarray, cfg: np.ndarray, waves: np.ndarray, t: np.ndarray, n_cfg: int
+) -> tuple[float, float]:
+    """(time of the predicted best / measured best, centered log error) at each held-out D."""
+    rs, errs = [], []
+    for row in np.unique(D, axis=0):
+        at = np.all(D == row, axis=1) & np.isfinite(t)
+        if at.sum() < 2:
+            continue
+        w_full = np.full(n_cfg, np.inf)
+        w_full[cfg[at]] = waves[at]
+        pred = fit.predict(row, w_full)
+        meas = np.full(n_cfg, np.inf)
+        meas[cfg[at]] = t[at]
+        cand = np.isfinite(meas)
+        choice = int(np.argmin(np.where(cand, pred, np.inf)))
+        rs.append(meas[choice] / meas[cand].min())
+        e = np.log(pred[cand] / meas[cand])
+        errs.append(float(np.sqrt(np.mean((e - np.median(e)) ** 2))))
+    if not rs:
+        return math.nan, math.nan
+    return float(np.exp(np.mean(np.log(rs)))), float(np.mean(errs))
+
+
+def choose_wave_fit(
+    D: np.ndarray,
+    cfg: np.ndarray,
+    waves: np.ndarray,
+    time_ms: np.ndarray,
+    n_cfg: int,
+    *,
+    data_names: Sequence[str],
+) -> WaveFit:
+    """Fit with the per-wave terms a fold on the training data chooses: fit on all sizes but the
+    largest, rank at the largest; the lowest geomean r wins (then the lowest log error, then the
+    fewest terms). With one training size there is no fold: no terms."""
+    D = np.atleast_2d(np.asarray(D, dtype=np.float64))
+    cfg = np.asarray(cfg, dtype=np.int64)
+    waves = np.asarray(waves, dtype=np.float64)
+    t = np.asarray(time_ms, dtype=np.float64)
+    d = D.shape[1]
+    varying = [j for j in range(d) if np.unique(D[:, j]).size > 1]
+    options: list[tuple[int, ...]] = [()]
+    options += [(j,) for j in varying]
+    if len(varying) > 1:
+        options.append(tuple(varying))
+    size = np.prod(np.maximum(D, 1.0), axis=1)
+    largest = size == size.max()
+    fold: dict[str, Any] = {}
+    best = options[0]
+    if len(options) > 1 and (~largest).any() and np.unique(D[~largest], axis=0).shape[0] >= 2:
+        scored = []
+        for opt in options:
+            try:
+                f = fit_waves(
+                    D[~largest],
+                    cfg[~largest],
+                    waves[~largest],
+                    t[~largest],
+                    n_cfg,
+                    data_names=data_names,
+                    terms=opt,
+                )
+            except FitError:
+                continue
+            r, err = _ranking_loss(f, D[largest], cfg[largest], waves[largest], t[largest], n_cfg)
+            name = "+".join(data_names[j] for j in opt) or "none"
+            fold[name] = {"r": r, "log_error": err}
+            if math.isfinite(r):
+                scored.append((round(r, 4), err, len(opt), opt))
+        if scored:
+            best = min(scored)[3]
+    fit = fit_waves(D, cfg, waves, t, n_cfg, data_names=data_names, terms=best)
+    fit.report["fold"] = fold
+    fit.report["chosen_terms"] = [data_names[j] for j in best]
+    return fit

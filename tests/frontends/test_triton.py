@@ -1,0 +1,268 @@
+"""klaraptor.triton.autotune under Triton's CPU interpreter (TRITON_INTERPRET=1): real launches
+of real @triton.jit kernels on CPU torch tensors, checked against torch; the config dispatch;
+builds kept in the store and reloaded without measuring; bad input."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+# Triton decides at import whether its language functions (tl.sum, ...) run in the interpreter,
+# so the switch must be on before the first import of triton in this process. Where a CUDA GPU
+# is present, test_triton_gpu.py needs compiled launches instead: these tests then run only when
+# TRITON_INTERPRET=1 is set for the whole run.
+if "triton" not in sys.modules:
+    try:
+        import torch as _torch
+
+        _gpu = _torch.cuda.is_available()
+    except ImportError:
+        _gpu = False
+    if not _gpu:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+torch = pytest.importorskip("torch", reason="the triton extra (torch, triton) is not installed")
+triton = pytest.importorskip("triton", reason="the triton extra (torch, triton) is not installed")
+tl = pytest.importorskip("triton.language")
+
+from klaraptor.core.errors import SpecError  # noqa: E402
+from klaraptor.store import Store  # noqa: E402
+
+
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def rowsum_kernel(x_ptr, out_ptr, stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0)
+    tl.store(out_ptr + row, tl.sum(x, axis=0))
+
+
+@pytest.fixture
+def interpret() -> None:
+    from klaraptor.backends.triton_backend import interpreting
+
+    if not interpreting():
+        pytest.skip("triton was imported in this process without TRITON_INTERPRET=1")
+
+
+def _add_sample(n_elements: int):
+    x = torch.rand(n_elements)
+    y = torch.rand(n_elements)
+    out = torch.empty(n_elements)
+    grid = lambda META: (triton.cdiv(n_elements, META["BLOCK_SIZE"]),)  # noqa: E731
+    return grid, (x, y, out, n_elements), {}
+
+
+ADD_CONFIGS = [
+    triton.Config({"BLOCK_SIZE": 64}, num_warps=1),
+    triton.Config({"BLOCK_SIZE": 256}, num_warps=2),
+    triton.Config({"BLOCK_SIZE": 1024}, num_warps=4),
+]
+
+
+def _tuned_add(tmp_path, **kw):
+    from klaraptor.triton import autotune
+
+    jit = triton.jit(add_kernel)
+    return autotune(
+        configs=ADD_CONFIGS,
+        key=["n_elements"],
+        warmup=0,
+        rep=1,
+        store=str(tmp_path / "store.db"),
+        progress=False,
+        **kw,
+    )(jit)
+
+
+def test_launch_matches_torch_and_dispatches_the_chosen_config(interpret, tmp_path) -> None:
+    tuned = _tuned_add(tmp_path, sample=_add_sample)
+    build = tuned.build([1000, 3000, 5000])
+    assert build.measured == 9 and not build.from_store
+    assert [tuple(D.values()) for D in build.sizes] == [(1000,), (3000,), (5000,)]
+    for n in (12345, 40000):
+        x, y = torch.rand(n), torch.rand(n)
+        out = torch.full((n,), -1.0)
+        grid = lambda META, n=n: (triton.cdiv(n, META["BLOCK_SIZE"]),)  # noqa: E731
+        tuned[grid](x, y, out, n)
+        torch.testing.assert_close(out, x + y)
+        chosen = tuned.select(x, y, out, n, grid=grid)
+        assert chosen in ADD_CONFIGS and tuned.best_config is chosen
+        assert tuned.last_select_us > 0
+
+
+def test_each_config_dispatches_its_own_meta_parameters(interpret, tmp_path) -> None:
+    """Force each config through the cache and check the launched grid used its BLOCK_SIZE:
+    programs beyond n would write nothing, too few would leave -1s behind."""
+    tuned = _tuned_add(tmp_path, sample=_add_sample)
+    tuned.build([512, 2048])
+    n = 4096
+    x, y = torch.rand(n), torch.rand(n)
+    seen: list[int] = []
+
+    def grid(META):
+        seen.append(META["BLOCK_SIZE"])
+        return (triton.cdiv(n, META["BLOCK_SIZE"]),)
+
+    for i in range(len(ADD_CONFIGS)):
+        out = torch.full((n,), -1.0)
+        key = tuned._key_of((x, y, out, n), {})
+        tuned._cache[key] = (i, dict(tuned._all_kwargs[i]))
+        tuned[grid](x, y, out, n)
+        torch.testing.assert_close(out, x + y)
+        assert seen[-1] == ADD_CONFIGS[i].kwargs["BLOCK_SIZE"]
+
+
+def test_first_call_builds_from_scaled_down_keys_then_store_serves(interpret, tmp_path) -> None:
+    tuned = _tuned_add(tmp_path, sample=_add_sample)
+    n = 8192
+    x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
+    tuned[lambda META: (triton.cdiv(n, META["BLOCK_SIZE"]),)](x, y, out, n)
+    torch.testing.assert_close(out, x + y)
+    (build,) = tuned._builds.values()
+    assert sorted(D["n_elements"] for D in build.sizes) == [512, 1024, 2048, 4096]
+    # A new tuner over the same kernel, configs and store: no measurement, the same model.
+    again = _tuned_add(tmp_path, sample=None)
+    out2 = torch.empty(n)
+    again[lambda META: (triton.cdiv(n, META["BLOCK_SIZE"]),)](x, y, out2, n)
+    torch.testing.assert_close(out2, x + y)
+    (loaded,) = again._builds.values()
+    assert loaded.from_store and loaded.kernel == build.kernel
+    assert Store(str(tmp_path / "store.db")).count_measurements(build.kernel) == 12
+
+
+def test_a_changed_config_list_is_a_new_build(interpret, tmp_path) -> None:
+    from klaraptor.triton import autotune
+
+    a = _tuned_add(tmp_path, sample=_add_sample)
+    b = autotune(configs=ADD_CONFIGS[:2], key=["n_elements"], store=str(tmp_path / "s.db"))(
+        triton.jit(add_kernel)
+    )
+    assert a.kernel_name(("torch.float32",)) != b.kernel_name(("torch.float32",))
+
+
+def test_without_sample_the_first_call_is_measured_itself(interpret, tmp_path) -> None:
+    tuned = _tuned_add(tmp_path)
+    n = 3000
+    x, y, out = torch.rand(n), torch.rand(n), torch.empty(n)
+    tuned[lambda META: (triton.cdiv(n, META["BLOCK_SIZE"]),)](x, y, out, n)
+    torch.testing.assert_close(out, x + y)
+    (build,) = tuned._builds.values()
+    assert [D["n_elements"] for D in build.sizes] == [n]
+
+
+def test_two_dimensional_key_prune_and_reset(interpret, tmp_path) -> None:
+    from klaraptor.triton import autotune
+
+    configs = [
+        triton.Config({"BLOCK": 16}, num_warps=1),
+        triton.Config({"BLOCK": 64}, num_warps=2),
+        triton.Config({"BLOCK": 128}, num_warps=4, num_stages=2),
+    ]
+    pruned: list[int] = []
+
+    def prune(configs, named_args, **kwargs):
+        pruned.append(named_args["n_cols"])
+        return [c for c in configs if c.kwargs["BLOCK"] >= named_args["n_cols"]]
+
+    def sample(n_rows: int, n_cols: int):
+        x = torch.rand(n_rows, n_cols)
+        out = torch.empty(n_rows)
+        return (n_rows,), (x, out, x.stride(0), n_rows * 0 + n_cols), {}
+
+    tuned = autotune(
+        configs=configs,
+        key=["n_cols"],
+        prune_configs_by={"early_config_prune": prune},
+        reset_to_zero=["out_ptr"],
+        warmup=0,
+        rep=1,
+        store=str(tmp_path / "s.db"),
+        sample=lambda n_cols: sample(4, n_cols),
+        progress=False,
+    )(triton.jit(rowsum_kernel))
+    build = tuned.build([{"n_cols": 16}, {"n_cols": 48}, {"n_cols": 96}])
+    # a row must fit one block: 3 + 2 + 1 configs are left at n_cols = 16, 48, 96
+    assert build.measured == 6 and pruned == [16, 48, 96]
+    x = torch.rand(7, 120)
+    out = torch.empty(7)
+    tuned[(7,)](x, out, x.stride(0), 120)
+    assert tuned.best_config is configs[2]
+    torch.testing.assert_close(out, x.sum(dim=1))
+
+
+def test_bad_input_names_the_problem(interpret, tmp_path) -> None:
+    from klaraptor.triton import autotune
+
+    jit = triton.jit(add_kernel)
+    with pytest.raises(SpecError, match="names no argument"):
+        autotune(configs=ADD_CONFIGS, key=["N"])(jit)
+    with pytest.raises(SpecError, match="configs is empty"):
+        autotune(configs=[], key=["n_elements"])(jit)
+    with pytest.raises(SpecError, match="not an integer"):
+        autotune(configs=[triton.Config({"BLOCK_SIZE": "big"})], key=["n_elements"])(jit)
+    with pytest.raises(SpecError, match="unknown entries"):
+        autotune(configs=ADD_CONFIGS, key=["n_elements"], prune_configs_by={"topk": 2})(jit)
+    with pytest.raises(SpecError, match="use_cuda_graph"):
+        autotune(configs=ADD_CONFIGS, key=["n_elements"], use_cuda_graph=True)
+    tuned = _tuned_add(tmp_path, sample=_add_sample)
+    with pytest.raises(SpecError, match="must give the key"):
+        tuned.build(["big"])
+    x = torch.rand(8)
+    with pytest.raises(SpecError, match="is not an integer"):
+        tuned[(1,)](x, x, x, 8.5)
+
+
+def _cases():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "triton_cases.py"
+    if not path.exists():
+        pytest.skip("benchmarks/triton_cases.py is not beside the tests (an installed package)")
+    spec = importlib.util.spec_from_file_location("triton_cases", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["triton_cases"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", ["vector_add", "fused_softmax", "matmul", "layer_norm"])
+def test_tutorial_kernels_through_klaraptor(interpret, tmp_path, name: str) -> None:
+    """Each vendored tutorial kernel, unchanged, built at two tiny keys with its config list,
+    then launched by klaraptor at a third key and checked against torch."""
+    from klaraptor.triton import autotune
+
+    cases = _cases()
+    case = next(c for c in cases.CASES if c.name == name)
+    ns = cases.load_tutorial(case.file)
+    configs = case.configs(ns)
+    small = case.small
+    half = {k: max(1, v // 2) for k, v in small.items()}
+    tuned = autotune(
+        configs=configs,
+        key=case.key,
+        warmup=0,
+        rep=1,
+        store=str(tmp_path / "s.db"),
+        sample=lambda **key: case.make("cpu", **key, **case.small_extra),
+        progress=False,
+    )(case.jit(ns))
+    build = tuned.build([half, small])
+    assert build.measured >= len(configs)
+    grid, args, kwargs = case.make(
+        "cpu", **{k: v + 3 for k, v in small.items()}, **case.small_extra
+    )
+    tuned[grid](*args, **kwargs)
+    case.check(args)
+    assert tuned.best_config in configs
