@@ -5,37 +5,38 @@ Usage (device machine, repository root, one H200; resumable):
     KLARAPTOR_COMMIT=<sha> PYTHONPATH=src python3 scripts/device_table61.py OUTDIR --limit 235
     [--only truth,datadep,build,sweep128] [--kernels A,B]
 
-What it measures, in this order of priority (a task whose estimate does not fit the time left is
+What it measures (a task whose estimate, from the recorded data, is far beyond the time left is
 skipped and listed; a later, smaller one may still run):
-1. `truth`: every PolyBench (kernel, Table 6.1 size) pair without recorded ground truth
-   (`missing_pairs`: the pairs the recorded budget rule skipped, and 3DCONV at 512). The
-   candidates are the blocks of the kernel's recorded exhaustive search. Each pair is a race
-   (`klaraptor.collect.racing.race`) timed with klaraptor's own CUDA-event timer
-   (`backends.cupy_backend.Timer`, spin kernel in front of every sample):
-   - first estimate of every candidate: one sample of the full launch (kernels of 20 ms and
-     more; shorter ones get the race's usual first stage, >= 3 samples and 1 ms); for the
-     kernels whose every thread does the same work over a 2D grid of many waves (GEMM, 2MM,
-     3MM, SYRK, SYR2K at N >= 4096) a PARTIAL launch: the first 1/8 of the grid's rows of blocks
-     (the same waves the full grid starts with), its time scaled by the rows left out. Racing
-     stops there for the candidates that cannot win;
-   - contenders (the candidates whose estimate, widened by the band, reaches the leader's: 5 %
-     for partial estimates, 1 % for single full samples), the spec's default block and the
-     three best estimates get the full protocol on the full grid (>= 10 ms of kernel time, >= 3
-     samples; >= 2 samples and no warm-up for launches of 50 ms and more).
-   Every candidate's value records its stage ("first" / "full") and, for a partial one, the
-   fraction launched, so the report can say which times are estimates; for the candidates
-   measured both ways the partial estimate's error is kept (the check of the scaling).
-   Points are appended to OUTDIR/truth_points.jsonl as they are measured: a killed run loses
-   at most the point in flight, and the next run goes on from there.
-2. `datadep`: `scripts/device_data_dependence.py` over PolyBench and the Rodinia-style suite
-   (OUTDIR/data_dependence.json).
-3. `build`: `klaraptor.build(spec, train_sizes)` as a user calls it (model auto, budget 1.5 ×
-   tune-once, default collection options, a fresh empty store, the queried device), timed, per
-   PolyBench kernel then per Rodinia-style kernel (OUTDIR/builds.jsonl).
-4. `sweep128`: every candidate of every PolyBench 2D/1D kernel at N = 128 (the smallest power of
-   two of the thesis's exhaustive sum; raced as in 1), into truth_points.jsonl.
-The corr.k4 and covar.k3 pairs at N = 8192 come last: a launch takes about 3 s there and their
-triangular work leaves no partial launch, so each costs about 100-110 s (32 candidates).
+- `truth`: every PolyBench (kernel, Table 6.1 size) pair without recorded ground truth
+  (`bench.supplement.missing_pairs`: the 13 pairs the recorded budget rule skipped, and 3DCONV at
+  512). The candidates are the blocks of the kernel's recorded exhaustive search. Each pair is a
+  race (`klaraptor.collect.racing.race`) timed with klaraptor's own CUDA-event timer
+  (`backends.cupy_backend.Timer`, spin kernel in front of every sample):
+  - first estimate of every candidate: one sample of the full launch (from 20 ms on; shorter
+    launches get the race's usual first stage, >= 3 samples and 1 ms); for the kernels whose
+    every thread does the same work over a 2D grid of many waves (GEMM, 2MM, 3MM, SYRK, SYR2K at
+    N >= 4096) a PARTIAL launch: the first 1/8 of the grid's rows of blocks (the waves the full
+    grid starts with), its time scaled by the rows left out. Racing stops there for the
+    candidates that cannot win;
+  - the contenders (estimate, widened by the band, reaching the leader's: 5 % for partial
+    estimates, 1 % for one full sample), the spec's default block and the three best estimates
+    get the full protocol on the full grid (>= 10 ms of kernel time, >= 3 samples; >= 2
+    samples and no warm-up for launches of 50 ms and more).
+  Every value records its stage ("first" / "full") and, for a partial one, the fraction
+  launched; for candidates measured both ways the estimate is kept beside the full time (the
+  check of the scaling). Points go to OUTDIR/truth_points.jsonl as they are measured: a killed
+  run loses at most the point in flight, and the next run goes on from there.
+- `datadep`: `scripts/device_data_dependence.py` over PolyBench and the Rodinia-style suite
+  (OUTDIR/data_dependence.json, about 40 s).
+- `build`: `klaraptor.build(spec, train_sizes)` as a user calls it (model auto, budget 1.5 ×
+  tune-once, default collection options, a fresh empty store, the queried device), timed, per
+  kernel (OUTDIR/builds.jsonl).
+- `sweep128`: every candidate of every 1D/2D PolyBench kernel at N = 128 (the smallest power of
+  two of the thesis's exhaustive sum), raced as above, into truth_points.jsonl.
+Order: the truth pairs estimated under 45 s (11 pairs), the data-dependence check, SYR2K at
+8192, the 30 PolyBench builds, the N = 128 sweeps, corr.k4 and covar.k3 at 8192 (about 3 s a
+launch, and their triangular work leaves no partial launch: about 100-150 s each), the 14
+Rodinia-style builds.
 
 All GPU work runs in one child process (CuPy imported once; builds start their own collection
 workers); the parent kills its process group at `--limit` and restarts it after a crash (the
@@ -43,10 +44,10 @@ point that crashed is recorded as failed and skipped). After every task OUTDIR/h
 is rewritten: a recorded dataset (`klaraptor.bench.dataset`, format 1) holding the new truth rows,
 the build results and the N = 128 sweeps, with provenance (GPU, date, command, commit); copy it to
 src/klaraptor/data/ and `klaraptor bench report --recorded` merges it (`bench.supplement`).
-Expected duration of everything: about 14 min on an H200 (truth without the two 8192 pairs
-about 3 min, data dependence about 40 s, 44 builds about 6 min, N = 128 sweeps about 20 s,
-corr.k4/covar.k3 at 8192 about 4 min); with `--limit 235` one run does the first part, and
-running the same command again goes on where it stopped.
+Expected duration: everything about 17-20 min on an H200 (the plan printed at the start sums
+the estimates: about 21 min, pessimistic). One run with `--limit 235` does the first 11 truth
+pairs (about 3 min) and, if time is left, the data-dependence check; running the same command
+again goes on where it stopped (tasks done are never repeated; failed ones are retried).
 """
 
 from __future__ import annotations
@@ -322,7 +323,7 @@ def run_datadep(out: Path, deadline: float) -> dict[str, Any]:
     return row
 
 
-def child(out: Path, tasks: list[dict[str, Any]], deadline_epoch: float) -> int:
+def child(out: Path, tasks: list[dict[str, Any]], deadline_epoch: float, run: str) -> int:
     """Run `tasks` in order (each one's completion appended to tasks.jsonl)."""
     deadline = time.perf_counter() + (deadline_epoch - time.time())
     gpu: Gpu | None = None
@@ -331,10 +332,10 @@ def child(out: Path, tasks: list[dict[str, Any]], deadline_epoch: float) -> int:
         # Estimates are pessimistic (the cost model predates racing); a truth task keeps what it
         # measured when the limit stops it, so only a hopeless one is skipped.
         if 0.6 * task["estimate_s"] > left:
-            _append(out / TASKS, {**task, "status": "skipped",
+            _append(out / TASKS, {**task, "status": "skipped", "run": run,
                                   "reason": f"estimated {task['estimate_s']:.0f} s > {left:.0f} s left"})  # fmt: skip
             continue
-        _append(out / TASKS, {**task, "status": "started"})
+        _append(out / TASKS, {**task, "status": "started", "run": run})
         t = time.perf_counter()
         print(f"[{time.strftime('%H:%M:%S')}] {task['id']} (estimate {task['estimate_s']:.0f} s, "
               f"{left:.0f} s left)", flush=True)  # fmt: skip
@@ -359,7 +360,7 @@ def child(out: Path, tasks: list[dict[str, Any]], deadline_epoch: float) -> int:
             }
             status = "failed"
         wall = time.perf_counter() - t
-        _append(out / TASKS, {**task, "status": status, "wall_s": wall, "result": res})
+        _append(out / TASKS, {**task, "status": status, "wall_s": wall, "result": res, "run": run})
         print(f"    {status} in {wall:.1f} s {json.dumps(res, default=str)[:300]}", flush=True)
         if status == "stopped at the limit":
             break
@@ -370,8 +371,16 @@ def child(out: Path, tasks: list[dict[str, Any]], deadline_epoch: float) -> int:
 # The parent
 
 
+RUN = f"{os.getpid()}@{time.time():.0f}"  # this invocation (failed tasks are retried by the next)
+
+
 def finished(out: Path) -> set[str]:
-    return {r["id"] for r in _read_jsonl(out / TASKS) if r.get("status") in ("done", "failed")}
+    """Tasks done in any run, or failed in this one."""
+    return {
+        r["id"]
+        for r in _read_jsonl(out / TASKS)
+        if r.get("status") == "done" or (r.get("status") == "failed" and r.get("run") == RUN)
+    }
 
 
 def write_dataset(out: Path, command: str) -> None:
@@ -390,12 +399,13 @@ def main() -> int:
     ap.add_argument("--kernels", default="", help="comma-separated kernel names (default: all)")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=0.0, help=argparse.SUPPRESS)
+    ap.add_argument("--run", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)
     if args.child:
         tasks = json.loads(Path(args.child).read_text())
-        return child(out, tasks, args.deadline)
+        return child(out, tasks, args.deadline, args.run)
     t_start = time.time()
     deadline = t_start + args.limit - 8.0  # the dataset is written after the child
     command = " ".join(["python3", "scripts/device_table61.py", *sys.argv[1:]])
@@ -411,7 +421,8 @@ def main() -> int:
             break
         job = out / ".tasks.json"
         job.write_text(json.dumps(todo))
-        cmd = [sys.executable, __file__, str(out), "--child", str(job), "--deadline", str(deadline)]
+        cmd = [sys.executable, __file__, str(out), "--child", str(job), "--deadline", str(deadline),
+               "--run", RUN]  # fmt: skip
         proc = subprocess.Popen(cmd, start_new_session=True)
         try:
             rc = proc.wait(timeout=max(1.0, deadline - time.time()))
@@ -425,15 +436,22 @@ def main() -> int:
         # A crash: the task in flight is recorded as failed, the next child goes on.
         restarts += 1
         done_ids = finished(out)
-        started = [r for r in _read_jsonl(out / TASKS) if r.get("status") == "started"]
+        started = [
+            r
+            for r in _read_jsonl(out / TASKS)
+            if r.get("status") == "started" and r.get("run") == RUN
+        ]
         if started and started[-1]["id"] not in done_ids:
-            _append(out / TASKS, {**started[-1], "status": "failed",
+            _append(out / TASKS, {**started[-1], "status": "failed", "run": RUN,
                                   "result": {"error": f"the child died (exit {rc})"}})  # fmt: skip
     write_dataset(out, command)
-    left = [t for t in tasks if t["id"] not in finished(out)]
-    print(f"done in {time.time() - t_start:.0f} s; {len(tasks) - len(left)} of {len(tasks)} "
-          f"tasks finished; left (run the same command again): "
-          f"{', '.join(t['id'] for t in left) or 'none'}", flush=True)  # fmt: skip
+    rows = _read_jsonl(out / TASKS)
+    done = {r["id"] for r in rows if r.get("status") == "done"}
+    failed = {r["id"] for r in rows if r.get("status") == "failed" and r.get("run") == RUN} - done
+    left = [t["id"] for t in tasks if t["id"] not in done | failed]
+    print(f"done in {time.time() - t_start:.0f} s: {len(done & {t['id'] for t in tasks})} of "
+          f"{len(tasks)} tasks done, failed {sorted(failed) or 'none'}; left (run the same "
+          f"command again): {', '.join(left) or 'none'}", flush=True)  # fmt: skip
     return 0
 
 
