@@ -33,7 +33,7 @@ skipped and listed; a later, smaller one may still run):
   kernel (OUTDIR/builds.jsonl).
 - `sweep128`: every candidate of every 1D/2D PolyBench kernel at N = 128 (the smallest power of
   two of the thesis's exhaustive sum), raced as above, into truth_points.jsonl.
-Order: the truth pairs estimated under 45 s (11 pairs), the data-dependence check, SYR2K at
+Order: the data-dependence check, the truth pairs estimated under 45 s (11 pairs), SYR2K at
 8192, the 30 PolyBench builds, the N = 128 sweeps, corr.k4 and covar.k3 at 8192 (about 3 s a
 launch, and their triangular work leaves no partial launch: about 100-150 s each), the 14
 Rodinia-style builds.
@@ -45,9 +45,9 @@ is rewritten: a recorded dataset (`klaraptor.bench.dataset`, format 1) holding t
 the build results and the N = 128 sweeps, with provenance (GPU, date, command, commit); copy it to
 src/klaraptor/data/ and `klaraptor bench report --recorded` merges it (`bench.supplement`).
 Expected duration: everything about 17-20 min on an H200 (the plan printed at the start sums
-the estimates: about 21 min, pessimistic). One run with `--limit 235` does the first 11 truth
-pairs (about 3 min) and, if time is left, the data-dependence check; running the same command
-again goes on where it stopped (tasks done are never repeated; failed ones are retried).
+the estimates: about 21 min, pessimistic). One run with `--limit 235` does the data-dependence
+check and most of the first 11 truth pairs (about 3 min); running the same command again goes
+on where it stopped (tasks done are never repeated; failed ones are retried).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ POINTS = "truth_points.jsonl"
 TASKS = "tasks.jsonl"
 BUILDS = "builds.jsonl"
 DATADEP_BUDGET_S = 60.0  # 44 kernels at about 0.7-1 s each
-CHEAP_PAIR_S = 45.0  # truth pairs estimated below this come before the data-dependence check
+CHEAP_PAIR_S = 45.0  # truth pairs estimated below this come first (cheapest first)
 LONG_MS = 50.0  # launches this long need no warm-up and fewer samples
 SINGLE_MS = 20.0  # a first estimate of one sample from this long on
 
@@ -101,11 +101,10 @@ def plan(only: set[str], kernels: set[str]) -> list[dict[str, Any]]:
          "estimate_s": pair_estimate_s(name, n)}
         for name, n in pairs if (name, n) not in late
     ]  # fmt: skip
-    if "truth" in only:
-        tasks += [t for t in truth if t["estimate_s"] <= CHEAP_PAIR_S]
     if "datadep" in only:
         tasks.append({"id": "datadep", "kind": "datadep", "estimate_s": DATADEP_BUDGET_S + 15})
     if "truth" in only:
+        tasks += [t for t in truth if t["estimate_s"] <= CHEAP_PAIR_S]
         tasks += [t for t in truth if t["estimate_s"] > CHEAP_PAIR_S]
     if "build" in only:
         for name, est in build_tasks("polybench"):
