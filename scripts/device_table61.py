@@ -40,8 +40,9 @@ Rodinia-style builds.
 
 All GPU work runs in one child process (CuPy imported once; builds start their own collection
 workers); the parent kills its process group at `--limit` and restarts it after a crash (the
-point that crashed is recorded as failed and skipped). After every task OUTDIR/h200_table61.json.gz
-is rewritten: a recorded dataset (`klaraptor.bench.dataset`, format 1) holding the new truth rows,
+point that crashed is recorded as failed and skipped). At the end of every run, a stopped one
+included, OUTDIR/h200_table61.json.gz is rewritten from the JSONL files (`--dataset-only` does
+that alone, without a GPU): a recorded dataset (`klaraptor.bench.dataset`, format 1) holding the new truth rows,
 the build results and the N = 128 sweeps, with provenance (GPU, date, command, commit); copy it to
 src/klaraptor/data/ and `klaraptor bench report --recorded` merges it (`bench.supplement`).
 Expected duration: everything about 17-20 min on an H200 (the plan printed at the start sums
@@ -72,6 +73,7 @@ from klaraptor.bench.supplement import (
     SWEEP_N,
     build_tasks,
     dataset_from_outdir,
+    gpu_line,
     missing_pairs,
     pair_estimate_s,
     recorded_candidates,
@@ -396,6 +398,9 @@ def main() -> int:
     ap.add_argument("--limit", type=float, default=235.0, help="seconds for the whole run")
     ap.add_argument("--only", default="truth,datadep,build,sweep128")
     ap.add_argument("--kernels", default="", help="comma-separated kernel names (default: all)")
+    ap.add_argument(
+        "--dataset-only", action="store_true", help="only rewrite the dataset from OUTDIR's files"
+    )
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=0.0, help=argparse.SUPPRESS)
     ap.add_argument("--run", default="", help=argparse.SUPPRESS)
@@ -405,9 +410,15 @@ def main() -> int:
     if args.child:
         tasks = json.loads(Path(args.child).read_text())
         return child(out, tasks, args.deadline, args.run)
+    command = " ".join(["python3", "scripts/device_table61.py", *sys.argv[1:]])
+    if args.dataset_only:
+        write_dataset(out, command)
+        return 0
+    from klaraptor.core.provenance import stamp
+
+    _append(out / "runs.jsonl", {**stamp(command), "gpu": gpu_line(), "limit_s": args.limit})
     t_start = time.time()
     deadline = t_start + args.limit - 8.0  # the dataset is written after the child
-    command = " ".join(["python3", "scripts/device_table61.py", *sys.argv[1:]])
     only = set(args.only.split(","))
     kernels = {k for k in args.kernels.split(",") if k}
     tasks = plan(only, kernels)

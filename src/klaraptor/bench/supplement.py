@@ -169,7 +169,7 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _gpu_line() -> str:
+def gpu_line() -> str:
     try:
         res = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
@@ -272,9 +272,13 @@ def dataset_from_outdir(out: Path, *, command: str) -> Path:
         with_key = json.loads(datadep.read_text()).get("device")
         if with_key and not str(with_key).startswith("unknown"):
             keys.add(str(with_key))
+    runs = _jsonl(out / "runs.jsonl")  # the device runs that measured (date, command, commit)
+    last = runs[-1] if runs else stamp(command)
     provenance = {
-        **stamp(command),
-        "gpu": _gpu_line(),
+        **{k: last.get(k) for k in ("date", "command", "commit")},
+        "runs": runs,
+        "written_by": stamp(command),
+        "gpu": last.get("gpu") or gpu_line(),
         "device_key": next(iter(keys)) if len(keys) == 1 else sorted(keys),
         "what": "issue 36: truth of the PolyBench pairs the recorded budget skipped, builds "
         "timed, every candidate at N = 128 (scripts/device_table61.py)",
