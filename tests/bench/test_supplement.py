@@ -215,7 +215,11 @@ def test_the_race_measures_every_candidate_and_resumes(tmp_path: Path, monkeypat
     n_launches = len(gpu.launches)
     mod.run_truth(gpu, task, tmp_path, deadline=math.inf)
     assert len(gpu.launches) == n_launches  # resumed: nothing measured again
-    # A supplement from these rows: every candidate, the estimates named.
+    # A supplement from these rows: nothing before the task is marked done (a race stopped
+    # half-way is left out), then every candidate, the estimates named.
+    obj = sp.load_supplement(sp.dataset_from_outdir(tmp_path, command="test"))
+    assert obj["kernels"] == {}
+    mod._append(tmp_path / mod.TASKS, {"id": "t", "kind": "truth", **task, "status": "done"})
     path = sp.dataset_from_outdir(tmp_path, command="test")
     obj = sp.load_supplement(path)
     k = obj["kernels"][GEMM]

@@ -187,8 +187,11 @@ def supplement_from_rows(
     builds: Iterable[Mapping[str, Any]],
     *,
     provenance: Mapping[str, Any],
+    complete: set[tuple[str, int]] | None = None,
 ) -> dict[str, Any]:
-    """The supplement (format-1 dataset JSON) from the device script's point and build rows."""
+    """The supplement (format-1 dataset JSON) from the device script's point and build rows.
+    `complete`: the (kernel, N) whose race finished; the rows of any other pair are left out
+    (a race stopped half-way has not timed every candidate; the next run finishes it)."""
     from klaraptor import suite
 
     kernels: dict[str, dict[str, Any]] = {}
@@ -206,8 +209,11 @@ def supplement_from_rows(
 
     # The last row of a (kernel, N, block) wins, a full measurement over a first estimate.
     best: dict[tuple[str, int, Block], Mapping[str, Any]] = {}
+    points = list(points)
     for r in points:
         if r.get("failed") or "median_ms" not in r:
+            continue
+        if complete is not None and (str(r["kernel"]), int(r["N"])) not in complete:
             continue
         key = (str(r["kernel"]), int(r["N"]), tuple(int(v) for v in r["block"]))
         old = best.get(key)
@@ -287,7 +293,14 @@ def dataset_from_outdir(out: Path, *, command: str) -> Path:
             for t in _jsonl(out / "tasks.jsonl")
         ],
     }
-    obj = supplement_from_rows(_jsonl(out / "truth_points.jsonl"), builds, provenance=provenance)
+    complete = {
+        (t["kernel"], int(t["N"]))
+        for t in _jsonl(out / "tasks.jsonl")
+        if t.get("kind") == "truth" and t.get("status") == "done"
+    }
+    obj = supplement_from_rows(
+        _jsonl(out / "truth_points.jsonl"), builds, provenance=provenance, complete=complete
+    )
     path = out / SUPPLEMENT_NAME
     path.write_bytes(gzip.compress(json.dumps(obj, separators=(",", ":")).encode(), 9))
     return path
