@@ -241,7 +241,7 @@ def run_truth(gpu: Gpu, task: dict[str, Any], out: Path, deadline: float) -> dic
 
     def full(b: tuple[int, int, int]) -> dict[str, Any] | None:
         if b in done and done[b].get("stage") == "full":
-            return done[b]
+            return None if done[b].get("failed") else done[b]
         if time.perf_counter() > deadline:
             raise TimeoutError("limit reached")
         full_grid, _, _ = grids(b)
