@@ -434,7 +434,7 @@ def table_6_2_rows(results: Sequence[KernelResult]) -> list[dict[str, Any]]:
         c = cost_block(rs)
         walls, ex, ex_missing, top = [], 0.0, set(), None
         for r in rs:
-            data = _dataset(r.suite)
+            data = _dataset(r.suite or r.kernel.split(".")[0])
             kd = data.kernels[r.kernel]
             spec = _spec(r.kernel)
             hi = max(int(n) for n in spec.meta["eval_sizes"])
