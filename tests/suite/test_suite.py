@@ -135,7 +135,7 @@ def test_sizes(spec: KernelSpec) -> None:
     p = spec.data[0]
     assert p.lo <= min(train) and max(evals) <= p.hi
     if spec.dim == 3:
-        assert train == (32, 48, 64, 96) and evals == (128, 256, 384)
+        assert train == (32, 48, 64, 96) and evals == (128, 256, 512)
     else:
         assert train == (256, 512, 768, 1024, 1536) and evals == (2048, 4096, 8192)
 

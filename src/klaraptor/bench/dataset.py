@@ -95,7 +95,9 @@ class KernelData:
 
     @property
     def spec_summary(self) -> dict[str, Any]:
-        return {k: v for k, v in self.summary.items() if k not in ("collect", "truth")}
+        return {
+            k: v for k, v in self.summary.items() if k not in ("collect", "truth", "supplement")
+        }
 
     def facts(self, device: str) -> CollectFacts:
         entry = (self.summary.get("collect") or {}).get(device)

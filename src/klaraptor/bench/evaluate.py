@@ -444,6 +444,19 @@ def evaluate_kernel(
             pick = min(tried, key=med.__getitem__)
             pr.choices[res.name], pr.times[res.name] = pick, med[pick]
             pr.tried[res.name] = list(tried)
+        # Truth rows added by a race's first estimate (`bench.supplement`): say which methods'
+        # times rest on one, and whether the worst does.
+        estimated = {
+            tuple(int(v) for v in e[1:4])
+            for e in (kd.summary.get("supplement") or {}).get("estimated", [])
+            if int(e[0]) == N
+        }
+        if estimated:
+            pr.info["estimated_blocks"] = len(estimated)
+            pr.info["estimated_methods"] = sorted(
+                m for m, b in pr.choices.items() if b is not None and b in estimated
+            )
+            pr.info["worst_estimated"] = worst in estimated
         head = next((r for r in results if r.name == "klaraptor"), None)
         if head is not None:
             pr.predicted_ms = head.info.get("predicted_ms", {}).get(N, {})
