@@ -24,6 +24,10 @@ until the plan is done. The job's `extra` carries the plan, each point's plan ke
 known before (a replaced worker resumes the same plan).
 Exit status: 0 done, 1 fatal, 3 the CUDA context was lost (the parent starts a new worker).
 
+`python -m klaraptor.collect.worker --serve` is a warm worker (`klaraptor.collect.warm`): it runs
+every job file named on stdin in turn, writing each one's exit status to `<job>.exit`, and keeps
+its imports, CUDA context and compiled modules between jobs.
+
 Backends: the job's options name one (`CollectOptions.backend`), else the spec's own (`spec.backend`:
 "numba" for `numba.cuda.jit` kernels), else "cupy" (CUDA C++ through CuPy).
 """
@@ -615,6 +619,7 @@ def _run_probe(job: Job, events: Events) -> int:
         make_args=f"{fn.__module__}.{fn.__qualname__}",
         points=len(job.points),
         main=getattr(sys.modules.get("__main__"), "__name__", None),
+        pid=os.getpid(),
     )
     return EXIT_OK
 
@@ -715,13 +720,21 @@ _RUNNERS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the job in argv[0]; returns the exit status (see module doc)."""
+    """Run the job in argv[0] (or, with `--serve`, every job named on stdin); returns the exit
+    status (see module doc)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--serve"]:
+        return serve()
     if len(argv) != 1:
-        print("usage: python -m klaraptor.collect.worker JOBFILE", file=sys.stderr)
+        print("usage: python -m klaraptor.collect.worker JOBFILE | --serve", file=sys.stderr)
         return 2
     os.environ[IN_WORKER_ENV] = "1"
-    with open(argv[0], "rb") as fh:
+    return run_job(argv[0])
+
+
+def run_job(path: str) -> int:
+    """Run one job file; its exit status."""
+    with open(path, "rb") as fh:
         header = read_header(fh)
         events = Events(header["events"])
         try:
@@ -733,6 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 message=f"the worker cannot load the job: {type(exc).__name__}: {exc}",
                 traceback=traceback.format_exc()[-4000:],
             )
+            events.close()
             return EXIT_FATAL
     try:
         return _RUNNERS[job.mode](job, events)
@@ -747,7 +761,72 @@ def main(argv: Sequence[str] | None = None) -> int:
             message=str(exc),
             traceback=traceback.format_exc()[-4000:],
         )
+    finally:
+        events.close()
     return EXIT_FATAL
+
+
+_STDIN_BUFFER = bytearray()
+
+
+def _next_job(idle_exit_s: float) -> str | None:
+    """The next job path on stdin; None at end of input or after `idle_exit_s` without one.
+    Reads the file descriptor itself: a buffered reader could hold a line that select() then
+    never reports."""
+    import select
+
+    fd = sys.stdin.fileno()
+    while b"\n" not in _STDIN_BUFFER:
+        ready, _, _ = select.select([fd], [], [], idle_exit_s)
+        if not ready:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return None
+        _STDIN_BUFFER.extend(chunk)
+    i = _STDIN_BUFFER.index(b"\n")
+    line = bytes(_STDIN_BUFFER[:i]).decode("utf-8", errors="replace")
+    del _STDIN_BUFFER[: i + 1]
+    return line.strip()
+
+
+def serve() -> int:
+    """A warm worker (`klaraptor.collect.warm`): run each job path read on stdin, write its exit
+    status beside it, and keep the process (imports, CUDA context, compiled modules) for the
+    next; exit at end of input, when idle too long, or after a job lost the CUDA context."""
+    import gc
+
+    from klaraptor.collect.warm import IDLE_EXIT_S, write_exit
+
+    os.environ[IN_WORKER_ENV] = "1"
+    idle_s = float(os.environ.get("KLARAPTOR_WARM_IDLE_S", IDLE_EXIT_S))
+    while True:
+        path = _next_job(idle_s)
+        if path is None:
+            return EXIT_OK
+        if not path:
+            continue
+        try:
+            rc = run_job(path)
+        except Exception:  # noqa: BLE001 - an unreadable job file: that job fails, we go on
+            traceback.print_exc()
+            rc = EXIT_FATAL
+        gc.collect()  # the job's arguments, then their device memory, before the next job
+        _free_device_memory()
+        sys.stdout.flush()
+        write_exit(path, rc)
+        if rc == EXIT_CONTEXT_LOST:
+            return rc
+
+
+def _free_device_memory() -> None:
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            cupy.get_default_memory_pool().free_all_blocks()
+            cupy.get_default_pinned_memory_pool().free_all_blocks()
+        except Exception:  # noqa: BLE001 - best effort: a lost context is handled elsewhere
+            pass
 
 
 if __name__ == "__main__":
