@@ -355,7 +355,7 @@ def one_kernel(name: str, kt: bool = True) -> dict[str, Any]:
         kern = build(spec, store=store, progress=False)
         rec["build"] = {"wall_s": time.perf_counter() - t0, "model": kern.report.model}
         coll = kern.report.collect or {}
-        for k in ("wall_s", "counts", "plan"):
+        for k in ("wall_s", "counts", "plan", "worker"):
             if k in coll:
                 rec["build"][k] = coll[k]
         rec["build"]["candidates"] = len(kern.helper.candidates)

@@ -59,7 +59,8 @@ if _kl_r is not None:
     _kl_c = _kl_r.collect or {{}}
     _kl_rep = {{"model": _kl_r.model, "total_wall_s": _kl_r.total_wall_s,
                "fit_wall_s": _kl_r.fit_wall_s, "wall_s": _kl_c.get("wall_s"),
-               "counts": _kl_c.get("counts"), "ncu": _kl_c.get("ncu")}}
+               "counts": _kl_c.get("counts"), "ncu": _kl_c.get("ncu"),
+               "worker": _kl_c.get("worker")}}
     _kl_plan = _kl_c.get("plan")
     if isinstance(_kl_plan, dict):
         _kl_rep["plan"] = {{k: v for k, v in _kl_plan.items() if not isinstance(v, (list, dict))}}

@@ -235,12 +235,15 @@ def _run_info(job: Job, events: Events) -> int:
 
     k = _Kernel(job)
     be = k.backend
+    t = time.time()
     device = query_device(k.device_id)
+    steps = {"device_s": time.time() - t}
     attrs = be.attributes(k.fn)
     arch = f"compute_{device.cc[0]}{device.cc[1]}"
     barriers: int | None
     spec = job.spec
     first = k.variants()[0] if spec.params else None
+    t = time.time()
     try:
         ptx, entry = (
             be.kernel_ptx(spec, k.fn, arch, first) if first else be.kernel_ptx(spec, k.fn, arch)
@@ -249,6 +252,7 @@ def _run_info(job: Job, events: Events) -> int:
         note = f"static count of bar.sync/barrier.sync in the {arch} PTX (exact outside loops)"
     except Exception as exc:  # noqa: BLE001 - the count is optional; say why it is missing
         barriers, note = None, f"PTX barrier count unavailable: {describe_error(exc)}"
+    steps["ptx_s"] = time.time() - t
     variants: dict[str, Any] = {}
     for pv in k.variants():
         t = time.time()
@@ -264,16 +268,18 @@ def _run_info(job: Job, events: Events) -> int:
         device=device.to_dict(),
         ptx_barriers=barriers,
         ptx_note=note,
-        arg_bytes=_arg_bytes(job, be),
+        arg_bytes=_arg_bytes(job, be, steps),
         **k.timings(),
+        **steps,
     )
     return EXIT_OK
 
 
-def _arg_bytes(job: Job, be: CupyBackend) -> list[list[Any]]:
+def _arg_bytes(job: Job, be: CupyBackend, steps: dict[str, float] | None = None) -> list[list[Any]]:
     """[[D values, bytes of the array arguments]] at the sizes the job names: the kernel's
     argument footprint, which the scaling model compares with the L2 (a size whose arguments
-    cannot be made is left out)."""
+    cannot be made is left out). Its time goes to `steps["arg_bytes_s"]`."""
+    t0 = time.time()
     out: list[list[Any]] = []
     cache = _ArgsCache(job.spec, getattr(job.options, "seed", 0), be)
     for D in job.extra.get("sizes", ()):
@@ -286,6 +292,8 @@ def _arg_bytes(job: Job, be: CupyBackend) -> list[list[Any]]:
             args = ()
             be.free_memory()
         out.append([list(D.values()), nbytes])
+    if steps is not None:
+        steps["arg_bytes_s"] = time.time() - t0
     return out
 
 
