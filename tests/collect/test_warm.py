@@ -174,3 +174,28 @@ def test_an_idle_worker_exits_by_itself(tmp_path: Path, pool) -> None:  # noqa: 
     job, ev = _probe_job(tmp_path, "b")
     (probe,) = kp.run_once(kp.worker_command(job), ev, timeout_s=120, env=env, pool=pool)
     assert probe["event"] == "probe" and pool.started == 2  # a new one took the job
+
+
+def test_footprint_counted_without_making_the_arrays() -> None:
+    """The info job's argument bytes come from make_args.nbytes when it has one (inferred
+    arguments): no random arrays are made at every training size just to be counted."""
+    from types import SimpleNamespace
+
+    from klaraptor.collect import worker
+    from klaraptor.core.types import DataSize
+
+    class Counting:
+        def __call__(self, D, rng):  # noqa: ANN001, ANN204
+            raise AssertionError("arrays made")
+
+        def nbytes(self, D) -> int:  # noqa: ANN001
+            return 4 * int(D["N"])
+
+    job = SimpleNamespace(
+        spec=SimpleNamespace(make_args=Counting()),
+        options=None,
+        extra={"sizes": [DataSize(("N",), (64,)), DataSize(("N",), (128,))]},
+    )
+    steps: dict[str, float] = {}
+    assert worker._arg_bytes(job, None, steps) == [[[64], 256], [[128], 512]]
+    assert steps["arg_bytes_s"] >= 0

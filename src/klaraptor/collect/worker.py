@@ -282,7 +282,15 @@ def _arg_bytes(job: Job, be: CupyBackend, steps: dict[str, float] | None = None)
     t0 = time.time()
     out: list[list[Any]] = []
     cache = _ArgsCache(job.spec, getattr(job.options, "seed", 0), be)
+    # A make_args that knows its footprint (inferred arguments) spares making the arrays.
+    count = getattr(job.spec.make_args, "nbytes", None)
     for D in job.extra.get("sizes", ()):
+        if callable(count):
+            try:
+                out.append([list(D.values()), int(count(D))])
+                continue
+            except Exception:  # noqa: BLE001 - then count the real arrays below
+                pass
         try:
             args = cache.fresh(D)
             nbytes = sum(int(a.nbytes) for a in args if getattr(a, "ndim", 0) > 0)
@@ -807,6 +815,10 @@ def serve() -> int:
     from klaraptor.collect.warm import IDLE_EXIT_S, write_exit
 
     os.environ[IN_WORKER_ENV] = "1"
+    try:  # every job needs it: import it while the parent prepares the first job
+        import cupy  # noqa: F401
+    except Exception:  # noqa: BLE001 - a job without CuPy says so itself
+        pass
     idle_s = float(os.environ.get("KLARAPTOR_WARM_IDLE_S", IDLE_EXIT_S))
     while True:
         path = _next_job(idle_s)
