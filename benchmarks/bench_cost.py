@@ -334,10 +334,7 @@ def _free_gpu() -> None:
 
 def one_kernel(name: str, kt: bool = True) -> dict[str, Any]:
     """Every step of the module docstring for one kernel; a failed step is recorded."""
-    import numpy as np
-
     from klaraptor.assemble import build
-    from klaraptor.backends.cupy_backend import CupyBackend
     from klaraptor.space.configspace import ConfigSpace
     from klaraptor.spec import catalog
 
@@ -366,8 +363,26 @@ def one_kernel(name: str, kt: bool = True) -> dict[str, Any]:
                 picked[n] = _config_key(kern.select(n).block)
             except Exception as exc:  # noqa: BLE001 - recorded, the other sizes go on
                 rec.setdefault("select_errors", {})[n] = f"{type(exc).__name__}: {exc}"
-    # Steps 2-4 compile cold: no on-disk cache shared between them.
+    # Steps 2-4 compile cold: no on-disk cache shared between them. (Restored afterwards: the
+    # next kernel's build must find the same environment, and so the same warm worker.)
     os.environ["CUPY_CACHE_IN_MEMORY"] = "1"
+    try:
+        _user_steps(rec, spec, kern_picks=picked, L=L, evals=evals, blocks=blocks, kt=kt)
+    finally:
+        os.environ.pop("CUPY_CACHE_IN_MEMORY", None)
+    return rec
+
+
+def _user_steps(
+    rec: dict[str, Any], spec: Any, *, kern_picks: dict[int, str], L: int, evals: list[int],
+    blocks: Sequence[Any], kt: bool,
+) -> None:  # fmt: skip
+    """Steps 2-5 of the module docstring (the sweep, Kernel Tuner, the truth, r)."""
+    import numpy as np
+
+    from klaraptor.backends.cupy_backend import CupyBackend
+
+    picked = kern_picks
     be = CupyBackend()
     # 2. the plain CUDA-event sweep at the largest training size
     try:
@@ -449,8 +464,6 @@ def one_kernel(name: str, kt: bool = True) -> dict[str, Any]:
             pairs.append({"N": n, "error": f"{type(exc).__name__}: {exc}", "r": {}})
     rec["truth_wall_s"] = time.perf_counter() - t0
     rec["pairs"] = pairs
-    os.environ.pop("CUPY_CACHE_IN_MEMORY", None)
-    return rec
 
 
 def serve() -> int:
@@ -503,6 +516,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=float, default=170.0, help="seconds for the whole run")
     ap.add_argument("--step", type=float, default=60.0, help="seconds per kernel at most")
     ap.add_argument("--no-kt", action="store_true", help="skip Kernel Tuner")
+    ap.add_argument(
+        "--cold-workers",
+        action="store_true",
+        help="one measuring process per job (KLARAPTOR_WARM_WORKERS=0), as before issue 33",
+    )
     ap.add_argument("--merge-first-call", type=Path, help="bench_first_call.py's JSON to merge")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_intermixed_args(argv)
@@ -518,8 +536,14 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     env["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench_cost_cupy_")  # cold, as a new user's
     env["BENCH_COST_KT"] = "0" if a.no_kt else "1"
+    if a.cold_workers:
+        env["KLARAPTOR_WARM_WORKERS"] = "0"
+    prov_workers = "cold (one process per job)" if a.cold_workers else "warm (reused)"
     env.setdefault("PYTHONUNBUFFERED", "1")
-    prov = stamp(what="issue 33 item 6: build cost against Kernel Tuner and a plain sweep")
+    prov = stamp(
+        what="issue 33 item 6: build cost against Kernel Tuner and a plain sweep",
+        measuring_workers=prov_workers,
+    )
     try:
         smi = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm", "--format=csv,noheader"],
