@@ -199,3 +199,28 @@ def test_footprint_counted_without_making_the_arrays() -> None:
     steps: dict[str, float] = {}
     assert worker._arg_bytes(job, None, steps) == [[[64], 256], [[128], 512]]
     assert steps["arg_bytes_s"] >= 0
+
+
+def test_a_prestarted_worker_takes_the_first_job(tmp_path: Path, pool) -> None:  # noqa: ANN001
+    early = warm.prestart(pool)
+    assert early is not None and warm.prestart(pool) is None  # one is idle already
+    job, ev = _probe_job(tmp_path, "a")
+    (probe,) = kp.run_once(
+        kp.worker_command(job), ev, timeout_s=120, env=kp.worker_env(), pool=pool
+    )
+    assert probe["pid"] == early.proc.pid and pool.started == 1
+    pool.discard(early)  # it served a job: kept
+    assert pool.idle_workers() == 1
+
+
+def test_an_unused_prestarted_worker_is_discarded(pool) -> None:  # noqa: ANN001
+    import time
+
+    early = warm.prestart(pool)
+    assert early is not None
+    pool.discard(early)
+    assert pool.idle_workers() == 0
+    deadline = time.monotonic() + 20
+    while early.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert early.proc.poll() is not None

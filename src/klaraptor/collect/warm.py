@@ -236,6 +236,31 @@ class WarmPool:
                 self.started += 1
         return WarmRun(self, key, worker, job_file)
 
+    def prestart(self, python: str, env: Mapping[str, str] | None) -> WarmWorker | None:
+        """Start a worker for this Python and environment now, unless an idle one is there: it
+        imports while the caller prepares its first job. None when one was there already."""
+        key = (python, tuple(sorted((env or os.environ).items())))
+        now = time.monotonic()
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            if any(w.alive() and now - w.idle_since < IDLE_REUSE_S for w in idle):
+                return None
+            worker = WarmWorker(self._serve_argv(python), env, self._log_path())
+            self.started += 1
+            idle.append(worker)
+        return worker
+
+    def discard(self, worker: WarmWorker) -> None:
+        """End a prestarted worker that never got a job (its caller found it had none to do),
+        without waiting for it."""
+        with self._lock:
+            if worker.jobs:
+                return
+            for ws in self._idle.values():
+                if worker in ws:
+                    ws.remove(worker)
+        threading.Thread(target=worker.stop, daemon=True).start()
+
     def put_back(self, key: Any, worker: WarmWorker) -> None:
         worker.idle_since = time.monotonic()
         with self._lock:
@@ -268,6 +293,19 @@ def enabled() -> bool:
     return os.environ.get(WARM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+def prestart(pool: WarmPool | None = None) -> WarmWorker | None:
+    """Start the warm worker the next collection of this process will use (this Python, the
+    workers' environment), so its start-up overlaps the caller's own preparation; None when
+    warm workers are off or one is idle already. `WarmPool.discard` ends it if it is not used."""
+    if not enabled():
+        return None
+    import sys
+
+    from klaraptor.collect.process import worker_env
+
+    return (pool or POOL).prestart(sys.executable, worker_env())
+
+
 def start(
     argv: Sequence[str],
     log_path: Path,
@@ -296,6 +334,7 @@ __all__ = [
     "WarmWorker",
     "enabled",
     "exit_path",
+    "prestart",
     "start",
     "write_exit",
 ]
