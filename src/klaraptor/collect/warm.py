@@ -13,8 +13,8 @@ the next job gets a fresh worker. An idle worker exits by itself after `IDLE_EXI
 finished program does not hold a CUDA context), and the pool never hands out one idle for more
 than `IDLE_REUSE_S`, so a job never races a worker's own exit.
 
-Only the plain worker command (`worker_command`, no wrapper such as ncu or a parent-death guard)
-is served warm; `KLARAPTOR_WARM_WORKERS=0` turns warm workers off (one process per job, as
+`serve` is the worker's side of the protocol. Only the plain worker command (`worker_command`, no
+wrapper such as ncu or a parent-death guard) is served warm; `KLARAPTOR_WARM_WORKERS=0` turns warm workers off (one process per job, as
 before).
 """
 
@@ -324,6 +324,81 @@ def start(
     return FreshRun(argv, log_path, env)
 
 
+# ---------------------------------------------------------------------------------------------
+# The worker's side (`python -m klaraptor.collect.worker --serve`)
+
+_STDIN_BUFFER = bytearray()
+
+
+def _next_job(idle_exit_s: float) -> str | None:
+    """The next job path on stdin; None at end of input or after `idle_exit_s` without one.
+    Reads the file descriptor itself: a buffered reader could hold a line that select() then
+    never reports."""
+    import select
+    import sys
+
+    fd = sys.stdin.fileno()
+    while b"\n" not in _STDIN_BUFFER:
+        ready, _, _ = select.select([fd], [], [], idle_exit_s)
+        if not ready:
+            return None
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            return None
+        _STDIN_BUFFER.extend(chunk)
+    i = _STDIN_BUFFER.index(b"\n")
+    line = bytes(_STDIN_BUFFER[:i]).decode("utf-8", errors="replace")
+    del _STDIN_BUFFER[: i + 1]
+    return line.strip()
+
+
+def serve(run_job: Callable[[str], int]) -> int:
+    """A warm worker: run each job path read on stdin with `run_job`, write its exit status
+    beside it, and keep the process (imports, CUDA context, compiled modules) for the next;
+    exit at end of input, when idle for $KLARAPTOR_WARM_IDLE_S (default `IDLE_EXIT_S`), or after
+    a job lost the CUDA context."""
+    import gc
+    import sys
+    import traceback
+
+    from klaraptor.collect.process import EXIT_CONTEXT_LOST, EXIT_FATAL, EXIT_OK
+
+    try:  # every job needs it: import it while the parent prepares the first job
+        import cupy  # noqa: F401
+    except Exception:  # noqa: BLE001 - a job without CuPy says so itself
+        pass
+    idle_s = float(os.environ.get("KLARAPTOR_WARM_IDLE_S", IDLE_EXIT_S))
+    while True:
+        path = _next_job(idle_s)
+        if path is None:
+            return EXIT_OK
+        if not path:
+            continue
+        try:
+            rc = run_job(path)
+        except Exception:  # noqa: BLE001 - an unreadable job file: that job fails, we go on
+            traceback.print_exc()
+            rc = EXIT_FATAL
+        gc.collect()  # the job's arguments, then their device memory, before the next job
+        _free_device_memory()
+        sys.stdout.flush()
+        write_exit(path, rc)
+        if rc == EXIT_CONTEXT_LOST:
+            return rc
+
+
+def _free_device_memory() -> None:
+    import sys
+
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:
+        try:
+            cupy.get_default_memory_pool().free_all_blocks()
+            cupy.get_default_pinned_memory_pool().free_all_blocks()
+        except Exception:  # noqa: BLE001 - best effort: a lost context is handled elsewhere
+            pass
+
+
 __all__ = [
     "IDLE_EXIT_S",
     "IDLE_REUSE_S",
@@ -335,6 +410,7 @@ __all__ = [
     "enabled",
     "exit_path",
     "prestart",
+    "serve",
     "start",
     "write_exit",
 ]

@@ -740,7 +740,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     status (see module doc)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv == ["--serve"]:
-        return serve()
+        from klaraptor.collect.warm import serve
+
+        os.environ[IN_WORKER_ENV] = "1"
+        return serve(run_job)
     if len(argv) != 1:
         print("usage: python -m klaraptor.collect.worker JOBFILE | --serve", file=sys.stderr)
         return 2
@@ -780,73 +783,6 @@ def run_job(path: str) -> int:
     finally:
         events.close()
     return EXIT_FATAL
-
-
-_STDIN_BUFFER = bytearray()
-
-
-def _next_job(idle_exit_s: float) -> str | None:
-    """The next job path on stdin; None at end of input or after `idle_exit_s` without one.
-    Reads the file descriptor itself: a buffered reader could hold a line that select() then
-    never reports."""
-    import select
-
-    fd = sys.stdin.fileno()
-    while b"\n" not in _STDIN_BUFFER:
-        ready, _, _ = select.select([fd], [], [], idle_exit_s)
-        if not ready:
-            return None
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            return None
-        _STDIN_BUFFER.extend(chunk)
-    i = _STDIN_BUFFER.index(b"\n")
-    line = bytes(_STDIN_BUFFER[:i]).decode("utf-8", errors="replace")
-    del _STDIN_BUFFER[: i + 1]
-    return line.strip()
-
-
-def serve() -> int:
-    """A warm worker (`klaraptor.collect.warm`): run each job path read on stdin, write its exit
-    status beside it, and keep the process (imports, CUDA context, compiled modules) for the
-    next; exit at end of input, when idle too long, or after a job lost the CUDA context."""
-    import gc
-
-    from klaraptor.collect.warm import IDLE_EXIT_S, write_exit
-
-    os.environ[IN_WORKER_ENV] = "1"
-    try:  # every job needs it: import it while the parent prepares the first job
-        import cupy  # noqa: F401
-    except Exception:  # noqa: BLE001 - a job without CuPy says so itself
-        pass
-    idle_s = float(os.environ.get("KLARAPTOR_WARM_IDLE_S", IDLE_EXIT_S))
-    while True:
-        path = _next_job(idle_s)
-        if path is None:
-            return EXIT_OK
-        if not path:
-            continue
-        try:
-            rc = run_job(path)
-        except Exception:  # noqa: BLE001 - an unreadable job file: that job fails, we go on
-            traceback.print_exc()
-            rc = EXIT_FATAL
-        gc.collect()  # the job's arguments, then their device memory, before the next job
-        _free_device_memory()
-        sys.stdout.flush()
-        write_exit(path, rc)
-        if rc == EXIT_CONTEXT_LOST:
-            return rc
-
-
-def _free_device_memory() -> None:
-    cupy = sys.modules.get("cupy")
-    if cupy is not None:
-        try:
-            cupy.get_default_memory_pool().free_all_blocks()
-            cupy.get_default_pinned_memory_pool().free_all_blocks()
-        except Exception:  # noqa: BLE001 - best effort: a lost context is handled elsewhere
-            pass
 
 
 if __name__ == "__main__":
