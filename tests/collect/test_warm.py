@@ -224,3 +224,24 @@ def test_an_unused_prestarted_worker_is_discarded(pool) -> None:  # noqa: ANN001
     while early.proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert early.proc.poll() is not None
+
+
+@pytest.mark.gpu
+def test_two_builds_on_the_gpu_share_one_warm_worker(tmp_path: Path) -> None:
+    """Two budgeted builds in one process: their info and plan jobs all run on one worker."""
+    from klaraptor.assemble import build
+    from klaraptor.device.profile import query_device, recorded_profile
+    from klaraptor.spec import catalog
+    from klaraptor.store import Store
+
+    rec = recorded_profile("h200")
+    if query_device(0).key != rec.key:
+        pytest.skip("not the recorded H200: the device microbenchmarks would run first")
+    warm.POOL.close()
+    before = warm.POOL.started
+    for name in ("patterns.saxpy.saxpy", "patterns.poly.poly"):
+        store = Store(tmp_path / f"{name}.sqlite")
+        store.save_profile(rec)
+        kern = build(catalog.get(name), store=store, progress=False)
+        assert kern.report.collect["counts"]["time"]["ok"] > 0
+    assert warm.POOL.started - before == 1
