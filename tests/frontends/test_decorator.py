@@ -73,6 +73,9 @@ def test_inference_reproduces_types_and_scales_shapes() -> None:
     again = InferredArgs(info, "cupy").host({"n": 40, "m": 4}, np.random.default_rng(0))
     assert all(np.array_equal(a, b) for a, b in zip(made[:4], again[:4]))  # reproducible
     assert pickle.loads(pickle.dumps(InferredArgs(info, "numba"))) == InferredArgs(info, "numba")
+    # The footprint the collection worker counts without making the arrays.
+    made_bytes = sum(a.nbytes for a in made if getattr(a, "ndim", 0) > 0)
+    assert InferredArgs(info, "cupy").nbytes({"n": 40, "m": 4}) == made_bytes > 0
 
 
 @pytest.mark.parametrize(

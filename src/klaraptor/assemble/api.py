@@ -576,6 +576,7 @@ def _run_budgeted(
         )
         rep.wall_s["info"] = info.wall_s.get("info", 0.0)
         out.update(wall_s=rep.wall_s, counts=rep.counts, ncu=rep.ncu_status, measured=True)
+        out["worker"] = {"info": dict(info.worker), "plan": dict(rep.worker)}  # where time went
     else:
         executed = replay_from_store(plan, spec, store, device.key, candidates)
         out["measured"] = False

@@ -6,7 +6,9 @@ one (`CollectOptions.backend`, or a spec whose `backend` is "numba"):
   (`frontends.numba.NumbaKernelSpec`); `compile_spec` compiles exactly that signature;
 - static attributes (registers, shared, constant and local memory, max threads) come from Numba's
   compiled kernel for that signature; the PTX (for the barrier count) from `inspect_asm`;
-- launching: `kernel[grid, block, stream, smem](*args)` on Numba's default stream;
+- launching: `kernel[grid, block, stream, smem](*args)` on Numba's default stream, or the same
+  launch without Numba's per-call dispatch (`numba_fast`: arguments converted once per argument
+  tuple), which numba-cuda's tens of microseconds a launch made the measuring bar wait for;
 - timing: Numba events on that stream, with the spin kernel of `backend.Timer` in front of every
   sample. Numba has no clock64 intrinsic, so the spin is a dependent chain of float32 FMAs (each
   waits for the previous one: at least 4 SM cycles, Hopper's FFMA latency), which makes it at
@@ -27,7 +29,7 @@ import re
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,7 @@ from klaraptor.core.errors import CollectError, LaunchError, MissingDependencyEr
 from klaraptor.core.types import KernelAttributes
 
 DEFAULT_DYNAMIC_SMEM = 48 * 1024  # usable by every kernel without cudaFuncSetAttribute
+FAST_ENV = "KLARAPTOR_NUMBA_FAST_LAUNCH"  # "0": always launch through Numba's dispatcher
 _FFMA_LATENCY_CYCLES = 4
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(")
 _NUMPY_NAME = re.compile(r"module 'numpy' has no attribute '(\w+)'")
@@ -96,6 +99,11 @@ class NumbaCompiled:
     dispatcher: Any
     argtypes: tuple[Any, ...]
     name: str
+    # The fast launch path (`numba_fast`): its launcher, why it is off ("" = not refused), and
+    # whether a fast launch has succeeded (after which its failures are the launch's own).
+    fast: Any = field(default=None, compare=False, repr=False)
+    fast_off: str = field(default="", compare=False)
+    fast_ok: bool = field(default=False, compare=False)
 
     @property
     def overload(self) -> Any:
@@ -302,6 +310,20 @@ class NumbaBackend:
                 "B the Numba backend launches with (it does not opt kernels in to more)"
             )
 
+    def _fast(self, fn: NumbaCompiled) -> Any:
+        """The fast launcher of `fn`, or None (off, refused, or the simulator)."""
+        if fn.fast is None and not fn.fast_off:
+            if is_simulator() or os.environ.get(FAST_ENV, "1") == "0":
+                fn.fast_off = "switched off" if not is_simulator() else "the simulator"
+            else:
+                from klaraptor.backends.numba_fast import FastLauncher
+
+                try:
+                    fn.fast = FastLauncher(fn.dispatcher, fn.argtypes)
+                except Exception as exc:  # noqa: BLE001 - any refusal: launch the usual way
+                    fn.fast_off = f"{type(exc).__name__}: {exc}"
+        return None if fn.fast_off else fn.fast
+
     def launch(
         self,
         fn: NumbaCompiled,
@@ -310,7 +332,26 @@ class NumbaBackend:
         args: Sequence[Any],
         shared_mem: int = 0,
     ) -> None:
-        """`kernel[grid, block, 0, smem](*args)`; errors become LaunchError naming the config."""
+        """`kernel[grid, block, 0, smem](*args)`, through the fast path when it takes the kernel
+        (`numba_fast`: the same launch without Numba's per-call dispatch); errors become
+        LaunchError naming the configuration."""
+        fast = self._fast(fn)
+        if fast is not None:
+            try:
+                fast(grid, block, args, shared_mem)
+                fn.fast_ok = True
+                return
+            except Exception as exc:  # noqa: BLE001 - decided below
+                from klaraptor.backends.numba_fast import FastLaunchUnavailable
+
+                if fn.fast_ok and not isinstance(exc, FastLaunchUnavailable):
+                    raise LaunchError(
+                        f"launch of {fn.name} with grid {tuple(grid)}, block {tuple(block)}, "
+                        f"{int(shared_mem)} B dynamic shared memory failed: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from None
+                # Never worked, or not for these arguments: the usual launch from now on.
+                fn.fast_off = f"{type(exc).__name__}: {exc}"
         try:
             fn.dispatcher[tuple(grid), tuple(block), 0, int(shared_mem)](*args)
         except Exception as exc:  # noqa: BLE001 - Numba raises many types for a bad launch

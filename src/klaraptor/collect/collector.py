@@ -397,7 +397,11 @@ def _info_step(
     info = executor.kernel_info(spec, options, workdir, sizes)
     report.wall_s["info"] = time.perf_counter() - t
     report.worker.update(
-        {k: float(info[k]) for k in ("startup_s", "import_s", "compile_s") if k in info}
+        {
+            k: float(info[k])
+            for k in ("startup_s", "import_s", "compile_s", "device_s", "ptx_s", "arg_bytes_s")
+            if k in info
+        }
     )
     from klaraptor.device.profile import DeviceProfile
 

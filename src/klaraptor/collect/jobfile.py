@@ -139,9 +139,13 @@ def write_job(
         fh.write(body)
 
 
+_MAIN_DONE: list[Any] = []  # the main info already run in this (warm) worker
+
+
 def _fixup_main(info: Mapping[str, str] | None) -> None:
-    """Run the parent's main script/module as __mp_main__ and alias it as __main__."""
-    if not info:
+    """Run the parent's main script/module as __mp_main__ and alias it as __main__ (once per
+    worker: a warm worker's later jobs from the same parent find it there)."""
+    if not info or (_MAIN_DONE and _MAIN_DONE[0] == dict(info)):
         return
     module = types.ModuleType("__mp_main__")
     if "module" in info:
@@ -150,6 +154,7 @@ def _fixup_main(info: Mapping[str, str] | None) -> None:
         content = runpy.run_path(info["path"], run_name="__mp_main__")
     module.__dict__.update(content)
     sys.modules["__main__"] = sys.modules["__mp_main__"] = module
+    _MAIN_DONE[:] = [dict(info)]
 
 
 @dataclass

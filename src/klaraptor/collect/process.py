@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from klaraptor.collect import warm
 from klaraptor.core.errors import CollectError, CompileError, MissingDependencyError
 
 NVTX_PREFIX = "kp:"
@@ -92,6 +93,10 @@ class Events:
     def emit(self, event: str, **fields: Any) -> None:
         self._fh.write(json.dumps({"event": event, **fields}, default=_jsonable) + "\n")
         self._fh.flush()
+
+    def close(self) -> None:
+        """Done with this job's events (a warm worker goes on to the next job)."""
+        self._fh.close()
 
 
 class EventReader:
@@ -172,6 +177,7 @@ def run_isolated(
     startup_timeout_s: float = 300.0,
     env: Mapping[str, str] | None = None,
     poll_s: float = 0.01,
+    pool: warm.WarmPool | None = None,
 ) -> RunnerStats:
     """Process items in worker subprocesses, surviving crashes and hangs of single items.
 
@@ -182,7 +188,9 @@ def run_isolated(
     result), or an item runs longer than `timeout_s`, the item gets a 'failed' result with the
     reason, the worker's process group is killed, and a new worker takes the remaining items.
     `on_result` sees every item exactly once. Raises CollectError when a worker fails without
-    finishing any item, or stays idle for `startup_timeout_s`.
+    finishing any item, or stays idle for `startup_timeout_s`. The plain worker command runs
+    on a warm worker (`klaraptor.collect.warm`; `pool`, default the process's), so a worker is
+    started once and reused across runs; a killed or dead one is never reused.
     """
     remaining = list(dict.fromkeys(int(i) for i in ids))
     stats = RunnerStats()
@@ -193,15 +201,7 @@ def run_isolated(
         events_path = workdir / f"worker-{n}.events.jsonl"
         log_path = workdir / f"worker-{n}.log"
         argv = list(command(list(remaining), events_path))
-        with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=dict(env) if env is not None else None,
-            )
+        proc = warm.start(argv, log_path, env, pool)  # a warm worker, or a process of its own
         reader = EventReader(events_path)
         current: int | None = None
         started = last = time.monotonic()
@@ -246,7 +246,7 @@ def run_isolated(
                     break
                 now = time.monotonic()
                 if current is not None and now - started > timeout_s:
-                    kill_group(proc)
+                    proc.kill()
                     handle(reader.read())  # the result may have landed just before the kill
                     if current is not None:
                         timed_out = True
@@ -260,22 +260,21 @@ def run_isolated(
                         current = None
                     break
                 if current is None and now - last > startup_timeout_s:
-                    kill_group(proc)
+                    proc.kill()
                     raise CollectError(
                         f"the collection worker did nothing for {startup_timeout_s:g} s "
-                        f"(command: {' '.join(argv)}); output:\n{_tail(log_path)}"
+                        f"(command: {' '.join(argv)}); output:\n{proc.tail()}"
                     )
                 time.sleep(poll_s)
         finally:
-            if proc.poll() is None:
-                kill_group(proc)
+            proc.release()  # a warm worker whose job ended goes back to its pool
         rc = proc.returncode
         if fatal is not None:
-            _raise_fatal(fatal, _tail(log_path))
+            _raise_fatal(fatal, proc.tail())
         if rc != EXIT_OK and not timed_out:
             stats.crashes += 1  # died, or exited because its CUDA context was lost
         if current is not None:
-            tail = _tail(log_path, 800)
+            tail = proc.tail(800)
             finish(
                 current,
                 "failed",
@@ -286,7 +285,7 @@ def run_isolated(
         elif rc != EXIT_OK and done == 0 and remaining:
             raise CollectError(
                 f"the collection worker ended ({describe_returncode(rc)}) before finishing any point "
-                f"(command: {' '.join(argv)}); output:\n{_tail(log_path)}"
+                f"(command: {' '.join(argv)}); output:\n{proc.tail()}"
             )
         elif rc == EXIT_OK and remaining and done == 0:
             raise CollectError(
@@ -296,38 +295,36 @@ def run_isolated(
 
 
 def run_once(
-    argv: Sequence[str], events_path: Path, *, timeout_s: float, env: Mapping[str, str] | None
+    argv: Sequence[str],
+    events_path: Path,
+    *,
+    timeout_s: float,
+    env: Mapping[str, str] | None,
+    pool: warm.WarmPool | None = None,
 ) -> list[dict[str, Any]]:
     """Run a worker to completion and return its events; fatal events are raised."""
     log_path = events_path.with_suffix(".log")
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=dict(env) if env is not None else None,
-        )
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            kill_group(proc)
-            raise CollectError(
-                f"the collection worker did not finish within {timeout_s:g} s; output:\n"
-                f"{_tail(log_path)}"
-            ) from None
-        finally:
-            if proc.poll() is None:
-                kill_group(proc)
+    proc = warm.start(argv, log_path, env, pool)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while proc.poll() is None:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise CollectError(
+                    f"the collection worker did not finish within {timeout_s:g} s; output:\n"
+                    f"{proc.tail()}"
+                )
+            time.sleep(0.005)
+    finally:
+        proc.release()
     events = EventReader(events_path).read()
     for ev in events:
         if ev.get("event") == "fatal":
-            _raise_fatal(ev, _tail(log_path))
+            _raise_fatal(ev, proc.tail())
     if proc.returncode != EXIT_OK:
         raise CollectError(
             f"the collection worker ended ({describe_returncode(proc.returncode)}); output:\n"
-            f"{_tail(log_path)}"
+            f"{proc.tail()}"
         )
     return events
 

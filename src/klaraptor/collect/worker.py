@@ -24,6 +24,10 @@ until the plan is done. The job's `extra` carries the plan, each point's plan ke
 known before (a replaced worker resumes the same plan).
 Exit status: 0 done, 1 fatal, 3 the CUDA context was lost (the parent starts a new worker).
 
+`python -m klaraptor.collect.worker --serve` is a warm worker (`klaraptor.collect.warm`): it runs
+every job file named on stdin in turn, writing each one's exit status to `<job>.exit`, and keeps
+its imports, CUDA context and compiled modules between jobs.
+
 Backends: the job's options name one (`CollectOptions.backend`), else the spec's own (`spec.backend`:
 "numba" for `numba.cuda.jit` kernels), else "cupy" (CUDA C++ through CuPy).
 """
@@ -231,12 +235,15 @@ def _run_info(job: Job, events: Events) -> int:
 
     k = _Kernel(job)
     be = k.backend
+    t = time.time()
     device = query_device(k.device_id)
+    steps = {"device_s": time.time() - t}
     attrs = be.attributes(k.fn)
     arch = f"compute_{device.cc[0]}{device.cc[1]}"
     barriers: int | None
     spec = job.spec
     first = k.variants()[0] if spec.params else None
+    t = time.time()
     try:
         ptx, entry = (
             be.kernel_ptx(spec, k.fn, arch, first) if first else be.kernel_ptx(spec, k.fn, arch)
@@ -245,6 +252,7 @@ def _run_info(job: Job, events: Events) -> int:
         note = f"static count of bar.sync/barrier.sync in the {arch} PTX (exact outside loops)"
     except Exception as exc:  # noqa: BLE001 - the count is optional; say why it is missing
         barriers, note = None, f"PTX barrier count unavailable: {describe_error(exc)}"
+    steps["ptx_s"] = time.time() - t
     variants: dict[str, Any] = {}
     for pv in k.variants():
         t = time.time()
@@ -260,19 +268,29 @@ def _run_info(job: Job, events: Events) -> int:
         device=device.to_dict(),
         ptx_barriers=barriers,
         ptx_note=note,
-        arg_bytes=_arg_bytes(job, be),
+        arg_bytes=_arg_bytes(job, be, steps),
         **k.timings(),
+        **steps,
     )
     return EXIT_OK
 
 
-def _arg_bytes(job: Job, be: CupyBackend) -> list[list[Any]]:
+def _arg_bytes(job: Job, be: CupyBackend, steps: dict[str, float] | None = None) -> list[list[Any]]:
     """[[D values, bytes of the array arguments]] at the sizes the job names: the kernel's
     argument footprint, which the scaling model compares with the L2 (a size whose arguments
-    cannot be made is left out)."""
+    cannot be made is left out). Its time goes to `steps["arg_bytes_s"]`."""
+    t0 = time.time()
     out: list[list[Any]] = []
     cache = _ArgsCache(job.spec, getattr(job.options, "seed", 0), be)
+    # A make_args that knows its footprint (inferred arguments) spares making the arrays.
+    count = getattr(job.spec.make_args, "nbytes", None)
     for D in job.extra.get("sizes", ()):
+        if callable(count):
+            try:
+                out.append([list(D.values()), int(count(D))])
+                continue
+            except Exception:  # noqa: BLE001 - then count the real arrays below
+                pass
         try:
             args = cache.fresh(D)
             nbytes = sum(int(a.nbytes) for a in args if getattr(a, "ndim", 0) > 0)
@@ -282,6 +300,8 @@ def _arg_bytes(job: Job, be: CupyBackend) -> list[list[Any]]:
             args = ()
             be.free_memory()
         out.append([list(D.values()), nbytes])
+    if steps is not None:
+        steps["arg_bytes_s"] = time.time() - t0
     return out
 
 
@@ -615,6 +635,7 @@ def _run_probe(job: Job, events: Events) -> int:
         make_args=f"{fn.__module__}.{fn.__qualname__}",
         points=len(job.points),
         main=getattr(sys.modules.get("__main__"), "__name__", None),
+        pid=os.getpid(),
     )
     return EXIT_OK
 
@@ -715,13 +736,24 @@ _RUNNERS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the job in argv[0]; returns the exit status (see module doc)."""
+    """Run the job in argv[0] (or, with `--serve`, every job named on stdin); returns the exit
+    status (see module doc)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["--serve"]:
+        from klaraptor.collect.warm import serve
+
+        os.environ[IN_WORKER_ENV] = "1"
+        return serve(run_job)
     if len(argv) != 1:
-        print("usage: python -m klaraptor.collect.worker JOBFILE", file=sys.stderr)
+        print("usage: python -m klaraptor.collect.worker JOBFILE | --serve", file=sys.stderr)
         return 2
     os.environ[IN_WORKER_ENV] = "1"
-    with open(argv[0], "rb") as fh:
+    return run_job(argv[0])
+
+
+def run_job(path: str) -> int:
+    """Run one job file; its exit status."""
+    with open(path, "rb") as fh:
         header = read_header(fh)
         events = Events(header["events"])
         try:
@@ -733,6 +765,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 message=f"the worker cannot load the job: {type(exc).__name__}: {exc}",
                 traceback=traceback.format_exc()[-4000:],
             )
+            events.close()
             return EXIT_FATAL
     try:
         return _RUNNERS[job.mode](job, events)
@@ -747,6 +780,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             message=str(exc),
             traceback=traceback.format_exc()[-4000:],
         )
+    finally:
+        events.close()
     return EXIT_FATAL
 
 

@@ -507,7 +507,17 @@ class Tuned(functools.partial):
                 stacklevel=5,
             )
             return None
-        return self._build(self._options.sizes, D)
+        # Start the measuring worker now, so its start-up (Python, CuPy) overlaps the build's
+        # own preparation (issue 33); discarded if no job reaches it (no GPU after all).
+        from klaraptor.backends.cupy_backend import gpu_available
+        from klaraptor.collect import warm
+
+        early = warm.prestart() if gpu_available() else None
+        try:
+            return self._build(self._options.sizes, D)
+        finally:
+            if early is not None:
+                warm.POOL.discard(early)
 
     def _build(self, sizes: Sequence[Any] | None, D: DataSize | None) -> Any:
         from rich.console import Console

@@ -240,6 +240,16 @@ class InferredArgs:
     def describe(self) -> list[str]:
         return [info.describe() for info in self.args]
 
+    def nbytes(self, D: Mapping[str, int]) -> int:
+        """Bytes of the array arguments at D, as the arrays made there would have, without
+        making them (the collection worker's footprint count needs no random data)."""
+        total = 0
+        for info in self.args:
+            if info.kind == "array" and info.shape:
+                shape = tuple(int(e(D)) for e in info.shape)
+                total += math.prod(shape) * np.dtype(info.dtype).itemsize
+        return total
+
 
 def _device_maker(kind: str) -> Any:
     if kind == "numba":
