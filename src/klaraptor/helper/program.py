@@ -132,6 +132,7 @@ class HelperProgram:
         )
         self._key_index = {k: i for i, k in enumerate(self.keys)}
         self._threads = cand.prod(axis=1)
+        fixed: dict[str, np.ndarray | float]
         fixed = {k: v for k, v in self._fixed_blocks.items() if k in self.model.inputs}
         if "cfg" in self.model.inputs:
             fixed["cfg"] = np.arange(len(self.candidates), dtype=np.float64)

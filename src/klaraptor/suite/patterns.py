@@ -582,7 +582,8 @@ def blur5_ref(D: Data, h: tuple[Any, ...]) -> dict[int, np.ndarray]:
     a = _f64(h[0])
     n = a.shape[0]
     p = np.pad(a, 2, mode="edge")
-    return {1: sum(p[di : di + n, dj : dj + n] for di in range(5) for dj in range(5)) * 0.04}
+    window = sum(p[di : di + n, dj : dj + n] for di in range(5) for dj in range(5))
+    return {1: np.asarray(window) * 0.04}
 
 
 def resize2x_ref(D: Data, h: tuple[Any, ...]) -> dict[int, np.ndarray]:

@@ -47,7 +47,7 @@ import numpy as np
 
 from klaraptor.core.types import ParamStyle, ParamValues
 from klaraptor.space.configspace import default_candidates
-from klaraptor.spec import Block, Data, DataParam, KernelSpec
+from klaraptor.spec import Block, Data, DataParam, KernelSpec, ProgramParam
 
 ArgsFactory = Callable[..., tuple[Any, ...]]
 Reference = Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]]
@@ -846,9 +846,9 @@ def _spec(
         name=f"tunables.{benchmark}.{kernel}",
         source=source,
         kernel=kernel,
-        params=params,
+        params=tuple(ProgramParam(name, values) for name, values in params.items()),
         param_style=style,
-        default_params=default_params,
+        default_params=ParamValues(list(params), [default_params[name] for name in params]),
         data=(DataParam("N", arg=n_arg, lo=1, hi=HI[sizes]),),
         dim=dim,
         grid=grid,
