@@ -193,26 +193,37 @@ class Timer:
 
     def sample(self, launch_fn: Callable[[], None], inner: int) -> float:
         """Milliseconds per launch over `inner` back-to-back launches (one event pair)."""
-        cupy = self._cupy
-        stream = cupy.cuda.get_current_stream()
+        stream = self._stream()
         while True:
             if self._flush_buf is not None:
                 self._flush()
             t0 = time.perf_counter()
-            cycles = int(self._spin_us * self._clock_mhz)
-            self._spin((1,), (1,), (np.int64(cycles),))
+            self._launch_spin(stream)
             self._start.record(stream)
             for _ in range(inner):
                 launch_fn()
             self._end.record(stream)
             host_us = (time.perf_counter() - t0) * 1e6
-            try:
-                self._end.synchronize()
-            except _cuda_errors() as exc:
-                raise LaunchError(str(exc)) from None
-            ms = cupy.cuda.get_elapsed_time(self._start, self._end)
+            ms = self._elapsed_ms()
             if self._keep_sample(host_us):
                 return ms / inner
+
+    # What a backend's timer says in its own library (NumbaTimer overrides these three).
+    def _stream(self) -> Any:
+        return self._cupy.cuda.get_current_stream()
+
+    def _launch_spin(self, stream: Any) -> None:
+        """The spin kernel that keeps the GPU busy while the host enqueues the launches."""
+        cycles = int(self._spin_us * self._clock_mhz)
+        self._spin((1,), (1,), (np.int64(cycles),))
+
+    def _elapsed_ms(self) -> float:
+        """Wait for the end event; a CUDA error of a timed launch becomes LaunchError."""
+        try:
+            self._end.synchronize()
+        except _cuda_errors() as exc:
+            raise LaunchError(str(exc)) from None
+        return self._cupy.cuda.get_elapsed_time(self._start, self._end)
 
     def measure(
         self,

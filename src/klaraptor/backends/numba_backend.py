@@ -24,7 +24,6 @@ import functools
 import math
 import os
 import re
-import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -167,31 +166,22 @@ class NumbaTimer(Timer):
         self._flush_value = (self._flush_value + 1) % 251
         self._kernels["fill"][1024, 256](self._flush_buf, np.uint8(self._flush_value))
 
-    def sample(self, launch_fn: Callable[[], None], inner: int) -> float:
-        """Milliseconds per launch over `inner` back-to-back launches (one event pair)."""
-        cuda = self._cuda
-        stream = cuda.default_stream()
-        spin = self._kernels["spin"]
-        while True:
-            if self._flush_buf is not None:
-                self._flush()
-            t0 = time.perf_counter()
-            iters = spin_iterations(self._spin_us, self._clock_mhz)
-            spin[1, 1, stream](
-                np.int64(iters), np.float32(1.0000001), np.float32(1e-7), self._spin_out
-            )
-            self._start.record(stream)
-            for _ in range(inner):
-                launch_fn()
-            self._end.record(stream)
-            host_us = (time.perf_counter() - t0) * 1e6
-            try:
-                self._end.synchronize()
-            except Exception as exc:  # noqa: BLE001 - a CUDA error of a timed launch
-                raise LaunchError(f"{type(exc).__name__}: {exc}") from None
-            ms = float(self._start.elapsed_time(self._end))
-            if self._keep_sample(host_us):
-                return ms / inner
+    # `Timer.sample`'s loop, in Numba's terms.
+    def _stream(self) -> Any:
+        return self._cuda.default_stream()
+
+    def _launch_spin(self, stream: Any) -> None:
+        iters = spin_iterations(self._spin_us, self._clock_mhz)
+        self._kernels["spin"][1, 1, stream](
+            np.int64(iters), np.float32(1.0000001), np.float32(1e-7), self._spin_out
+        )
+
+    def _elapsed_ms(self) -> float:
+        try:
+            self._end.synchronize()
+        except Exception as exc:  # noqa: BLE001 - a CUDA error of a timed launch
+            raise LaunchError(f"{type(exc).__name__}: {exc}") from None
+        return float(self._start.elapsed_time(self._end))
 
 
 def _nvtx() -> tuple[Callable[[str], Any], Callable[[], Any]]:
