@@ -227,6 +227,21 @@ class HelperProgram:
         except (KeyError, TypeError):
             raise ProgramError(f"{self.kernel}: {key} is not a candidate") from None
 
+    # -- what the build recorded in `info` (kept a mapping: stores and exports carry it) -------
+
+    @property
+    def tune_once_index(self) -> int | None:
+        """The candidate tune-once launches (the best measured at the largest training size), by
+        index into `keys`; None where the build recorded none."""
+        value = self.info.get("tune_once")
+        return None if value is None else int(value)
+
+    @property
+    def device_key(self) -> str | None:
+        """The profile key of the GPU the helper was built for; None where not recorded."""
+        value = self.info.get("device")
+        return None if value is None else str(value)
+
     # -- evaluation ------------------------------------------------------------------------------
 
     @property

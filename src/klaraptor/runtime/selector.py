@@ -378,8 +378,7 @@ class Selector:
         ms = np.where(pred.valid, pred.ms, np.inf)
         band_out = pred.outputs.get("band")
         band = float(band_out[0]) if band_out is not None else float(self.helper.band)
-        must = self.helper.info.get("tune_once")
-        top = adaptive_topk(ms, band, None if must is None else int(must), max(1, int(kmax)))
+        top = adaptive_topk(ms, band, self.helper.tune_once_index, max(1, int(kmax)))
         return [self.helper.keys[i] for i in top]
 
     def extrapolation(self, D: DataSize) -> str:
