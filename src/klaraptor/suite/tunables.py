@@ -50,6 +50,15 @@ from klaraptor.space.configspace import default_candidates
 from klaraptor.spec import Block, Data, DataParam, KernelSpec, ProgramParam
 from klaraptor.suite.args import launch_args, rand_f32
 
+# The arguments of the kernels shaped as the patterns' (the same arrays, the same draws).
+from klaraptor.suite.patterns import (
+    histogram_args,
+    nbody_args,
+    square_args,
+    volume_args,
+)
+from klaraptor.suite.patterns import matmul_args as sgemm_args
+
 ArgsFactory = Callable[..., tuple[Any, ...]]
 Reference = Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]]
 
@@ -612,23 +621,6 @@ __global__ void nbody_tiles(const float4* __restrict__ body, float* __restrict__
 # ---------------------------------------------------------------------------------------------
 
 
-def sgemm_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
-    """(A, B, C, N): N x N matrices, A and B in [-1, 1)."""
-    n = D["N"]
-    mats = (
-        rand_f32(rng, (n, n), -1.0, 1.0),
-        rand_f32(rng, (n, n), -1.0, 1.0),
-        rand_f32(rng, (n, n)),
-    )
-    return launch_args(device, *mats, np.int32(n))
-
-
-def square_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
-    """(A, B, N): N x N input and output."""
-    n = D["N"]
-    return launch_args(device, rand_f32(rng, (n, n)), rand_f32(rng, (n, n)), np.int32(n))
-
-
 def gsmap_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(x, y, z, a, b, N)."""
     n = D["N"]
@@ -659,36 +651,12 @@ def reduce_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tu
     return launch_args(device, x, partial, np.zeros(1, dtype=np.uint32), rng.random(1), np.int32(n))
 
 
-def volume_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
-    """(A, B, N): N^3 input and output."""
-    n = D["N"]
-    return launch_args(device, rand_f32(rng, (n, n, n)), rand_f32(rng, (n, n, n)), np.int32(n))
-
-
-def histogram_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
-    """(data, bins, N): values binomial around the middle bin (about 30 bins take most values,
-    as in an image's histogram, so lanes of a warp often meet on one bin); the bins start at
-    random counts, which the kernel adds to."""
-    n = D["N"]
-    data = rng.binomial(HIST_BINS - 1, 0.5, n).astype(np.uint32)
-    bins = rng.integers(1, 1000, HIST_BINS).astype(np.uint32)
-    return launch_args(device, data, bins, np.int32(n))
-
-
 def softmax_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(X, Y, N): N rows of SOFTMAX_L values in [-4, 4)."""
     n = D["N"]
     return launch_args(
         device, rand_f32(rng, (n, SOFTMAX_L), -4.0, 4.0), rand_f32(rng, (n, SOFTMAX_L)), np.int32(n)
     )
-
-
-def nbody_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
-    """(body, acc, N): N bodies as (x, y, z, mass) float32 quadruples in a unit cube."""
-    n = D["N"]
-    body = rand_f32(rng, (n, 4))
-    body[:, 3] = rand_f32(rng, n, 0.5, 1.5)
-    return launch_args(device, body.reshape(-1), rand_f32(rng, 3 * n), np.int32(n))
 
 
 # ---------------------------------------------------------------------------------------------
