@@ -28,13 +28,14 @@ demo: $(STAMP)
 	$(VENV)/bin/klaraptor demo
 
 test: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks experiments
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks experiments
+	$(VENV)/bin/ruff format --check src tests benchmarks experiments
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -6,7 +6,7 @@ Usage (device machine, repository root):
 Per kernel, two builds into fresh stores, both with the default budget (1.5) and counters off:
 the plain budgeted build, then `prior="snowpack", prior_keep=K` (the shipped SNOWPACK model,
 which was trained on the recorded H200 suites, these kernels included: this checks the path and
-the cost on a GPU, not the unseen-kernel quality, which `benchmarks/snowpack_prior.py` measures).
+the cost on a GPU, not the unseen-kernel quality, which `experiments/snowpack_prior.py` measures).
 Writes OUTDIR/prior_build.json: per build the wall seconds, the plan's summary (spent, tune-once's
 cost, counts), how many candidates were timed at L, and the chosen block at each evaluation
 size, which a CPU then scores against the recorded exhaustive search.

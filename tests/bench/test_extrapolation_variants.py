@@ -1,4 +1,4 @@
-"""The variant script `benchmarks/extrapolation_variants.py` (docs/extrapolation.md's variant log):
+"""The variant script `experiments/extrapolation_variants.py` (docs/extrapolation.md's variant log):
 each variant changes what it says and nothing is left patched afterwards."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from klaraptor.assemble import planned
 from klaraptor.bench import report as rp
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "extrapolation_variants.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "extrapolation_variants.py"
 KERNEL = "polybench.fdtd2d.k2"  # evaluated beyond the L2: the cold regime decides its pairs
 
 

@@ -348,7 +348,7 @@ def build(
     `prior="snowpack"` (budgeted builds): time the candidates at the largest training size in
     SNOWPACK's predicted order, which needs no measurement; `prior_keep=k` times only its first
     k there, so the build costs about k / n of tune-once's sweep and the others are never chosen
-    (`benchmarks/snowpack_prior.py` measures what that loses).
+    (`experiments/snowpack_prior.py` measures what that loses).
     """
     t0 = time.perf_counter()
     spec, budget, device = check_spec(spec), check_budget(budget), check_device(device)

@@ -26,7 +26,6 @@ import functools
 import math
 import os
 import re
-import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from klaraptor.backends.base import OutputCheck
 from klaraptor.backends.cupy_backend import _MIN_SPIN_US, Timer, relative_error
 from klaraptor.core.errors import CollectError, LaunchError, MissingDependencyError
 from klaraptor.core.types import KernelAttributes
@@ -174,31 +174,22 @@ class NumbaTimer(Timer):
         self._flush_value = (self._flush_value + 1) % 251
         self._kernels["fill"][1024, 256](self._flush_buf, np.uint8(self._flush_value))
 
-    def sample(self, launch_fn: Callable[[], None], inner: int) -> float:
-        """Milliseconds per launch over `inner` back-to-back launches (one event pair)."""
-        cuda = self._cuda
-        stream = cuda.default_stream()
-        spin = self._kernels["spin"]
-        while True:
-            if self._flush_buf is not None:
-                self._flush()
-            t0 = time.perf_counter()
-            iters = spin_iterations(self._spin_us, self._clock_mhz)
-            spin[1, 1, stream](
-                np.int64(iters), np.float32(1.0000001), np.float32(1e-7), self._spin_out
-            )
-            self._start.record(stream)
-            for _ in range(inner):
-                launch_fn()
-            self._end.record(stream)
-            host_us = (time.perf_counter() - t0) * 1e6
-            try:
-                self._end.synchronize()
-            except Exception as exc:  # noqa: BLE001 - a CUDA error of a timed launch
-                raise LaunchError(f"{type(exc).__name__}: {exc}") from None
-            ms = float(self._start.elapsed_time(self._end))
-            if self._keep_sample(host_us):
-                return ms / inner
+    # `Timer.sample`'s loop, in Numba's terms.
+    def _stream(self) -> Any:
+        return self._cuda.default_stream()
+
+    def _launch_spin(self, stream: Any) -> None:
+        iters = spin_iterations(self._spin_us, self._clock_mhz)
+        self._kernels["spin"][1, 1, stream](
+            np.int64(iters), np.float32(1.0000001), np.float32(1e-7), self._spin_out
+        )
+
+    def _elapsed_ms(self) -> float:
+        try:
+            self._end.synchronize()
+        except Exception as exc:  # noqa: BLE001 - a CUDA error of a timed launch
+            raise LaunchError(f"{type(exc).__name__}: {exc}") from None
+        return float(self._start.elapsed_time(self._end))
 
 
 def _nvtx() -> tuple[Callable[[str], Any], Callable[[], Any]]:
@@ -220,7 +211,7 @@ def _nvtx() -> tuple[Callable[[str], Any], Callable[[], Any]]:
         ) from exc
 
 
-class NumbaBackend:
+class NumbaBackend(OutputCheck):
     """The GPU backend of collection for `numba.cuda.jit` kernels (see the module doc)."""
 
     name = "numba"
@@ -419,24 +410,12 @@ class NumbaBackend:
             if hasattr(a, "copy_to_device") and np.dtype(a.dtype).kind in "fc":
                 a.copy_to_device(np.full(a.shape, np.nan, dtype=a.dtype))
 
-    def check_outputs(
-        self,
-        launch_fn: Callable[[Sequence[Any]], None],
-        args: Sequence[Any],
-        expected: Mapping[int, np.ndarray],
-        *,
-        poison_indices: Sequence[int],
-        rtol: float,
-    ) -> dict[str, Any]:
-        """As `CupyBackend.check_outputs`: one launch on `args`, outputs compared with `expected`."""
-        self.poison(args, poison_indices)
-        launch_fn(args)
-        self.synchronize("checked launch")
+    def output_errors(
+        self, args: Sequence[Any], expected: Mapping[int, np.ndarray]
+    ) -> dict[str, float]:
+        """Each output's relative error, on the host (see `OutputCheck.check_outputs`)."""
         host = self.to_host([args[int(i)] for i in expected])
-        errors = {str(i): relative_error(h, ref) for (i, ref), h in zip(expected.items(), host)}
-        worst = max(errors.values(), default=0.0)
-        ok = all(e <= rtol for e in errors.values())  # NaN compares False: a NaN output fails
-        return {"ok": bool(ok), "rtol": float(rtol), "max_rel_err": worst, "errors": errors}
+        return {str(i): relative_error(h, ref) for (i, ref), h in zip(expected.items(), host)}
 
     def device_clock_mhz(self, device_id: int = 0) -> float:
         """The SM clock the device reports (kHz attribute → MHz); sizes the spin kernel (the

@@ -242,7 +242,7 @@ def klaraptor_provider(
                 for N, p in pred.items()
                 if "cold" in p.outputs
             },
-            "tune_once_index": kern.helper.info.get("tune_once"),
+            "tune_once_index": kern.helper.tune_once_index,
         }
         kern.selector.flush()
         return [

@@ -6,11 +6,14 @@ import argparse
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klaraptor.cli.common import console, open_store
 from klaraptor.core.errors import CollectError, KlaraptorError
 from klaraptor.core.validate import arg_nonempty, arg_positive_float, arg_positive_int
+
+if TYPE_CHECKING:  # the collector is imported when a GPU phase runs
+    from klaraptor.collect.collector import CollectReport
 
 
 def add_parser(sub: Any) -> None:
@@ -138,6 +141,7 @@ def _collect(args: argparse.Namespace) -> int:
         for spec in specs:
             row: dict[str, Any] = {"kernel": spec.name, "phase": phase, "device": device.key}
             t = time.perf_counter()
+            rep: CollectReport | None
             if phase == "time":
                 rep = collect_timing(spec, store, device=device)
             elif phase == "ncu":

@@ -119,7 +119,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def _build_all(
     args: argparse.Namespace,
     specs: list,
-    sizes: dict[str, list],
+    sizes: dict[str, list | None],
     budget: float | None,
     client: object,
 ) -> None:
@@ -382,8 +382,9 @@ def _show_fits(fits: dict[str, Any]) -> None:
         for metric, f in metrics.items():
             console.print(f"    {metric:22s} {f['method']:9s} {_fit_error(f)}", markup=False)
         return
-    report = (fits.get("scaling") or {}).get("report") if isinstance(fits, dict) else None
-    fold = (report or {}).get("fold") or {}
+    scaling = fits.get("scaling") if isinstance(fits, dict) else None
+    report = (scaling or {}).get("report") or {}
+    fold = report.get("fold") or {}
     if "error_without" not in fold:
         return
     anchor, target = float(fold.get("anchor", math.nan)), float(fold.get("target", math.nan))

@@ -220,7 +220,10 @@ def _gpu_demo(console: Console, store_path: str | None, plot: str | Path | None 
         pair = PairResult(
             name, GPU_EVAL, best, times[best], worst, times[worst], math.nan, len(times)
         )
-        pair.times = {"klaraptor": t, "default": times.get(spec.default_block, math.nan)}
+        default_t = (
+            math.nan if spec.default_block is None else times.get(spec.default_block, math.nan)
+        )
+        pair.times = {"klaraptor": t, "default": default_t}
         results.append(KernelResult(name, name, [pair], math.nan, math.nan, math.nan, {}))
         bottlenecks.append((name, GPU_EVAL, sel.block, _bottleneck(kern, GPU_EVAL)))
         table.add_row(
@@ -307,18 +310,18 @@ def _recorded_demo(
                 res = evaluate_kernel(store, data, name, model="auto")
                 results.append(res)
                 last = max(res.pairs, key=lambda q: q.N) if res.pairs else None
-                if last is not None and last.choices.get("klaraptor") is not None:
-                    p = last
+                chosen = None if last is None else last.choices.get("klaraptor")
+                if last is not None and chosen is not None:
                     spec = suite.get(name)
                     text = store_bottleneck(
                         spec,
                         store,
                         data.profile(),
                         [spec.size(n) for n in spec.meta["train_sizes"]],
-                        spec.size(p.N),
-                        p.choices["klaraptor"],
+                        spec.size(last.N),
+                        chosen,
                     )
-                    bottlenecks.append((name, p.N, p.choices["klaraptor"], text))
+                    bottlenecks.append((name, last.N, chosen, text))
                 model = res.fits.get("model_selection", {}).get("chosen", "?")
                 for p in res.pairs:
                     table.add_row(
@@ -421,5 +424,7 @@ def _resource_legend(texts: Sequence[str]) -> list[str]:
     ]
 
 
-def _block(b: Sequence[int]) -> str:
+def _block(b: Sequence[int] | None) -> str:
+    if b is None:  # no choice (the kernel could not be built or measured)
+        return "-"
     return "×".join(str(v) for v in (b if b[2] != 1 else b[:2]))

@@ -29,24 +29,14 @@ Block = tuple[int, int, int]
 Grid = tuple[int, int, int]
 
 
-class DataSize(Mapping[str, int]):
-    """D: the values of a kernel's data parameters, by name, ordered as the spec declares them.
-
-    Immutable and hashable (equal sizes of one kernel are equal keys everywhere). It reads like a
-    mapping (`D["N"]`, `dict(D)`), and `D.values()` is the ordered tuple of ints (the store key).
-    Construct it with `DataSchema.parse`; the constructor only checks shape.
-    """
+class _NamedInts(Mapping[str, int]):
+    """Named ints in a fixed order, immutable and hashable: what `DataSize` and `ParamValues`
+    share. A subclass's `__init__` checks and sets `_names`, `_values` and `_hash`."""
 
     __slots__ = ("_hash", "_names", "_values")
-
-    def __init__(self, names: Sequence[str], values: Sequence[int]) -> None:
-        names_t = tuple(names)
-        values_t = tuple(values)
-        if len(names_t) != len(values_t):
-            raise DataSizeError(f"data size: {len(values_t)} values for names {names_t}")
-        self._names = names_t
-        self._values = values_t
-        self._hash = hash((names_t, values_t))
+    _names: tuple[str, ...]
+    _values: tuple[int, ...]
+    _hash: int
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -78,21 +68,41 @@ class DataSize(Mapping[str, int]):
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        if type(other) is DataSize:
-            return self._values == other._values and self._names == other._names
+        if type(other) is type(self):
+            return self._values == other._values and self._names == other._names  # type: ignore[attr-defined]
         return Mapping.__eq__(self, other)
 
     def __ne__(self, other: object) -> bool:
         return not self == other
 
     def __repr__(self) -> str:
-        return f"DataSize({self})"
+        return f"{type(self).__name__}({self})"
 
     def __str__(self) -> str:
         return ", ".join(f"{n}={v}" for n, v in zip(self._names, self._values))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (DataSize, (self._names, self._values))
+        return (type(self), (self._names, self._values))
+
+
+class DataSize(_NamedInts):
+    """D: the values of a kernel's data parameters, by name, ordered as the spec declares them.
+
+    Immutable and hashable (equal sizes of one kernel are equal keys everywhere). It reads like a
+    mapping (`D["N"]`, `dict(D)`), and `D.values()` is the ordered tuple of ints (the store key).
+    Construct it with `DataSchema.parse`; the constructor only checks shape.
+    """
+
+    __slots__ = ()
+
+    def __init__(self, names: Sequence[str], values: Sequence[int]) -> None:
+        names_t = tuple(names)
+        values_t = tuple(values)
+        if len(names_t) != len(values_t):
+            raise DataSizeError(f"data size: {len(values_t)} values for names {names_t}")
+        self._names = names_t
+        self._values = values_t
+        self._hash = hash((names_t, values_t))
 
 
 _PAIR = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*([^,\s]+)\s*")
@@ -256,13 +266,13 @@ class ParamStyle(StrEnum):
     )
 
 
-class ParamValues(Mapping[str, int]):
+class ParamValues(_NamedInts):
     """The compile-time parameter values of one compiled variant, by name, in the spec's order.
 
     Immutable and hashable, like `DataSize`. `ParamValues.NONE` is the variant of a kernel
     without program parameters (every kernel before they existed)."""
 
-    __slots__ = ("_hash", "_names", "_values")
+    __slots__ = ()
     NONE: ParamValues
 
     def __init__(self, names: Sequence[str] = (), values: Sequence[int] = ()) -> None:
@@ -274,53 +284,8 @@ class ParamValues(Mapping[str, int]):
         self._values = values_t
         self._hash = hash(("P", names_t, values_t))
 
-    @property
-    def names(self) -> tuple[str, ...]:
-        return self._names
-
-    def values(self) -> tuple[int, ...]:  # type: ignore[override]
-        return self._values
-
-    def keys(self) -> tuple[str, ...]:  # type: ignore[override]
-        return self._names
-
-    def items(self) -> tuple[tuple[str, int], ...]:  # type: ignore[override]
-        return tuple(zip(self._names, self._values))
-
-    def __getitem__(self, name: str) -> int:
-        try:
-            return self._values[self._names.index(name)]
-        except ValueError:
-            raise KeyError(name) from None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
     def __bool__(self) -> bool:
         return bool(self._names)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is ParamValues:
-            return self._values == other._values and self._names == other._names
-        return Mapping.__eq__(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def __repr__(self) -> str:
-        return f"ParamValues({self})"
-
-    def __str__(self) -> str:
-        return ", ".join(f"{n}={v}" for n, v in zip(self._names, self._values))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (ParamValues, (self._names, self._values))
 
 
 ParamValues.NONE = ParamValues()

@@ -165,7 +165,7 @@ class DeviceProfile:
         if unknown:
             raise KlaraptorError(f"not microbenchmark fields: {sorted(unknown)}")
         prov = {**self.provenance, **(provenance or {})}
-        return dataclasses.replace(self, provenance=prov, **values)
+        return dataclasses.replace(self, provenance=prov, **values)  # type: ignore[arg-type]
 
     # -- model inputs -------------------------------------------------------------------------
 

@@ -198,7 +198,9 @@ def filter_outliers(keys: np.ndarray, y: np.ndarray) -> np.ndarray:
     return keep
 
 
-def poly_expr(exps: Exps, coefs: Sequence[Expr | float], names: Sequence[str]) -> Expr:
+def poly_expr(
+    exps: Sequence[tuple[int, ...]], coefs: Sequence[Expr | float], names: Sequence[str]
+) -> Expr:
     out: Expr | None = None
     for e, c in zip(exps, coefs):
         term: Expr = c if isinstance(c, Expr) else const(c)

@@ -123,11 +123,11 @@ def _is_pole(q: np.ndarray) -> bool:
 
 
 def _bounds(value: int | Sequence[int], k: int, what: str) -> tuple[int, ...]:
-    vals = (
-        [value] * k
-        if isinstance(value, int | np.integer) and not isinstance(value, bool)
-        else list(value)
-    )  # type: ignore[arg-type]
+    vals: list[Any]
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        vals = [value] * k
+    else:
+        vals = list(value)  # type: ignore[arg-type]  # a bool is not iterable: TypeError
     if len(vals) != k:
         raise FitError(f"{what} has {len(vals)} entries for {k} variables")
     for v in vals:

@@ -134,6 +134,7 @@ class HelperProgram:
         )
         self._key_index = {k: i for i, k in enumerate(self.keys)}
         self._threads = cand.prod(axis=1)
+        fixed: dict[str, np.ndarray | float]
         fixed = {k: v for k, v in self._fixed_blocks.items() if k in self.model.inputs}
         if "cfg" in self.model.inputs:
             fixed["cfg"] = np.arange(len(self.candidates), dtype=np.float64)
@@ -227,6 +228,21 @@ class HelperProgram:
             return self._key_index[key]
         except (KeyError, TypeError):
             raise ProgramError(f"{self.kernel}: {key} is not a candidate") from None
+
+    # -- what the build recorded in `info` (kept a mapping: stores and exports carry it) -------
+
+    @property
+    def tune_once_index(self) -> int | None:
+        """The candidate tune-once launches (the best measured at the largest training size), by
+        index into `keys`; None where the build recorded none."""
+        value = self.info.get("tune_once")
+        return None if value is None else int(value)
+
+    @property
+    def device_key(self) -> str | None:
+        """The profile key of the GPU the helper was built for; None where not recorded."""
+        value = self.info.get("device")
+        return None if value is None else str(value)
 
     # -- evaluation ------------------------------------------------------------------------------
 

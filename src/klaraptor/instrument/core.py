@@ -282,7 +282,7 @@ def _plan(
             f"{spec.data_names}: build it again"
         )
     origin = f"model {helper.model_name}"
-    device = helper.info.get("device") if isinstance(helper.info, dict) else None
+    device = helper.device_key
     if device:
         origin += f", built on {device}"
     plans[ak.kernel] = KernelPlan(

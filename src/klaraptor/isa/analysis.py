@@ -119,7 +119,7 @@ class KernelISA:
     def block_mix(self) -> list[dict[str, int]]:
         """Static class counts of every SASS basic block (empty for unreachable blocks)."""
         assert self.sass_cfg is not None
-        out = []
+        out: list[dict[str, int]] = []
         for b in self.sass_cfg.blocks:
             if b.root is None:
                 out.append({})

@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from klaraptor.isa.errors import DisassemblyError
+from klaraptor.isa.operands import split_operands
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _HEAD = re.compile(r"\.(entry|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$]*)\s*\(")
@@ -151,7 +152,7 @@ def _instruction(stmt: str, labels: tuple[str, ...]) -> PtxInstruction:
         stmt = stmt[g.end() :]
     head, _, rest = stmt.partition(" ")
     parts = head.split(".")
-    operands = tuple(_split(rest))
+    operands = tuple(split_operands(rest, "([{", ")]}"))
     target = None
     if parts[0] == "bra" and operands:
         target = operands[-1]
@@ -165,20 +166,3 @@ def _instruction(stmt: str, labels: tuple[str, ...]) -> PtxInstruction:
         labels=labels,
         target=target,
     )
-
-
-def _split(rest: str) -> list[str]:
-    out, depth, cur = [], 0, []
-    for ch in rest:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from klaraptor.isa.errors import DisassemblyError
+from klaraptor.isa.operands import split_operands
 
 # ---------------------------------------------------------------------------------------------
 # Control code
@@ -241,7 +242,7 @@ def parse_instruction(addr: int, text: str, ctrl: Control) -> Instruction:
     head, _, rest = body.partition(" ")
     parts = head.split(".")
     opcode, mods = parts[0], tuple(p for p in parts[1:] if p)
-    operands = tuple(_split_operands(rest))
+    operands = tuple(split_operands(rest, "[(", "])"))
     dst, src = _registers(opcode, mods, operands)
     if pred is not None and pred not in ("PT", "UPT"):
         src = (pred, *src)
@@ -268,23 +269,6 @@ def parse_instruction(addr: int, text: str, ctrl: Control) -> Instruction:
         space=_SPACE.get(opcode),
         target=target,
     )
-
-
-def _split_operands(rest: str) -> list[str]:
-    out, depth, cur = [], 0, []
-    for ch in rest:
-        if ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
 
 
 def _widths(opcode: str, mods: tuple[str, ...], n: int) -> list[int]:

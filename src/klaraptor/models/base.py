@@ -179,7 +179,7 @@ class HelperJob:
         """The helper program of this job's kernel and candidates for a model's `program`."""
         spec = self.spec
         configs = self.configs
-        variant_attrs = ()
+        variant_attrs: tuple[tuple[int, int], ...] = ()
         if spec.params:
             variant_attrs = tuple(
                 (self.attrs_of(c.params).num_regs, self.attrs_of(c.params).static_smem)

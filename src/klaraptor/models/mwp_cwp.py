@@ -97,7 +97,7 @@ class MwpCwpModel(TemplateModel):
 
     name = "mwp_cwp"
     tags = ModelTags(needs_counters=True, auto_rank=2)
-    metrics: tuple[str, ...] = (
+    metrics = (
         "inst_per_warp",
         "coal_mem_per_warp",
         "uncoal_mem_per_warp",
@@ -105,7 +105,7 @@ class MwpCwpModel(TemplateModel):
         "load_bytes_per_warp",
         "sync_per_warp",
     )
-    hardware: tuple[str, ...] = (*MODEL_HARDWARE, *HW_INPUTS)
+    hardware = (*MODEL_HARDWARE, *HW_INPUTS)
 
     def __init__(self, coalesced_max_sectors: float = 4.0, *, config_fence: bool = False) -> None:
         self.coalesced_max_sectors = float(coalesced_max_sectors)

@@ -22,7 +22,7 @@ estimate (a block that cannot launch) is left alone; a candidate that loses ever
 point is moved to `rejected` (no metric can be fitted for it), with the reason.
 
 It is an option (`MwpCwpModel(config_fence=True)`), off by default: every default build stays as
-it was. `benchmarks/mwp_cwp_fence.py` reports its effect on the recorded suites.
+it was. `experiments/mwp_cwp_fence.py` reports its effect on the recorded suites.
 """
 
 from __future__ import annotations

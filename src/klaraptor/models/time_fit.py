@@ -28,8 +28,8 @@ class TimeFitModel(TemplateModel):
     """Registry name ``"time_fit"``."""
 
     name = "time_fit"
-    metrics: tuple[str, ...] = ("time_ms",)
-    hardware: tuple[str, ...] = ("hw_clock_ghz", *HW_INPUTS)
+    metrics = ("time_ms",)
+    hardware = ("hw_clock_ghz", *HW_INPUTS)
     tags = ModelTags(auto_rank=1, supports_params=True)
     # Time grows up to N^3 in the suite; one denominator degree allows saturation.
     fit_degrees = (3, 1)

@@ -5,7 +5,7 @@ Evaluation, specialisation and code generation live in their own modules; `Progr
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -16,7 +16,7 @@ from klaraptor.program.emit_c import c_source
 from klaraptor.program.emit_py import python_module
 from klaraptor.program.evaluate import evaluate_program
 from klaraptor.program.expr import NAME_RE, Expr, ExprLike, as_expr, check_var_name
-from klaraptor.program.specialize import specialize_program
+from klaraptor.program.specialize import SpecializedFunction, specialize_program
 
 
 class Program:
@@ -253,7 +253,7 @@ class Program:
         *,
         outputs: Sequence[str] | None = None,
         as_tuple: bool = False,
-    ) -> Callable[..., Any]:
+    ) -> SpecializedFunction:
         """Fold the ``fixed`` inputs (scalars or arrays, e.g. candidate shapes and hardware
         constants) into generated code and return ``f(**remaining_scalar_inputs)``.
 

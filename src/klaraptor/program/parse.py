@@ -96,10 +96,10 @@ class _Parser:
             raise self.fail(node, f"unsupported operator {type(node.op).__name__}")
         if isinstance(node, ast.BoolOp):
             op = "and" if isinstance(node.op, ast.And) else "or"
-            out = self.visit(node.values[0])
-            for v in node.values[1:]:
-                out = Expr(op, (out, self.visit(v)))
-            return out
+            acc = self.visit(node.values[0])
+            for operand in node.values[1:]:
+                acc = Expr(op, (acc, self.visit(operand)))
+            return acc
         if isinstance(node, ast.Compare):
             terms = [self.visit(node.left), *(self.visit(c) for c in node.comparators)]
             out: Expr | None = None

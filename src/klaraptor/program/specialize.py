@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -57,7 +57,7 @@ def _errstate_fast() -> tuple[Callable[[], Any], Callable[[Any], None]]:
     internals differ."""
     try:
         from numpy._core._multiarray_umath import _make_extobj
-        from numpy._core._ufunc_config import _extobj_contextvar
+        from numpy._core._ufunc_config import _extobj_contextvar  # type: ignore[attr-defined]
 
         ignore = _make_extobj(all="ignore")
         cv_set, cv_reset = _extobj_contextvar.set, _extobj_contextvar.reset
@@ -115,12 +115,23 @@ _NP_NS: dict[str, Any] = {
 _BOOL_OPS = frozenset((*COMPARISONS, *LOGICAL))
 
 
+class SpecializedFunction(Protocol):
+    """What `Program.specialize` returns: the generated function, with what it was made of."""
+
+    source: str  # the generated Python source
+    inputs: tuple[str, ...]  # the inputs left to pass, in order
+    outputs: tuple[str, ...]
+    constant_outputs: Mapping[str, np.ndarray]  # outputs that depend on fixed inputs only
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 def specialize_program(
     prog: ProgramLike,
     fixed: Mapping[str, Any],
     outputs: Sequence[str] | None,
     as_tuple: bool,
-) -> Callable[..., Any]:
+) -> SpecializedFunction:
     """`Program.specialize` of a bound program (see there)."""
     unknown = sorted(set(fixed) - set(prog.inputs))
     if unknown:
@@ -409,10 +420,10 @@ class _Specializer:
                     slices.append((rs[0], step))
                 else:
                     it = iter(slices)
-                    descs = tuple(
+                    sliced = tuple(
                         d if d == "K" or d[0] != "B" else ("B", d[1], *next(it)) for d in descs
                     )
-                    self._add_batch(groups, member_of, op, descs, [t for _, t in rowed])
+                    self._add_batch(groups, member_of, op, sliced, [t for _, t in rowed])
                     changed = True
         return groups, member_of
 
@@ -439,7 +450,7 @@ class _Specializer:
 
     def build(
         self, outputs: Sequence[str] | None = None, as_tuple: bool = False
-    ) -> Callable[..., Any]:
+    ) -> SpecializedFunction:
         """Fold, find what is left to compute for ``outputs``, and write it as one function."""
         with np.errstate(all="ignore"):
             for t in self.low.live(self.roots):
@@ -478,7 +489,7 @@ class _Writer:
         self.as_0d = self.shared_scalars()
         self.needs_float: set[int] = set()  # bool arrays also needed as 1.0/0.0
 
-    def function(self, names: tuple[str, ...], as_tuple: bool) -> Callable[..., Any]:
+    def function(self, names: tuple[str, ...], as_tuple: bool) -> SpecializedFunction:
         body = self.body()
         returns, constant_outputs = self.returns(names, as_tuple)
         lines = self.release_dead(self.with_conversions(body), returns)
@@ -487,7 +498,7 @@ class _Writer:
         spec = self.spec
         ns: dict[str, Any] = {**PY_HELPER_NS, **_NP_NS, **spec.consts, "_kp_shape": spec.shape}
         exec(compile(source, f"<klaraptor specialized {spec.prog.name}>", "exec"), ns)
-        fn = ns["_kp_specialized"]
+        fn: SpecializedFunction = ns["_kp_specialized"]
         fn.source = source
         fn.inputs = tuple(remaining)
         fn.outputs = names

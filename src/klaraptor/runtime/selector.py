@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import threading
+import types
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
@@ -165,7 +166,8 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _outside_klaraptor() -> int:
     """The stacklevel of the first caller outside klaraptor: a warning points at the user's
     line whichever public entry point (Kernel.select, Selector.select, a launch) was called."""
-    frame, level = sys._getframe(1), 1
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame, level = frame.f_back, level + 1
     return level
@@ -376,8 +378,7 @@ class Selector:
         ms = np.where(pred.valid, pred.ms, np.inf)
         band_out = pred.outputs.get("band")
         band = float(band_out[0]) if band_out is not None else float(self.helper.band)
-        must = self.helper.info.get("tune_once")
-        top = adaptive_topk(ms, band, None if must is None else int(must), max(1, int(kmax)))
+        top = adaptive_topk(ms, band, self.helper.tune_once_index, max(1, int(kmax)))
         return [self.helper.keys[i] for i in top]
 
     def extrapolation(self, D: DataSize) -> str:
@@ -454,8 +455,10 @@ class Selector:
                     params=pv,
                 )
             )
-        for key, why in self.rejected.items():
-            b, pv = (key.block, key.params) if isinstance(key, Config) else (key, ParamValues.NONE)
+        for rkey, why in self.rejected.items():
+            b, pv = (
+                (rkey.block, rkey.params) if isinstance(rkey, Config) else (rkey, ParamValues.NONE)
+            )
             rows.append(
                 CandidateRow(
                     b,
@@ -470,10 +473,10 @@ class Selector:
             )
         return rows
 
-    def _constraint_reasons(self, D: DataSize) -> dict[Block, str]:
+    def _constraint_reasons(self, D: DataSize) -> dict[Block | Config, str]:
         if self.spec is None:
             return {}
-        out: dict[Any, str] = {}
+        out: dict[Block | Config, str] = {}
         has_params = bool(self.spec.params)
         for i, b in enumerate(self.helper.candidates):
             pv = self.helper.config(i).params if has_params else None
@@ -582,7 +585,7 @@ def format_explain(rows: Sequence[CandidateRow], *, limit: int | None = None) ->
         lines.append(
             " | ".join(
                 [
-                    str(r.rank + 1),
+                    str(r.rank + 1) if r.rank is not None else "-",
                     *([str(r.params)] if with_params else []),
                     str(r.grid),
                     str(r.block),

@@ -72,7 +72,9 @@ def kernel_parameters(source: str, kernel: str) -> list[str] | None:
         start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
         if not re.search(r"\b__global__\b", text[start + 1 : m.start()]):
             continue
-        params, depth, word = [], 0, []
+        params: list[str] = []
+        depth = 0
+        word: list[str] = []
         for ch in text[m.end() :]:
             if ch in "(<[":
                 depth += 1

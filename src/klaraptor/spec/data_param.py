@@ -33,7 +33,7 @@ class DataParam:
     name: str
     arg: int | None = None
     shape_of: tuple[int, int] | None = None
-    reader: Callable[[tuple[Any, ...]], int] | None = None
+    reader: Callable[[Sequence[Any]], int] | None = None
     lo: int = 1
     hi: int = INT32_MAX
 

@@ -199,6 +199,7 @@ class KernelSpec:
         1, but it is likely a mistake: warn naming the rule."""
         unused = BLOCK_VARS[self.dim :]
         cache = self.__dict__["_cache"]
+        rules: list[tuple[str, str | None, Any]]
         rules = [(f"grid[{i}]", t, e) for i, (t, e) in enumerate(zip(self.grid, cache["grid"]))]
         rules += [(f"constraints[{i}]", t, e) for i, (t, e) in enumerate(cache["constraints"])]
         if "smem" in cache:
@@ -661,7 +662,7 @@ class KernelSpec:
         """
         cache = self.__dict__["_cache"]
         if "fingerprint" not in cache:
-            payload = {
+            payload: dict[str, Any] = {
                 "source": self.source,
                 "kernel": self.kernel,
                 "options": list(self.options),

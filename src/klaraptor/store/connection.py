@@ -25,6 +25,7 @@ HINT = (
 )
 _HINT = HINT
 _S = TypeVar("_S", bound="StoreFile")
+_T = TypeVar("_T")
 
 
 def default_store_path() -> Path:
@@ -574,7 +575,7 @@ class StoreFile:
 
         return self._retry(attempt)
 
-    def _write(self, body: Callable[[sqlite3.Connection], Any]) -> Any:
+    def _write(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run body in one write transaction (all or nothing, durable once it returns)."""
         if self.read_only:
             raise self._err(

@@ -113,7 +113,7 @@ class CollectFacts:
         if not isinstance(d, Mapping):
             raise StoreError(f"collect facts must be a JSON object, got {type(d).__name__}")
         attrs = d.get("attributes")
-        ncu = d.get("ncu") if isinstance(d.get("ncu"), Mapping) else {}
+        ncu: Mapping[str, Any] = d["ncu"] if isinstance(d.get("ncu"), Mapping) else {}
         sync = d.get("sync_per_warp")
         barriers = d.get("ptx_barriers")
         try:

@@ -45,6 +45,14 @@ from klaraptor.store.records import (
 )
 
 
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT just wrote (typed `int | None` for statements that insert
+    nothing)."""
+    if cursor.lastrowid is None:
+        raise StoreError("an INSERT wrote no row")
+    return cursor.lastrowid
+
+
 def _as_int(x: Any, what: str) -> int:
     if isinstance(x, bool) or not hasattr(x, "__index__"):
         raise StoreError(f"{what} must be an integer, got {x!r}")
@@ -426,12 +434,12 @@ class Store(StoreFile):
             rej.append((*_triple(b, "rejected block"), str(why), params_text(pv)))
 
         def body(c: sqlite3.Connection) -> int:
-            build_id = int(
+            build_id = _inserted_id(
                 c.execute(
                     "INSERT INTO builds (kernel, device, model, created, helper, report) "
                     "VALUES (?, ?, ?, ?, ?, ?)",
                     (kernel, device, model, now(), helper_json, report_json),
-                ).lastrowid
+                )
             )
             c.executemany(
                 "INSERT INTO build_rejected (build_id, bx, by, bz, reason, params) "
@@ -575,14 +583,12 @@ class Store(StoreFile):
     ) -> int:
         """Record a fitted statistical model; returns its id (the newest is the one used)."""
         row = (name, device, feature_version, sklearn_version, now(), dumps(dict(info)), blob)
-        return int(
-            self._write(
-                lambda c: (
-                    c.execute(
-                        "INSERT INTO stat_models (name, device, feature_version, sklearn_version, "
-                        "created, info, blob) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        row,
-                    ).lastrowid
+        return self._write(
+            lambda c: _inserted_id(
+                c.execute(
+                    "INSERT INTO stat_models (name, device, feature_version, sklearn_version, "
+                    "created, info, blob) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    row,
                 )
             )
         )

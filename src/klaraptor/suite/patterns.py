@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor.spec import Block, Data, DataParam, KernelSpec
+from klaraptor.suite.args import launch_args, rand_f32
 
 ArgsFactory = Callable[..., tuple[Any, ...]]
 Reference = Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]]
@@ -393,36 +394,29 @@ extern "C" __global__ void axpy3d(const float* __restrict__ x, const float* __re
 # ---------------------------------------------------------------------------------------------
 
 
-def _launch_args(device: bool, *args: Any) -> tuple[Any, ...]:
-    if not device:
-        return args
-    import cupy as cp
-
-    return tuple(cp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
-
-
-def _rand(rng: np.random.Generator, shape: Any, lo: float = 0.0, hi: float = 1.0) -> np.ndarray:
-    return (lo + (hi - lo) * rng.random(shape)).astype(np.float32)
-
-
 def saxpy_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(x, y, z, a, N)."""
     n = D["N"]
-    return _launch_args(
-        device, _rand(rng, n), _rand(rng, n), _rand(rng, n), np.float32(SAXPY_A), np.int32(n)
+    return launch_args(
+        device,
+        rand_f32(rng, n),
+        rand_f32(rng, n),
+        rand_f32(rng, n),
+        np.float32(SAXPY_A),
+        np.int32(n),
     )
 
 
 def blackscholes_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(S, X, T, call, put, r, v, N): prices 5-30, strikes 1-100, 0.25-10 years."""
     n = D["N"]
-    return _launch_args(
+    return launch_args(
         device,
-        _rand(rng, n, 5.0, 30.0),
-        _rand(rng, n, 1.0, 100.0),
-        _rand(rng, n, 0.25, 10.0),
-        _rand(rng, n),
-        _rand(rng, n),
+        rand_f32(rng, n, 5.0, 30.0),
+        rand_f32(rng, n, 1.0, 100.0),
+        rand_f32(rng, n, 0.25, 10.0),
+        rand_f32(rng, n),
+        rand_f32(rng, n),
         np.float32(BS_RATE),
         np.float32(BS_VOL),
         np.int32(n),
@@ -433,19 +427,21 @@ def gather_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tu
     """(x, idx, w, out, N): idx uniform over [0, N)."""
     n = D["N"]
     idx = rng.integers(0, n, n, dtype=np.int32)
-    return _launch_args(device, _rand(rng, n), idx, _rand(rng, n), _rand(rng, n), np.int32(n))
+    return launch_args(
+        device, rand_f32(rng, n), idx, rand_f32(rng, n), rand_f32(rng, n), np.int32(n)
+    )
 
 
 def poly_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(x, y, N): x in [-1, 1]."""
     n = D["N"]
-    return _launch_args(device, _rand(rng, n, -1.0, 1.0), _rand(rng, n), np.int32(n))
+    return launch_args(device, rand_f32(rng, n, -1.0, 1.0), rand_f32(rng, n), np.int32(n))
 
 
 def conv1d_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(x, y, N)."""
     n = D["N"]
-    return _launch_args(device, _rand(rng, n), _rand(rng, n), np.int32(n))
+    return launch_args(device, rand_f32(rng, n), rand_f32(rng, n), np.int32(n))
 
 
 def histogram_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
@@ -454,53 +450,57 @@ def histogram_args(D: Data, rng: np.random.Generator, *, device: bool = True) ->
     n = D["N"]
     data = rng.binomial(HIST_BINS - 1, 0.5, n).astype(np.uint32)
     bins = rng.integers(1, 1000, HIST_BINS).astype(np.uint32)
-    return _launch_args(device, data, bins, np.int32(n))
+    return launch_args(device, data, bins, np.int32(n))
 
 
 def nbody_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(body, acc, N): N bodies as (x, y, z, mass) float32 quadruples in a unit cube."""
     n = D["N"]
-    body = _rand(rng, (n, 4))
-    body[:, 3] = _rand(rng, n, 0.5, 1.5)
-    return _launch_args(device, body.reshape(-1), _rand(rng, 3 * n), np.int32(n))
+    body = rand_f32(rng, (n, 4))
+    body[:, 3] = rand_f32(rng, n, 0.5, 1.5)
+    return launch_args(device, body.reshape(-1), rand_f32(rng, 3 * n), np.int32(n))
 
 
 def rownorm_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(A, out, N): N rows of ROW_LEN values."""
     n = D["N"]
-    return _launch_args(device, _rand(rng, (n, ROW_LEN)), _rand(rng, n), np.int32(n))
+    return launch_args(device, rand_f32(rng, (n, ROW_LEN)), rand_f32(rng, n), np.int32(n))
 
 
 def square_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(A, B, N): N x N input and output."""
     n = D["N"]
-    return _launch_args(device, _rand(rng, (n, n)), _rand(rng, (n, n)), np.int32(n))
+    return launch_args(device, rand_f32(rng, (n, n)), rand_f32(rng, (n, n)), np.int32(n))
 
 
 def resize2x_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(A, B, N): N x N input, 2N x 2N output."""
     n = D["N"]
-    return _launch_args(device, _rand(rng, (n, n)), _rand(rng, (2 * n, 2 * n)), np.int32(n))
+    return launch_args(device, rand_f32(rng, (n, n)), rand_f32(rng, (2 * n, 2 * n)), np.int32(n))
 
 
 def matmul_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(A, B, C, N)."""
     n = D["N"]
-    mats = (_rand(rng, (n, n), -1.0, 1.0), _rand(rng, (n, n), -1.0, 1.0), _rand(rng, (n, n)))
-    return _launch_args(device, *mats, np.int32(n))
+    mats = (
+        rand_f32(rng, (n, n), -1.0, 1.0),
+        rand_f32(rng, (n, n), -1.0, 1.0),
+        rand_f32(rng, (n, n)),
+    )
+    return launch_args(device, *mats, np.int32(n))
 
 
 def volume_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(A, B, N): N^3 input and output."""
     n = D["N"]
-    return _launch_args(device, _rand(rng, (n, n, n)), _rand(rng, (n, n, n)), np.int32(n))
+    return launch_args(device, rand_f32(rng, (n, n, n)), rand_f32(rng, (n, n, n)), np.int32(n))
 
 
 def axpy3d_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(x, y, z, a, N): N^3 volumes."""
     n = D["N"]
-    vols = (_rand(rng, (n, n, n)), _rand(rng, (n, n, n)), _rand(rng, (n, n, n)))
-    return _launch_args(device, *vols, np.float32(SAXPY_A), np.int32(n))
+    vols = (rand_f32(rng, (n, n, n)), rand_f32(rng, (n, n, n)), rand_f32(rng, (n, n, n)))
+    return launch_args(device, *vols, np.float32(SAXPY_A), np.int32(n))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -582,7 +582,8 @@ def blur5_ref(D: Data, h: tuple[Any, ...]) -> dict[int, np.ndarray]:
     a = _f64(h[0])
     n = a.shape[0]
     p = np.pad(a, 2, mode="edge")
-    return {1: sum(p[di : di + n, dj : dj + n] for di in range(5) for dj in range(5)) * 0.04}
+    window = sum(p[di : di + n, dj : dj + n] for di in range(5) for dj in range(5))
+    return {1: np.asarray(window) * 0.04}
 
 
 def resize2x_ref(D: Data, h: tuple[Any, ...]) -> dict[int, np.ndarray]:

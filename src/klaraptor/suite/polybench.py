@@ -39,6 +39,7 @@ import numpy as np
 
 from klaraptor.core.types import Block
 from klaraptor.spec import Data, DataParam, KernelSpec
+from klaraptor.suite.args import launch_args
 
 ArgsFactory = Callable[..., tuple[Any, ...]]
 Reference = Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]]
@@ -571,19 +572,10 @@ def _vec(rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.random(n, dtype=np.float32)
 
 
-def _launch_args(device: bool, *args: Any) -> tuple[Any, ...]:
-    """The arguments as given (host), or with every NumPy array copied to the device."""
-    if not device:
-        return args
-    import cupy as cp
-
-    return tuple(cp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
-
-
 def conv2d_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(A, B, N): N x N image A, output B."""
     n = D["N"]
-    return _launch_args(device, _mat(rng, n), _mat(rng, n), np.int32(n))
+    return launch_args(device, _mat(rng, n), _mat(rng, n), np.int32(n))
 
 
 def conv3d_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
@@ -591,13 +583,13 @@ def conv3d_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tu
     n = D["N"]
     a = rng.random((n, n, n), dtype=np.float32)
     b = rng.random((n, n, n), dtype=np.float32)
-    return _launch_args(device, a, b, np.int32(n))
+    return launch_args(device, a, b, np.int32(n))
 
 
 def mm2_k1_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(A, B, tmp, alpha, N)."""
     n = D["N"]
-    return _launch_args(
+    return launch_args(
         device, _mat(rng, n), _mat(rng, n), _mat(rng, n), np.float32(ALPHA), np.int32(n)
     )
 
@@ -605,7 +597,7 @@ def mm2_k1_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tu
 def mm2_k2_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(tmp, C, D, beta, N)."""
     n = D["N"]
-    return _launch_args(
+    return launch_args(
         device, _mat(rng, n), _mat(rng, n), _mat(rng, n), np.float32(BETA), np.int32(n)
     )
 
@@ -613,20 +605,20 @@ def mm2_k2_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tu
 def matmul_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(X, Y, Z, N) for Z = X * Y (the three 3MM kernels)."""
     n = D["N"]
-    return _launch_args(device, _mat(rng, n), _mat(rng, n), _mat(rng, n), np.int32(n))
+    return launch_args(device, _mat(rng, n), _mat(rng, n), _mat(rng, n), np.int32(n))
 
 
 def gemm_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(A, B, C, alpha, beta, N)."""
     n = D["N"]
     mats = (_mat(rng, n), _mat(rng, n), _mat(rng, n))
-    return _launch_args(device, *mats, np.float32(ALPHA), np.float32(BETA), np.int32(n))
+    return launch_args(device, *mats, np.float32(ALPHA), np.float32(BETA), np.int32(n))
 
 
 def syrk_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(A, C, alpha, beta, N)."""
     n = D["N"]
-    return _launch_args(
+    return launch_args(
         device, _mat(rng, n), _mat(rng, n), np.float32(ALPHA), np.float32(BETA), np.int32(n)
     )
 
@@ -639,20 +631,20 @@ def syr2k_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tup
 def matvec_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(A, v, w, N): matrix, input vector, output vector (ATAX, BICG, MVT kernels)."""
     n = D["N"]
-    return _launch_args(device, _mat(rng, n), _vec(rng, n), _vec(rng, n), np.int32(n))
+    return launch_args(device, _mat(rng, n), _vec(rng, n), _vec(rng, n), np.int32(n))
 
 
 def gesummv_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(A, B, x, y, alpha, beta, N)."""
     n = D["N"]
     arrays = (_mat(rng, n), _mat(rng, n), _vec(rng, n), _vec(rng, n))
-    return _launch_args(device, *arrays, np.float32(ALPHA), np.float32(BETA), np.int32(n))
+    return launch_args(device, *arrays, np.float32(ALPHA), np.float32(BETA), np.int32(n))
 
 
 def column_mean_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(data, mean, N): mean is the output (CORR K1, COVAR K1)."""
     n = D["N"]
-    return _launch_args(device, _mat(rng, n), _vec(rng, n), np.int32(n))
+    return launch_args(device, _mat(rng, n), _vec(rng, n), np.int32(n))
 
 
 def corr_std_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
@@ -660,7 +652,7 @@ def corr_std_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> 
     n = D["N"]
     data = _mat(rng, n)
     mean = data.mean(axis=0, dtype=np.float64).astype(np.float32)
-    return _launch_args(device, data, mean, _vec(rng, n), np.int32(n))
+    return launch_args(device, data, mean, _vec(rng, n), np.int32(n))
 
 
 def corr_scale_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
@@ -670,7 +662,7 @@ def corr_scale_args(D: Data, rng: np.random.Generator, *, device: bool = True) -
     mean = data.mean(axis=0, dtype=np.float64)
     std = np.sqrt(((data - mean) ** 2).mean(axis=0))
     std = np.where(std <= CORR_EPS, 1.0, std)
-    return _launch_args(device, data, mean.astype(np.float32), std.astype(np.float32), np.int32(n))
+    return launch_args(device, data, mean.astype(np.float32), std.astype(np.float32), np.int32(n))
 
 
 def corr_matrix_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
@@ -679,7 +671,7 @@ def corr_matrix_args(D: Data, rng: np.random.Generator, *, device: bool = True) 
     data = _mat(rng, n).astype(np.float64)
     data -= data.mean(axis=0)
     data /= np.sqrt(n) * np.maximum(data.std(axis=0), CORR_EPS)
-    return _launch_args(device, data.astype(np.float32), _mat(rng, n), np.int32(n))
+    return launch_args(device, data.astype(np.float32), _mat(rng, n), np.int32(n))
 
 
 def covar_center_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
@@ -687,7 +679,7 @@ def covar_center_args(D: Data, rng: np.random.Generator, *, device: bool = True)
     n = D["N"]
     data = _mat(rng, n)
     mean = data.mean(axis=0, dtype=np.float64).astype(np.float32)
-    return _launch_args(device, data, mean, np.int32(n))
+    return launch_args(device, data, mean, np.int32(n))
 
 
 def covar_matrix_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
@@ -695,26 +687,26 @@ def covar_matrix_args(D: Data, rng: np.random.Generator, *, device: bool = True)
     n = D["N"]
     data = _mat(rng, n)
     data -= data.mean(axis=0, dtype=np.float64).astype(np.float32)
-    return _launch_args(device, data, _mat(rng, n), np.int32(n))
+    return launch_args(device, data, _mat(rng, n), np.int32(n))
 
 
 def fdtd2d_k1_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(ey, hz, fict, t, N) with t = FDTD_T."""
     n = D["N"]
     fict = _vec(rng, FDTD_TMAX)
-    return _launch_args(device, _mat(rng, n), _mat(rng, n), fict, np.int32(FDTD_T), np.int32(n))
+    return launch_args(device, _mat(rng, n), _mat(rng, n), fict, np.int32(FDTD_T), np.int32(n))
 
 
 def fdtd2d_k2_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(ex, hz, N)."""
     n = D["N"]
-    return _launch_args(device, _mat(rng, n), _mat(rng, n), np.int32(n))
+    return launch_args(device, _mat(rng, n), _mat(rng, n), np.int32(n))
 
 
 def fdtd2d_k3_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(hz, ex, ey, N)."""
     n = D["N"]
-    return _launch_args(device, _mat(rng, n), _mat(rng, n), _mat(rng, n), np.int32(n))
+    return launch_args(device, _mat(rng, n), _mat(rng, n), _mat(rng, n), np.int32(n))
 
 
 def _gramschm_state(
@@ -735,19 +727,19 @@ def _gramschm_state(
 def gramschm_k1_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(a, r, k, N) with k = N // 2; r[k][k] is the output."""
     a, r, _, k = _gramschm_state(D, rng, with_norm=False, with_q=False)
-    return _launch_args(device, a, r, np.int32(k), np.int32(D["N"]))
+    return launch_args(device, a, r, np.int32(k), np.int32(D["N"]))
 
 
 def gramschm_k2_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(a, r, q, k, N) with k = N // 2, r[k][k] = ||a[:, k]||; q[:, k] is the output."""
     a, r, q, k = _gramschm_state(D, rng, with_norm=True, with_q=False)
-    return _launch_args(device, a, r, q, np.int32(k), np.int32(D["N"]))
+    return launch_args(device, a, r, q, np.int32(k), np.int32(D["N"]))
 
 
 def gramschm_k3_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(a, r, q, k, N) with k = N // 2 and q[:, k] = a[:, k] / ||a[:, k]|| (K1 and K2 done)."""
     a, r, q, k = _gramschm_state(D, rng, with_norm=True, with_q=True)
-    return _launch_args(device, a, r, q, np.int32(k), np.int32(D["N"]))
+    return launch_args(device, a, r, q, np.int32(k), np.int32(D["N"]))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor.spec import Block, Data, DataParam, KernelSpec
+from klaraptor.suite.args import launch_args
 
 ArgsFactory = Callable[..., tuple[Any, ...]]
 Reference = Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]]
@@ -629,15 +630,6 @@ def _positive(rng: np.random.Generator, shape: Any) -> np.ndarray:
     return _rand(rng, shape, 0.5, 1.5)
 
 
-def _launch_args(device: bool, *args: Any) -> tuple[Any, ...]:
-    """The arguments as given (host), or with every NumPy array copied to the device."""
-    if not device:
-        return args
-    import cupy as cp
-
-    return tuple(cp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
-
-
 def hotspot_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(power, temp_in, temp_out, cdt, rx_1, ry_1, rz_1, amb, N): N x N chip, 323-343 K."""
     n = D["N"]
@@ -645,7 +637,7 @@ def hotspot_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> t
     temp = _rand(rng, (n, n), 323.0, 343.0)
     out = _rand(rng, (n, n), 323.0, 343.0)
     coef = (np.float32(c) for c in hotspot_coefficients())
-    return _launch_args(device, power, temp, out, *coef, np.float32(HS_AMB), np.int32(n))
+    return launch_args(device, power, temp, out, *coef, np.float32(HS_AMB), np.int32(n))
 
 
 def pathfinder_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
@@ -654,7 +646,7 @@ def pathfinder_args(D: Data, rng: np.random.Generator, *, device: bool = True) -
     wall = rng.integers(1, 11, (PF_ROWS, n)).astype(np.float32)
     src = rng.integers(1, 11, n).astype(np.float32)
     dst = _rand(rng, n, 1.0, 2.0)
-    return _launch_args(device, wall, src, dst, np.int32(n))
+    return launch_args(device, wall, src, dst, np.int32(n))
 
 
 def srad_q0sqr(J: np.ndarray) -> float:
@@ -668,7 +660,7 @@ def srad_k1_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> t
     n = D["N"]
     J = _positive(rng, (n, n))
     outs = [_rand(rng, (n, n), 1.0, 2.0) for _ in range(5)]
-    return _launch_args(device, J, *outs, np.float32(srad_q0sqr(J)), np.int32(n))
+    return launch_args(device, J, *outs, np.float32(srad_q0sqr(J)), np.int32(n))
 
 
 def srad_k2_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
@@ -678,7 +670,7 @@ def srad_k2_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> t
     c = _rand(rng, (n, n), 0.05, 1.0)
     ds = [_rand(rng, (n, n), -0.5, 0.5) for _ in range(4)]
     out = _rand(rng, (n, n), 1.0, 2.0)
-    return _launch_args(device, J, c, *ds, out, np.float32(SRAD_LAMBDA), np.int32(n))
+    return launch_args(device, J, c, *ds, out, np.float32(SRAD_LAMBDA), np.int32(n))
 
 
 def backprop_groups(n: int) -> int:
@@ -690,7 +682,7 @@ def layerforward_args(D: Data, rng: np.random.Generator, *, device: bool = True)
     """(input, w, partial, N): N inputs, N x BP_HID weights, ceil(N / 16) x BP_HID partials."""
     n = D["N"]
     partial = _rand(rng, (backprop_groups(n), BP_HID), 1.0, 2.0)
-    return _launch_args(
+    return launch_args(
         device, _positive(rng, n), _rand(rng, (n, BP_HID), -1.0, 1.0), partial, np.int32(n)
     )
 
@@ -700,7 +692,7 @@ def adjust_weights_args(
 ) -> tuple[Any, ...]:
     """(delta, ly, w, oldw, w_out, dw_out, N): BP_HID errors, N inputs, N x BP_HID weights."""
     n = D["N"]
-    return _launch_args(
+    return launch_args(
         device,
         _rand(rng, BP_HID, -1.0, 1.0),
         _positive(rng, n),
@@ -720,7 +712,7 @@ def nn_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[
     loc[:, 1] = _rand(rng, n, -180.0, 180.0)
     dist = _rand(rng, n, 1.0, 2.0)
     lat, lng = (np.float32(v) for v in NN_TARGET)
-    return _launch_args(device, loc, dist, lat, lng, np.int32(n))
+    return launch_args(device, loc, dist, lat, lng, np.int32(n))
 
 
 def _kmeans_points(
@@ -753,14 +745,14 @@ def kmeans_assign_args(
     n = D["N"]
     centres, features = _kmeans_points(n, rng, feature_major=True)
     membership = rng.integers(KM_CLUSTERS, 2 * KM_CLUSTERS, n).astype(np.int32)
-    return _launch_args(device, features, centres, membership, np.int32(n))
+    return launch_args(device, features, centres, membership, np.int32(n))
 
 
 def kmeans_swap_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(points N x F, features F x N, N)."""
     n = D["N"]
     _, points = _kmeans_points(n, rng, feature_major=False)
-    return _launch_args(device, points, _rand(rng, (KM_FEATURES, n), 1.0, 2.0), np.int32(n))
+    return launch_args(device, points, _rand(rng, (KM_FEATURES, n), 1.0, 2.0), np.int32(n))
 
 
 def _lu_in_place(tile: np.ndarray) -> np.ndarray:
@@ -789,14 +781,14 @@ def lud_perimeter_args(
     a = _lud_matrix(n, rng)
     urow = _rand(rng, (LUD_TILE, m), 1.0, 2.0)
     lcol = _rand(rng, (m, LUD_TILE), 1.0, 2.0)
-    return _launch_args(device, a, urow, lcol, np.int32(n))
+    return launch_args(device, a, urow, lcol, np.int32(n))
 
 
 def lud_internal_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(a, out M x M, N): the panels of a are random (any values are valid inputs)."""
     n = D["N"]
     m = n - LUD_TILE
-    return _launch_args(
+    return launch_args(
         device, _rand(rng, (n, n), 0.1, 1.0), _rand(rng, (m, m), 1.0, 2.0), np.int32(n)
     )
 
@@ -810,7 +802,7 @@ def nw_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[
     n = D["N"]
     ref = rng.integers(-4, 12, (n + 1, n + 1)).astype(np.int32)
     score = rng.integers(-100, 101, (n + 1, n + 1)).astype(np.int32)
-    return _launch_args(device, ref, score, np.int32(NW_PENALTY), np.int32(n))
+    return launch_args(device, ref, score, np.int32(NW_PENALTY), np.int32(n))
 
 
 def _edges_of(row_ptr: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -854,7 +846,7 @@ def bfs_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple
     frontier = (level == widest).astype(np.uint8)
     cost = np.where(visited, level, -1).astype(np.int32)
     updating = np.zeros(n, dtype=np.uint8)
-    return _launch_args(
+    return launch_args(
         device, row_ptr, col, frontier, visited.astype(np.uint8), cost, updating, np.int32(n)
     )
 
@@ -869,7 +861,7 @@ def streamcluster_args(
 ) -> tuple[Any, ...]:
     """(coord SC_DIM x N, weight, cost, gain, x, N)."""
     n = D["N"]
-    return _launch_args(
+    return launch_args(
         device,
         _rand(rng, (SC_DIM, n)),
         _rand(rng, n, 1.0, 4.0),

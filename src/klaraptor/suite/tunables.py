@@ -47,7 +47,16 @@ import numpy as np
 
 from klaraptor.core.types import ParamStyle, ParamValues
 from klaraptor.space.configspace import default_candidates
-from klaraptor.spec import Block, Data, DataParam, KernelSpec
+from klaraptor.spec import Block, Data, DataParam, KernelSpec, ProgramParam
+from klaraptor.suite.args import launch_args, rand_f32
+from klaraptor.suite.patterns import matmul_args as sgemm_args
+
+# The arguments of the kernels shaped as the patterns' (the same arrays, the same draws).
+from klaraptor.suite.patterns import (
+    nbody_args,
+    square_args,
+    volume_args,
+)
 
 ArgsFactory = Callable[..., tuple[Any, ...]]
 Reference = Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]]
@@ -611,39 +620,14 @@ __global__ void nbody_tiles(const float4* __restrict__ body, float* __restrict__
 # ---------------------------------------------------------------------------------------------
 
 
-def _launch_args(device: bool, *args: Any) -> tuple[Any, ...]:
-    if not device:
-        return args
-    import cupy as cp
-
-    return tuple(cp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
-
-
-def _rand(rng: np.random.Generator, shape: Any, lo: float = 0.0, hi: float = 1.0) -> np.ndarray:
-    return (lo + (hi - lo) * rng.random(shape)).astype(np.float32)
-
-
-def sgemm_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
-    """(A, B, C, N): N x N matrices, A and B in [-1, 1)."""
-    n = D["N"]
-    mats = (_rand(rng, (n, n), -1.0, 1.0), _rand(rng, (n, n), -1.0, 1.0), _rand(rng, (n, n)))
-    return _launch_args(device, *mats, np.int32(n))
-
-
-def square_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
-    """(A, B, N): N x N input and output."""
-    n = D["N"]
-    return _launch_args(device, _rand(rng, (n, n)), _rand(rng, (n, n)), np.int32(n))
-
-
 def gsmap_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(x, y, z, a, b, N)."""
     n = D["N"]
-    return _launch_args(
+    return launch_args(
         device,
-        _rand(rng, n),
-        _rand(rng, n),
-        _rand(rng, n),
+        rand_f32(rng, n),
+        rand_f32(rng, n),
+        rand_f32(rng, n),
         np.float32(GSMAP_A),
         np.float32(GSMAP_B),
         np.int32(n),
@@ -663,15 +647,7 @@ def reduce_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tu
     n = D["N"]
     x = rng.integers(1, REDUCE_MAX_VALUE + 1, n).astype(np.float32)
     partial = rng.random(reduce_partials(n))
-    return _launch_args(
-        device, x, partial, np.zeros(1, dtype=np.uint32), rng.random(1), np.int32(n)
-    )
-
-
-def volume_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
-    """(A, B, N): N^3 input and output."""
-    n = D["N"]
-    return _launch_args(device, _rand(rng, (n, n, n)), _rand(rng, (n, n, n)), np.int32(n))
+    return launch_args(device, x, partial, np.zeros(1, dtype=np.uint32), rng.random(1), np.int32(n))
 
 
 def histogram_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
@@ -698,17 +674,9 @@ def histogram_args(D: Data, rng: np.random.Generator, *, device: bool = True) ->
 def softmax_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
     """(X, Y, N): N rows of SOFTMAX_L values in [-4, 4)."""
     n = D["N"]
-    return _launch_args(
-        device, _rand(rng, (n, SOFTMAX_L), -4.0, 4.0), _rand(rng, (n, SOFTMAX_L)), np.int32(n)
+    return launch_args(
+        device, rand_f32(rng, (n, SOFTMAX_L), -4.0, 4.0), rand_f32(rng, (n, SOFTMAX_L)), np.int32(n)
     )
-
-
-def nbody_args(D: Data, rng: np.random.Generator, *, device: bool = True) -> tuple[Any, ...]:
-    """(body, acc, N): N bodies as (x, y, z, mass) float32 quadruples in a unit cube."""
-    n = D["N"]
-    body = _rand(rng, (n, 4))
-    body[:, 3] = _rand(rng, n, 0.5, 1.5)
-    return _launch_args(device, body.reshape(-1), _rand(rng, 3 * n), np.int32(n))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -867,9 +835,9 @@ def _spec(
         name=f"tunables.{benchmark}.{kernel}",
         source=source,
         kernel=kernel,
-        params=params,
+        params=tuple(ProgramParam(name, values) for name, values in params.items()),
         param_style=style,
-        default_params=default_params,
+        default_params=ParamValues(list(params), [default_params[name] for name in params]),
         data=(DataParam("N", arg=n_arg, lo=1, hi=HI[sizes]),),
         dim=dim,
         grid=grid,

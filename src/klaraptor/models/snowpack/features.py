@@ -223,7 +223,7 @@ class CandidateFeatures:
     def __init__(
         self,
         spec: KernelSpec,
-        blocks: Sequence[Block],
+        blocks: Sequence[Block] | np.ndarray,
         static: Mapping[str, float],
         device: DeviceProfile,
         static_vec: np.ndarray | None = None,
@@ -240,8 +240,9 @@ class CandidateFeatures:
         self._max_warps = arch_params(device.cc).max_warps_per_sm
         # The launch formulas as one program, built once (evaluating it is most of a call).
         items = list(zip(_LAUNCH_OUT, spec.grid_exprs()))
-        if spec.smem_expr() is not None:
-            items.append((_LAUNCH_OUT[3], spec.smem_expr()))
+        smem = spec.smem_expr()
+        if smem is not None:
+            items.append((_LAUNCH_OUT[3], smem))
         self._launch = Program(
             "snowpack_launch",
             (*spec.data_names, "bx", "by", "bz"),

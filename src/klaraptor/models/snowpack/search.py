@@ -13,7 +13,7 @@ learner is searched (the report compares them), but the kept model may be restri
 learners (`keep`): for unseen kernels only the perceptron, because choosing between the learners
 by this noisy cross-validation lost to every single learner when the whole procedure was
 validated leaving one benchmark out on the training sizes alone
-(`benchmarks/snowpack_procedure.py`: mean S 17.2 % against 11.9 % perceptron, 12.5 % trees,
+(`experiments/snowpack_procedure.py`: mean S 17.2 % against 11.9 % perceptron, 12.5 % trees,
 19.8 % SVR; trees and perceptron within one standard error, the perceptron cheaper; rerun at
 25b104b: 13.0 % against 5.2 % perceptron, 10.7 % trees, 19.6 % SVR; 12.6 % with the estimated
 cost at dace8bd, the learners unchanged). Blends of learners or of
@@ -118,7 +118,7 @@ class SearchSettings:
     seed: int = 0
     # The kept perceptron's final fit: this many random initialisations, predictions averaged
     # (cross-validation fits one). One initialisation's unseen-kernel mean S ranged 7.0-15.4 %
-    # over 5 seeds on the training sizes alone (benchmarks/snowpack_seeds.py).
+    # over 5 seeds on the training sizes alone (experiments/snowpack_seeds.py).
     final_seeds: int = 3
     # Every (kernel, D) weighs the same in the fits (`fit_rows(balanced=True)`).
     balanced: bool = False

@@ -1,6 +1,6 @@
 """SNOWPACK's unseen-kernel procedure, validated on training sizes only.
 
-    python benchmarks/snowpack_procedure.py [OUTDIR] [--learners svr,hgb,mlp] [--keep any]
+    python experiments/snowpack_procedure.py [OUTDIR] [--learners svr,hgb,mlp] [--keep any]
         [--patterns]
 
 Leave one benchmark out exactly as `klaraptor bench snowpack` does for unseen kernels, but on
@@ -9,7 +9,7 @@ search and the rule of `klaraptor.models.snowpack.search`) on the other benchmar
 sizes and chooses the held-out benchmark's blocks at its training sizes. Beside the procedure
 as configured it scores each learner family's best candidate (a search restricted to that
 family), so a choice between procedures can be made without the evaluation sizes. Writes
-OUTDIR/snowpack_procedure.json (default benchmarks/results/) and prints the means.
+OUTDIR/snowpack_procedure.json (default experiments/results/) and prints the means.
 
 It also scores two ensembles of those family-best models, their predicted log times averaged
 row by row (`ENSEMBLES`: the trees with the perceptron, and all three learners). They were
@@ -21,9 +21,9 @@ With `--patterns` every fold also trains on the training-only corpus (`klaraptor
 all its recorded sizes; never held out). The rule that would have kept the corpus in SNOWPACK's
 training rows, fixed before its first run (`--learners mlp --keep mlp --patterns`, the
 unseen-kernel procedure): the perceptron's mean S over these (kernel, D) pairs lower with it than
-without it (the `mlp` column of results/h200/snowpack_procedure.json, dace8bd, identical code) by
+without it (the `mlp` column of experiments/results/h200/snowpack_procedure.json, dace8bd, identical code) by
 more than one standard error of the paired difference. It was not (+2.35 ± 1.80 points,
-results/h200/snowpack_procedure_patterns.json), so the corpus is off by default.
+experiments/results/h200/snowpack_procedure_patterns.json), so the corpus is off by default.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def write(
         for i, g in enumerate(groups)
     ]
     result["provenance"] = stamp(
-        " ".join(["python", f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]])
+        " ".join(["python", f"experiments/{Path(sys.argv[0]).name}", *sys.argv[1:]])
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=1) + "\n")

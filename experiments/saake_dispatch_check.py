@@ -1,6 +1,6 @@
 """SAAKE's block-dispatch bound against the TRAINING timings: is it where the GPU is?
 
-    python benchmarks/saake_dispatch_check.py [OUT.json]
+    python experiments/saake_dispatch_check.py [OUT.json]
 
 For every recorded suite kernel, at its training sizes (the data the `saake` model is built
 from), every timed configuration whose emulated waves are bound by the dispatcher (the blocks'
@@ -8,7 +8,7 @@ dispatch time exceeds the emulated trace's work) is compared with the bound itse
 lat_launch + sum over waves of blocks per SM x gap_launch: measured / bound near 1 says the
 configuration is dispatch-bound on the GPU too; far above 1, that the emulator under-predicts
 its work there and names the wrong bottleneck. Writes per kernel the count and the ratio's
-median and 10th/90th percentiles (default benchmarks/results/h200/saake_dispatch_check.json).
+median and 10th/90th percentiles (default experiments/experiments/results/h200/saake_dispatch_check.json).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def main(argv: list[str]) -> int:
         "what": __doc__.split("\n\n")[2].replace("\n", " "),
         "kernels": rows,
         "kernels_with_dispatch_bound_points": len(bound),
-        "provenance": stamp("python benchmarks/saake_dispatch_check.py " + " ".join(argv)),
+        "provenance": stamp("python experiments/saake_dispatch_check.py " + " ".join(argv)),
     }
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"{len(bound)} kernels have dispatch-bound training points; wrote {out}")

@@ -1,7 +1,7 @@
 """SNOWPACK's perceptron fitted with every (kernel, D) weighing the same, validated on training
 sizes only.
 
-    python benchmarks/snowpack_balanced.py [OUTDIR] [--jobs 2]
+    python experiments/snowpack_balanced.py [OUTDIR] [--jobs 2]
 
 S% weighs every (kernel, D) equally, but the fits weigh every row equally, so a (kernel, D)
 weighs by its number of candidate blocks: 10 to 231, and 3DCONV alone is 11 % of the recorded
@@ -9,7 +9,7 @@ rows. `fit_rows(balanced=True)` weighs each row 1 / its group's size instead, so
 the perceptron minimises counts the pairs as S% does.
 
 Leave one benchmark out on the TRAINING sizes of the recorded suites alone (as
-`benchmarks/snowpack_pessimism.py`, whose fold loop and verdict this reuses): each fold fits the
+`experiments/snowpack_pessimism.py`, whose fold loop and verdict this reuses): each fold fits the
 perceptron (the grid's first hyper-parameters, view `all`, `final_seeds` initialisations) per
 target, unweighted and balanced, and scores the argmin at the held-out benchmark's training
 sizes.
@@ -25,7 +25,7 @@ from __future__ import annotations
 import sys
 from functools import partial
 
-import snowpack_pessimism as loop  # the sibling script (benchmarks/ is on sys.path)
+import snowpack_pessimism as loop  # the sibling script (experiments/ is on sys.path)
 
 VARIANTS = ("unweighted", "balanced")  # the first is the reference (the flag off)
 

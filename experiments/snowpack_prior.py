@@ -1,18 +1,18 @@
 """SNOWPACK as a build's prior: time only its top k blocks at the largest training size.
 
-    python benchmarks/snowpack_prior.py [OUTDIR] [--seeds 3]
+    python experiments/snowpack_prior.py [OUTDIR] [--seeds 3]
 
 What `klaraptor.build(..., prior="snowpack", prior_keep=k)` buys and loses, on the recorded H200
 suites, for kernels SNOWPACK never saw (leave one benchmark out, as `klaraptor bench snowpack`'s
 unseen kernels). Each fold fits one fixed candidate (the perceptron 64x64, alpha 0.01, `relative`
-target, all columns, averaged over `--seeds` initialisations: `benchmarks/snowpack_seeds.py`'s
+target, all columns, averaged over `--seeds` initialisations: `experiments/snowpack_seeds.py`'s
 candidate; no search, so it is not the per-fold procedure of `bench snowpack`) on the other
 benchmarks' rows at every size. For each held-out kernel it ranks the candidates at the kernel's
 largest training size L, "times" the top k there (the recorded timings at L), keeps the fastest
 of them and reuses it at every evaluation size: tune-once over SNOWPACK's top k. k = all is
 tune-once itself. Reported per k: mean and median S% over the (kernel, evaluation size) pairs
 and the share of tune-once's sweep timed (k / candidates). Writes OUTDIR/snowpack_prior.json
-(default benchmarks/results/h200).
+(default experiments/results/h200).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             "topk": "SNOWPACK's k best at L timed there, the fastest of them reused",
         },
         "wall_s": time.perf_counter() - t0,
-        "provenance": stamp("python benchmarks/snowpack_prior.py"),
+        "provenance": stamp("python experiments/snowpack_prior.py"),
     }
     out = Path(args.outdir)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,7 @@
 """The thesis's configuration-level outlier fence (§5.4) and the faithful `mwp_cwp` model, on the
 recorded H200 suites: the model built with and without the fence, side by side.
 
-    python benchmarks/mwp_cwp_fence.py [OUTDIR] [--kernels K1,K2,...]
+    python experiments/mwp_cwp_fence.py [OUTDIR] [--kernels K1,K2,...]
 
 For every kernel of both recorded suites, `mwp_cwp` is built from every recorded training point
 (as `klaraptor bench report` builds its `mwp_cwp` comparison: no budget) twice: as shipped, and
@@ -9,8 +9,8 @@ with the thesis's configuration-level fence (`mwp_cwp_fenced`, i.e.
 `MwpCwpModel(config_fence=True)`, `klaraptor.models.mwp_cwp_fence`); each chooses a block
 at every evaluation size with ground truth, scored against the recorded exhaustive search
 (S = t / t_best − 1). The unfenced column must reproduce the committed report's `mwp_cwp` (checked
-against `results/h200/pairs.json` pair by pair: any difference is an error). Writes
-OUTDIR/mwp_cwp_fence.json and OUTDIR/mwp_cwp_fence.md (default benchmarks/results/h200).
+against `benchmarks/results/h200/pairs.json` pair by pair: any difference is an error). Writes
+OUTDIR/mwp_cwp_fence.json and OUTDIR/mwp_cwp_fence.md (default experiments/results/h200).
 A report: nothing in the default build changes with it.
 """
 
@@ -41,6 +41,8 @@ from klaraptor.core.provenance import stamp
 from klaraptor.models.mwp_cwp import FENCED_NAME
 
 ROOT = Path(__file__).resolve().parent
+# The product evaluation's committed figures (`klaraptor bench report`), compared pair by pair.
+REPORTED = ROOT.parent / "benchmarks" / "results" / "h200"
 SUITES = ("polybench", "rodinia")
 FENCED = FENCED_NAME  # the registered model MwpCwpModel(config_fence=True)
 
@@ -90,7 +92,7 @@ def main(argv: list[str]) -> int:
         kernels = set(args[i + 1].split(","))
         del args[i : i + 2]
     out = Path(args[0]) if args else ROOT / "results" / "h200"
-    committed = json.loads((ROOT / "results" / "h200" / "pairs.json").read_text())
+    committed = json.loads((REPORTED / "pairs.json").read_text())
     reported = {
         (p["kernel"], int(p["N"])): p["methods"]["mwp_cwp"]["S_pct"]
         for rows in committed.values()
@@ -166,7 +168,7 @@ def main(argv: list[str]) -> int:
         "pairs": pairs,
         "reproduces_report_pairs": int(sum(r["reproduces_report"] for r in pairs)),
         "wall_s": time.perf_counter() - t0,
-        "provenance": stamp(" ".join(["python", "benchmarks/mwp_cwp_fence.py", *argv])),
+        "provenance": stamp(" ".join(["python", "experiments/mwp_cwp_fence.py", *argv])),
     }
     out.mkdir(parents=True, exist_ok=True)
     (out / "mwp_cwp_fence.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -1,9 +1,9 @@
 """SNOWPACK's perceptron with each target fixed, and their blend, validated on training sizes only.
 
-    python benchmarks/snowpack_targets.py [OUTDIR]
+    python experiments/snowpack_targets.py [OUTDIR]
 
 Leave one benchmark out on the TRAINING sizes of the recorded suites alone (as
-`benchmarks/snowpack_procedure.py`). Each fold fits the perceptron (the grid's first
+`experiments/snowpack_procedure.py`). Each fold fits the perceptron (the grid's first
 hyper-parameters, view `all`, `final_seeds` initialisations) once per target, with no search,
 and scores the argmin of each at the held-out benchmark's training sizes, and of their blend
 (the three targets' predicted log times averaged row by row).
@@ -15,10 +15,10 @@ procedure changes to the candidate here with the lowest mean S only if its mean 
 difference to the current procedure's perceptron (`snowpack_procedure.json`, column `mlp`) is
 below minus one standard error of that difference. Writes OUTDIR/snowpack_targets.json.
 
-    python benchmarks/snowpack_targets.py --compare FILE
+    python experiments/snowpack_targets.py --compare FILE
 
 re-reads a written FILE and recomputes its paired comparison against the procedure file now in
-`benchmarks/results/h200/` (when that was rerun after FILE was written), without refitting.
+`experiments/results/h200/` (when that was rerun after FILE was written), without refitting.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from snowpack_procedure import (  # the sibling script (benchmarks/ is on sys.path)
+from snowpack_procedure import (  # the sibling script (experiments/ is on sys.path)
     paired_difference,
     write,
 )

@@ -1,7 +1,7 @@
 """SNOWPACK's perceptron members each fitted on a bootstrap sample of the training benchmarks,
 validated on training sizes only.
 
-    python benchmarks/snowpack_bagging.py [OUTDIR] [--jobs 2]
+    python experiments/snowpack_bagging.py [OUTDIR] [--jobs 2]
 
 Which kernels SNOWPACK fails on moves with anything that perturbs the fit: the initialisation
 (`snowpack_seeds.json`), the target, the corpus of other kernels (`snowpack_procedure_patterns
@@ -12,7 +12,7 @@ sample of the training benchmarks, drawn with replacement (`fit_rows(bagged=True
 all of them with only the initialisation differing. Same member count, same prediction cost.
 
 Leave one benchmark out on the TRAINING sizes of the recorded suites alone (as
-`benchmarks/snowpack_pessimism.py`, whose fold loop and verdict this reuses): each fold fits the
+`experiments/snowpack_pessimism.py`, whose fold loop and verdict this reuses): each fold fits the
 perceptron (the grid's first hyper-parameters, view `all`, `final_seeds` = 3 members) per
 target, with the members differing by initialisation only and bagged, and scores the argmin at
 the held-out benchmark's training sizes.
@@ -29,7 +29,7 @@ from __future__ import annotations
 import sys
 from functools import partial
 
-import snowpack_pessimism as loop  # the sibling script (benchmarks/ is on sys.path)
+import snowpack_pessimism as loop  # the sibling script (experiments/ is on sys.path)
 
 VARIANTS = ("seeds", "bagged")  # the first is the reference (the flag off)
 

@@ -1,7 +1,7 @@
 """Variants of the default build, scored on the recorded suites (CPU), for the variant log in
 docs/extrapolation.md.
 
-    .venv/bin/python benchmarks/extrapolation_variants.py [variant ...] [--jobs N]
+    .venv/bin/python experiments/extrapolation_variants.py [variant ...] [--jobs N]
 
 Each variant changes one thing of the default build (`klaraptor.build`, model "auto", budget
 1.5) and is evaluated like `klaraptor bench report` (klaraptor model-only and online top-k,

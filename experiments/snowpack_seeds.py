@@ -1,9 +1,9 @@
 """How much a SNOWPACK perceptron's choices depend on its random initialisation (training sizes).
 
-    python benchmarks/snowpack_seeds.py [OUTDIR] [--seeds 5] [--without busy_sms,...] [--risk 0.5,1]
+    python experiments/snowpack_seeds.py [OUTDIR] [--seeds 5] [--without busy_sms,...] [--risk 0.5,1]
 
 Leave one benchmark out on the TRAINING sizes of the recorded suites alone (as
-`benchmarks/snowpack_procedure.py`), with one fixed candidate: the perceptron 64x64, alpha 0.01,
+`experiments/snowpack_procedure.py`), with one fixed candidate: the perceptron 64x64, alpha 0.01,
 `relative` target, all columns (the unseen-kernel search's most frequent pick). Each fold fits it
 with random initialisations 0..seeds-1 and scores each one alone and the average of the first k
 (k = 2..seeds) of their predicted log times. This is what `SearchSettings.final_seeds` rests on;
@@ -11,7 +11,7 @@ no evaluation size is read. `--without NAMES` holds those feature columns consta
 information: what the features add). `--risk L,...` also scores a risk-averse choice over all
 the seeds: argmin of mean + L x standard deviation of the members' predicted log times. Writes
 OUTDIR/snowpack_seeds.json, or snowpack_seeds_without.json with `--without` (default OUTDIR:
-benchmarks/results/h200).
+experiments/results/h200).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         **({"risk_averse_all_seeds": risk} if risk else {}),
         "wall_s": time.perf_counter() - t0,
         "provenance": stamp(
-            "python benchmarks/snowpack_seeds.py"
+            "python experiments/snowpack_seeds.py"
             + (f" --without {args.without}" if without else "")
         ),
     }

@@ -1,6 +1,6 @@
 """SNOWPACK's perceptron choosing pessimistically, validated on training sizes only.
 
-    python benchmarks/snowpack_pessimism.py [OUTDIR] [--jobs 2]
+    python experiments/snowpack_pessimism.py [OUTDIR] [--jobs 2]
 
 The kept perceptron is three initialisations whose predicted log times are averaged. Where they
 disagree about a block, the block lies where the training rows say little: choosing the argmin
@@ -9,7 +9,7 @@ confidence bound on speed. On the unseen-kernel evaluation sizes the largest los
 predicted far faster than they run (LUD, 3DCONV, SYRK), the failure such a bound is for.
 
 Leave one benchmark out on the TRAINING sizes of the recorded suites alone (as
-`benchmarks/snowpack_procedure.py`): each fold fits the perceptron (the grid's first
+`experiments/snowpack_procedure.py`): each fold fits the perceptron (the grid's first
 hyper-parameters, view `all`, `final_seeds` initialisations) once per target and scores the
 argmin at the held-out benchmark's training sizes for lambda in `LAMBDAS` (0 is today's choice).
 
@@ -17,7 +17,7 @@ The rule, fixed before this script first ran: lambda* is the nonzero lambda with
 S pooled over the three targets. It is adopted for the kept perceptron only if the mean, over
 the 219 (kernel, D) pairs, of its paired S difference to lambda = 0 (each pair's difference
 averaged over the three targets) is below minus one standard error of that mean. Writes
-OUTDIR/snowpack_pessimism.json (default benchmarks/results/). Its first run (53353c6) wrote the
+OUTDIR/snowpack_pessimism.json (default experiments/results/). Its first run (53353c6) wrote the
 verdict as `vs_lambda_0` / `lambda_star`; the loop now serves `snowpack_balanced.py` and
 `snowpack_bagging.py` too (`setting_scores`), and names them `vs_reference` / `best`.
 """
@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from snowpack_procedure import (  # the sibling script (benchmarks/ is on sys.path)
+from snowpack_procedure import (  # the sibling script (experiments/ is on sys.path)
     paired_difference,
     write,
 )
