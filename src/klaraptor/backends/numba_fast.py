@@ -50,12 +50,12 @@ class FastLauncher:
         if getattr(overload, "launch_config_sensitive", False):
             raise FastLaunchUnavailable("the kernel is launch-configuration sensitive")
         self._overload = overload
-        self._launch = nd.launch
-        self._config_cls = nd.LaunchConfig
-        self._new_style = bool(nd.CUDA_CORE_GE_1_0)
+        self._launch = nd.launch  # type: ignore[attr-defined]
+        self._config_cls = nd.LaunchConfig  # type: ignore[attr-defined]
+        self._new_style = bool(nd.CUDA_CORE_GE_1_0)  # type: ignore[attr-defined]
         self._cooperative = bool(getattr(overload, "cooperative", False))
         self._kernel = overload._codelibrary.get_cufunc().kernel
-        self._stream = driver._to_core_stream(0)  # what kernel[grid, block, 0, smem] uses
+        self._stream = driver._to_core_stream(0)  # type: ignore[attr-defined]  # what kernel[grid, block, 0, smem] uses
         self._keep = max(1, int(keep))
         # id(args) -> (args, converted parameters): the args object is kept so its id stays its
         self._params: OrderedDict[int, tuple[Any, list[Any]]] = OrderedDict()
