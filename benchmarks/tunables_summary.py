@@ -64,6 +64,21 @@ def suite_block(run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def merged_runs(paths: list[Path]) -> dict[str, Any]:
+    """One run of every kernel scored in `paths` (histogram and n-body finished only in a later
+    device call than the other eight); each kernel keeps the run it came from, and every run's
+    provenance is kept."""
+    kernels: dict[str, dict[str, Any]] = {}
+    provenance = []
+    for path in paths:
+        run = json.loads(path.read_text())
+        provenance.append({"file": path.name, **run["provenance"]})
+        for k in run["kernels"]:
+            if k.get("pairs") or k["kernel"] not in kernels:
+                kernels[k["kernel"]] = {**k, "run": path.name}
+    return {"kernels": list(kernels.values()), "provenance": provenance}
+
+
 def cost_block(run: dict[str, Any]) -> dict[str, Any]:
     per = {
         k["kernel"]: {
@@ -88,12 +103,21 @@ def cost_block(run: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quality", type=Path, default=RESULTS / "bench_tunables_1954ee6.json")
+    ap.add_argument(
+        "--quality",
+        type=Path,
+        nargs="+",
+        default=[
+            RESULTS / "bench_tunables_1954ee6.json",
+            RESULTS / "bench_tunables_13ffd70_histogram_nbody.json",
+        ],
+        help="runs whose choices are scored; a kernel scored in a later run replaces an earlier",
+    )
     ap.add_argument("--cost", type=Path, default=RESULTS / "bench_tunables_ab94cd9.json")
     ap.add_argument("--summary", type=Path, default=RESULTS / "summary.json")
     a = ap.parse_args(argv)
     summary = json.loads(a.summary.read_text())
-    summary["suites"]["tunables"] = suite_block(json.loads(a.quality.read_text()))
+    summary["suites"]["tunables"] = suite_block(merged_runs(a.quality))
     summary.setdefault("cost", {})["build_over_kernel_tuner"] = cost_block(
         json.loads(a.cost.read_text())
     )

@@ -12,6 +12,7 @@ import time
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from klaraptor.core.errors import CollectError
@@ -51,33 +52,61 @@ _GET_OPS = {"GET", "BINGET", "LONG_BINGET"}
 _PUT_OPS = {"PUT", "BINPUT", "LONG_BINPUT"}
 
 
-def imports_main(body: bytes) -> bool:
-    """Whether unpickling `body` imports a name from `__main__` (a function of the user's
-    script pickled by reference). A `__main__` that only appears as data (the module name of a
-    function pickled by value, as Numba pickles kernels) does not count. Unreadable pickles
-    count as importing it."""
+def pickled_modules(body: bytes) -> set[str]:
+    """The modules that unpickling `body` imports names from (functions and classes pickled by
+    reference). A module name that only appears as data (the module name of a function pickled
+    by value, as Numba pickles kernels) does not count. ValueError if `body` is unreadable."""
     import pickletools
 
+    modules: set[str] = set()
+    recent: list[Any] = []
+    memo: dict[int, Any] = {}
+    for op, arg, _ in pickletools.genops(body):
+        name = op.name
+        if name in _STRING_OPS:
+            recent.append(arg)
+        elif name in _GET_OPS:
+            recent.append(memo.get(arg))
+        elif name == "MEMOIZE":
+            memo[len(memo)] = recent[-1] if recent else None
+        elif name in _PUT_OPS:
+            memo[arg] = recent[-1] if recent else None
+        elif name == "STACK_GLOBAL" and len(recent) >= 2 and isinstance(recent[-2], str):
+            modules.add(recent[-2])
+        elif name in ("GLOBAL", "INST"):
+            modules.add(str(arg).split(" ")[0])
+    return modules
+
+
+def imports_main(body: bytes) -> bool:
+    """Whether unpickling `body` imports a name from `__main__` (a function of the user's
+    script pickled by reference). Unreadable pickles count as importing it."""
     try:
-        recent: list[Any] = []
-        memo: dict[int, Any] = {}
-        for op, arg, _ in pickletools.genops(body):
-            name = op.name
-            if name in _STRING_OPS:
-                recent.append(arg)
-            elif name in _GET_OPS:
-                recent.append(memo.get(arg))
-            elif name == "MEMOIZE":
-                memo[len(memo)] = recent[-1] if recent else None
-            elif name in _PUT_OPS:
-                memo[arg] = recent[-1] if recent else None
-            elif name == "STACK_GLOBAL" and len(recent) >= 2 and recent[-2] == "__main__":
-                return True
-            elif name in ("GLOBAL", "INST") and str(arg).split(" ")[0] == "__main__":
-                return True
+        return "__main__" in pickled_modules(body)
     except Exception:  # noqa: BLE001 - when in doubt, re-create __main__ as before
         return b"__main__" in body
-    return False
+
+
+def module_roots(body: bytes) -> list[str]:
+    """The folders the worker needs on sys.path to import the user's modules that `body` refers
+    to: a spec may come from a module imported through a sys.path entry that is gone by the time
+    the job is written (a script that added its folder, imported, and removed it)."""
+    try:
+        names = pickled_modules(body)
+    except Exception:  # noqa: BLE001 - unreadable: the worker reports the import error itself
+        return []
+    roots: list[str] = []
+    for name in sorted(names - {"__main__"}):
+        top = sys.modules.get(name.split(".")[0])
+        origin = getattr(top, "__file__", None)
+        if not origin:
+            continue
+        where = Path(origin).resolve().parent
+        if Path(origin).name == "__init__.py":  # a package: its parent folder holds it
+            where = where.parent
+        if str(where) not in roots:
+            roots.append(str(where))
+    return roots
 
 
 def _main_info(body: bytes) -> dict[str, str] | None:
@@ -130,7 +159,7 @@ def write_job(
         "version": JOB_VERSION,
         "mode": mode,
         "events": str(events),
-        "sys_path": list(sys.path),
+        "sys_path": [*sys.path, *(r for r in module_roots(body) if r not in sys.path)],
         "main": _main_info(body),
         "created": time.time(),
     }
