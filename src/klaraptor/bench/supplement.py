@@ -420,6 +420,9 @@ def keep_foreign_blocks(summary: dict[str, Any], path: Path) -> dict[str, Any]:
     except ValueError:
         return summary
     out = dict(summary)
+    # A new suites dict: the caller's summary (rendered into methods.md) must not gain the
+    # foreign blocks, whose methods lack the report's columns.
+    out["suites"] = dict(summary.get("suites") or {})
     for k, v in old.items():
         if k not in out:
             out[k] = v
