@@ -29,6 +29,7 @@ on them.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -623,6 +624,16 @@ def sample_warps(
     return out
 
 
+@functools.lru_cache(maxsize=4)
+def _words_at(spec: Any, key: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The parameter words of `spec`'s arguments at D = `key`, made once per process: the
+    arguments of a large D take seconds to make, and every compiled variant of a kernel with
+    program parameters takes the same ones."""
+    Dm = dict(zip(spec.data_names, key))
+    args = spec.make_args(spec.size(Dm), np.random.default_rng(0), device=False)
+    return tuple(param_words(args).items())
+
+
 def counts_from_parameters(
     interp: WarpInterpreter,
     classes: Sequence[Any],
@@ -631,20 +642,21 @@ def counts_from_parameters(
     block: tuple[int, int, int],
     *,
     max_warps: int = 256,
+    variant: Mapping[str, int] | None = None,
 ) -> ParameterCounts:
-    """The class counts per warp of `spec` at D with `block`: the weighted mean over the sampled
-    warps (`sample_warps`), run together."""
+    """The class counts per warp of `spec` at D with `block` (`variant`: the compiled variant's
+    values of a kernel with program parameters): the weighted mean over the sampled warps
+    (`sample_warps`), run together."""
     Dm = dict(zip(spec.data_names, (int(v) for v in D.values())))
     key = tuple(Dm.values())
     params = interp.params_at.get(key)
     if params is None:
         try:
-            args = spec.make_args(spec.size(Dm), np.random.default_rng(0), device=False)
-            params = interp.params_at[key] = param_words(args)
+            params = interp.params_at[key] = dict(_words_at(spec, key))
         except Exception as exc:  # noqa: BLE001 - a spec whose arguments cannot be made here
             return ParameterCounts(None, reason=f"arguments: {exc}")
     bx, by, bz = block
-    gx, gy, gz = (int(v) for v in spec.grid_arrays(Dm, float(bx), float(by), float(bz)))
+    gx, gy, gz = (int(v) for v in spec.grid_arrays(Dm, float(bx), float(by), float(bz), variant))
     launch = Launch(block, (gx, gy, gz), params)
     wpb = -(-(bx * by * bz) // LANES)
     picks = sample_warps((gx, gy, gz), wpb, max_warps)
