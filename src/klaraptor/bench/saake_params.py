@@ -256,7 +256,9 @@ def evaluate_pair(spec: Any, rec: Mapping[str, Any], N: int, profile: Any) -> di
     return row
 
 
-def evaluate(raw: Path, kernels: Sequence[str] | None = None, console: Any = None) -> dict[str, Any]:
+def evaluate(
+    raw: Path, kernels: Sequence[str] | None = None, console: Any = None
+) -> dict[str, Any]:
     from klaraptor import suite
     from klaraptor.device.profile import recorded_profile
 
@@ -343,7 +345,9 @@ def table(result: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write(out: Path, raw: Path, kernels: Sequence[str] | None = None, console: Any = None) -> dict[str, Any]:
+def write(
+    out: Path, raw: Path, kernels: Sequence[str] | None = None, console: Any = None
+) -> dict[str, Any]:
     from klaraptor.core.provenance import stamp
 
     result = evaluate(raw, kernels, console)
@@ -364,4 +368,12 @@ def write(out: Path, raw: Path, kernels: Sequence[str] | None = None, console: A
     return result
 
 
-__all__ = ["RESULT_FILE", "evaluate", "evaluate_pair", "load_recorded", "summarize", "walk", "write"]
+__all__ = [
+    "RESULT_FILE",
+    "evaluate",
+    "evaluate_pair",
+    "load_recorded",
+    "summarize",
+    "walk",
+    "write",
+]

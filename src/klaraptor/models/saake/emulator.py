@@ -299,7 +299,9 @@ class KernelEmulator:
             variant=dict(variant.items()),
         )
         D = np.array([[int(v) for v in d.values()] for d in sizes], dtype=np.float64)
-        train = TrainingSet(spec.data_names, D, np.zeros((len(D), 3)), [{}] * len(D), np.zeros(len(D)))
+        train = TrainingSet(
+            spec.data_names, D, np.zeros((len(D), 3)), [{}] * len(D), np.zeros(len(D))
+        )
         em._fit(train, None)
         return em
 

@@ -21,12 +21,13 @@ _REG = re.compile(r"^(U?R\d+|URZ|RZ|SRZ)((?:\.\w+)*)$")
 _PRED = re.compile(r"^(!?)(U?P[0-6T])$")
 _IMM = re.compile(r"^-?(0x[0-9a-fA-F]+|\d+)$")
 _FIMM = re.compile(r"^-?(\d+\.\d*(e[+-]?\d+)?|\d+e[+-]?\d+|INF|QNAN)$", re.I)
-_CONST = re.compile(r"^c\[0x([0-9a-fA-F]+)\]\[0x([0-9a-fA-F]+)\]$")
+_CONST = re.compile(r"^c\[0x([0-9a-fA-F]+)\]\[(?:0x([0-9a-fA-F]+)|(RZ|URZ))\]$")
 _NOOPS = frozenset(
     "BSSY BSYNC BREAK WARPSYNC NOP BAR DEPBAR YIELD MEMBAR FENCE ERRBAR CCTL BPT NANOSLEEP "
     "ACQBULK".split()
 )
-MAX_STEPS = 2_000_000  # executed blocks per warp before giving up
+MAX_STEPS = 2_000_000  # executed blocks per run before giving up
+PROBE_BLOCKS = 200_000  # blocks one probed loop iteration may run
 
 
 class DataDependent(KlaraptorError):
@@ -107,6 +108,9 @@ class OpcodeSemantics:
     """What the interpreter executes: every opcode it knows, on the lanes given (a mixin of
     `WarpInterpreter`, whose register file and operand reading it uses)."""
 
+    # While the interpreter probes a loop: every integer comparison's operands, in order.
+    _isetp_log: list[tuple[np.ndarray, np.ndarray, str, np.ndarray]] | None = None
+
     def _exec(self, ins: Instruction, lanes: np.ndarray) -> None:  # noqa: C901 - a dispatch
         op, mods = ins.opcode, set(ins.mods)
         ops = [o.strip() for o in ins.operands]
@@ -122,10 +126,17 @@ class OpcodeSemantics:
             if len(ops) > 6 and ops[1] not in ("PT", "UPT"):
                 self._setp(ops[1], _plut(a[0], b[0], c[0], int(ops[6], 0)), ok, lanes)
             return
-        # Optional predicate outputs (carries, LOP3's test) come after the first destination.
-        dst = ops[0]
+        # Optional predicate outputs (carries, LOP3's test) come before or after the register
+        # destination ("LOP3.LUT P1, R9, ...", "IADD3 R6, P0, R2, ...").
+        rest = list(ops)
         pout = []
-        rest = ops[1:]
+        while rest and _PRED.match(rest[0]) and not rest[0].startswith("!"):
+            pout.append(rest.pop(0))
+        if not rest:
+            for p in pout:
+                self._setp(p, np.zeros(1, bool), np.zeros(1, bool), lanes)
+            return
+        dst = rest.pop(0)
         while rest and _PRED.match(rest[0]) and not rest[0].startswith("!"):
             pout.append(rest.pop(0))
         if not _REG.match(dst) or dst.startswith("SR"):
@@ -428,6 +439,8 @@ class OpcodeSemantics:
             unordered = np.zeros(1, bool)
         with np.errstate(invalid="ignore"):
             r = _CMP[cmp](x, y)
+        if self._isetp_log is not None and op == "ISETP":
+            self._isetp_log.append((np.asarray(x, np.int64), np.asarray(y, np.int64), cmp[:2], r))
         if cmp.endswith("U"):
             r = r | unordered
         else:
