@@ -257,30 +257,43 @@ def evaluate_pair(spec: Any, rec: Mapping[str, Any], N: int, profile: Any) -> di
 
 
 def evaluate(
-    raw: Path, kernels: Sequence[str] | None = None, console: Any = None
+    raw: Path,
+    kernels: Sequence[str] | None = None,
+    console: Any = None,
+    on_pair: Any = None,
 ) -> dict[str, Any]:
+    """Every (kernel, evaluation size) of the extract: every kernel at its smaller evaluation
+    size first, then at the larger (so a run cut short has judged every kernel once);
+    `on_pair(result so far)` after each."""
     from klaraptor import suite
     from klaraptor.device.profile import recorded_profile
 
     data = load_recorded(raw)
     profile = recorded_profile("h200")
-    pairs = []
+    todo = []
     for name, rec in sorted(data["kernels"].items()):
         if kernels and name not in kernels:
             continue
-        spec = suite.get(name)
-        for N in sorted(int(n) for n in rec["eval"]):
-            row = {"kernel": name, **evaluate_pair(spec, rec, N, profile)}
-            pairs.append(row)
-            if console is not None:
-                ms = row["methods"]
-                console.print(
-                    f"  {name} N={N}: rank to 5% {ms['saake_rank']['timed_to_within_5pct']}, "
-                    f"topk to 5% {ms.get('klaraptor_topk', {}).get('timed_to_within_5pct')}, "
-                    f"walk r {ms.get('saake_walk', {}).get('final_r', float('nan')):.3f} "
-                    f"of {row['configs']} (emulation {row['emulation_s']:.0f} s)"
-                )
-    return {"source": data.get("source", ""), "pairs": pairs, "summary": summarize(pairs)}
+        for rank, N in enumerate(sorted(int(n) for n in rec["eval"])):
+            todo.append((rank, name, N))
+    result: dict[str, Any] = {"source": data.get("source", ""), "pairs": []}
+    for _, name, N in sorted(todo):
+        rec = data["kernels"][name]
+        row = {"kernel": name, **evaluate_pair(suite.get(name), rec, N, profile)}
+        result["pairs"].append(row)
+        result["summary"] = summarize(result["pairs"])
+        if console is not None:
+            ms = row["methods"]
+            console.print(
+                f"  {name} N={N}: rank to 5% {ms['saake_rank']['timed_to_within_5pct']}, "
+                f"topk to 5% {ms.get('klaraptor_topk', {}).get('timed_to_within_5pct')}, "
+                f"walk r {ms.get('saake_walk', {}).get('final_r', float('nan')):.3f} "
+                f"of {row['configs']} (emulation {row['emulation_s']:.0f} s)"
+            )
+        if on_pair is not None:
+            on_pair(result)
+    result["summary"] = summarize(result["pairs"])
+    return result
 
 
 def summarize(pairs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -348,23 +361,33 @@ def table(result: Mapping[str, Any]) -> str:
 def write(
     out: Path, raw: Path, kernels: Sequence[str] | None = None, console: Any = None
 ) -> dict[str, Any]:
+    """saake_param_search.json and .md in `out`, rewritten after every pair (a run cut short
+    keeps what it judged; `complete` says whether every pair was)."""
     from klaraptor.core.provenance import stamp
 
-    result = evaluate(raw, kernels, console)
     command = f"klaraptor bench saake --out {out} --params {raw}"
-    result["provenance"] = stamp(command)
-    (out / RESULT_FILE).write_text(json.dumps(result, indent=1, default=str) + "\n")
-    (out / RESULT_FILE.replace(".json", ".md")).write_text(
-        "# SAAKE's search over program parameters against klaraptor's top-k (tunables, H200)\n\n"
-        "Timed configurations (and their share of brute force's measurement seconds) needed to "
-        "come within 2 % / 5 % of the best of the joint space at each evaluation size; SAAKE "
-        "emulates every compiled variant from its SASS, without counters or calibration "
-        f"(`{command}`; module docstring of klaraptor.bench.saake_params).\n\n"
-        + table(result)
-        + "\n\nSummary:\n\n```\n"
-        + json.dumps(result["summary"], indent=1)
-        + "\n```\n"
-    )
+    prov = stamp(command)
+
+    def save(result: dict[str, Any], complete: bool) -> None:
+        doc = {**result, "complete": complete, "provenance": prov}
+        (out / RESULT_FILE).write_text(json.dumps(doc, indent=1, default=str) + "\n")
+        (out / RESULT_FILE.replace(".json", ".md")).write_text(
+            "# SAAKE's search over program parameters against klaraptor's top-k "
+            "(tunables, H200)\n\n"
+            "Timed configurations (and their share of brute force's measurement seconds) "
+            "needed to come within 2 % / 5 % of the best of the joint space at each evaluation "
+            "size; SAAKE emulates every compiled variant from its SASS, without counters or "
+            f"calibration (`{command}`; module docstring of klaraptor.bench.saake_params)."
+            + ("" if complete else " **Incomplete: the run was cut short.**")
+            + "\n\n"
+            + table(doc)
+            + "\n\nSummary:\n\n```\n"
+            + json.dumps(doc.get("summary", {}), indent=1)
+            + "\n```\n"
+        )
+
+    result = evaluate(raw, kernels, console, on_pair=lambda r: save(r, False))
+    save(result, True)
     return result
 
 
