@@ -226,7 +226,11 @@ def evaluate_pair(spec: Any, rec: Mapping[str, Any], N: int, profile: Any) -> di
 
         row["emulated_spearman"] = float(spearmanr(meas, emu).correlation)
         row["emulated_raw_mape"] = float(np.mean(np.abs(emu / meas - 1)))
-    orders = {"saake_rank": order}
+    # Without any emulated configuration SAAKE has nothing to rank (its trip counts need the
+    # kernel's data: counters): no SAAKE method for the pair.
+    orders = {"saake_rank": order} if finite else {}
+    if not finite:
+        row["saake"] = "no configuration could be emulated (see not_emulated)"
     if rec.get("helper"):
         orders["klaraptor_topk"] = _helper_order(rec, spec, N, set(truth))
     for name, od in orders.items():
