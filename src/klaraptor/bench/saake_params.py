@@ -341,6 +341,10 @@ def summarize(pairs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _f(v: Any, fmt: str = ".3f") -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+
 def table(result: Mapping[str, Any]) -> str:
     lines = [
         "| kernel | N | configs | default r | spearman | rank: timed to 2 % / 5 % | "
@@ -349,15 +353,15 @@ def table(result: Mapping[str, Any]) -> str:
     ]
     for p in result["pairs"]:
         m = p["methods"]
-        rk, tk, wk = m["saake_rank"], m.get("klaraptor_topk", {}), m.get("saake_walk", {})
+        rk, tk, wk = m.get("saake_rank", {}), m.get("klaraptor_topk", {}), m.get("saake_walk", {})
         lines.append(
             f"| {p['kernel'].split('.', 1)[1]} | {p['N']} | {p['configs']} | "
-            f"{p.get('default_r', float('nan')):.2f} | {p.get('emulated_spearman', float('nan')):.2f} | "
-            f"{rk['timed_to_within_2pct']} / {rk['timed_to_within_5pct']} | "
-            f"{tk.get('timed_to_within_2pct')} / {tk.get('timed_to_within_5pct')} | "
-            f"{rk['top5_r']:.3f} ({rk['top5_cost_ratio']:.2f}) | "
-            f"{wk.get('final_r', float('nan')):.3f} ({wk.get('timed')}, "
-            f"{wk.get('cost_ratio', float('nan')):.2f}) |"
+            f"{_f(p.get('default_r'), '.2f')} | {_f(p.get('emulated_spearman'), '.2f')} | "
+            f"{_f(rk.get('timed_to_within_2pct'), '')} / {_f(rk.get('timed_to_within_5pct'), '')} | "
+            f"{_f(tk.get('timed_to_within_2pct'), '')} / {_f(tk.get('timed_to_within_5pct'), '')} | "
+            f"{_f(rk.get('top5_r'))} ({_f(rk.get('top5_cost_ratio'), '.3f')}) | "
+            f"{_f(wk.get('final_r'))} ({_f(wk.get('timed'), '')}, "
+            f"{_f(wk.get('cost_ratio'), '.3f')}) |"
         )
     return "\n".join(lines)
 
