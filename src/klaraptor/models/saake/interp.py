@@ -57,6 +57,7 @@ from klaraptor.models.saake.interp_ops import (
     DataDependent,
     OpcodeSemantics,
     Val,
+    _first_flip,
     _from_f32,
 )
 
@@ -594,33 +595,6 @@ def _steady_step(s1: _State, s2: _State, s3: _State, n: int, lanes: np.ndarray) 
                 drop_p.add(name)
                 break
     return _Step(step, drop, drop_p)
-
-
-def _first_flip(d0: np.ndarray, dd: np.ndarray, cmp: str) -> np.ndarray:
-    """Per lane, the first k >= 1 at which `d0 + k dd  cmp  0` differs from k = 0 (inf: never).
-    The difference of a comparison's operands moves by dd an iteration; LT and LE are the
-    negations of GE and GT and flip where they do."""
-    d0, dd = d0.astype(np.float64), dd.astype(np.float64)
-    inf = np.full(d0.shape, np.inf)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if cmp in ("EQ", "NE"):
-            # Equal now: unequal at k = 1. Unequal: equal where -d0 is a whole number of steps.
-            q = -d0 / dd
-            hit = (dd != 0) & (d0 != 0) & (q >= 1) & (np.floor(q) == q)
-            ks = np.where((d0 == 0) & (dd != 0), 1.0, np.where(hit, q, inf))
-        elif cmp in ("GT", "LE"):  # d > 0, integers: d >= 1
-            ks = np.where(
-                (d0 > 0) & (dd < 0),
-                np.ceil(d0 / -dd),
-                np.where((d0 <= 0) & (dd > 0), np.floor(-d0 / dd) + 1, inf),
-            )
-        else:  # GE, LT: d >= 0
-            ks = np.where(
-                (d0 >= 0) & (dd < 0),
-                np.floor(d0 / -dd) + 1,
-                np.where((d0 < 0) & (dd > 0), np.ceil(-d0 / dd), inf),
-            )
-    return np.maximum(ks, 1.0)
 
 
 def _advance(s: _State, step: _Step, k: int | np.ndarray) -> _State:

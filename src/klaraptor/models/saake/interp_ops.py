@@ -449,3 +449,30 @@ class OpcodeSemantics:
         fn = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}[comb]
         self._setp(pd, fn(r, pc_v), ok, lanes)
         self._setp(pq, fn(~r, pc_v), ok, lanes)
+
+
+def _first_flip(d0: np.ndarray, dd: np.ndarray, cmp: str) -> np.ndarray:
+    """Per lane, the first k >= 1 at which `d0 + k dd  cmp  0` differs from k = 0 (inf: never).
+    The difference of a comparison's operands moves by dd an iteration; LT and LE are the
+    negations of GE and GT and flip where they do."""
+    d0, dd = d0.astype(np.float64), dd.astype(np.float64)
+    inf = np.full(d0.shape, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if cmp in ("EQ", "NE"):
+            # Equal now: unequal at k = 1. Unequal: equal where -d0 is a whole number of steps.
+            q = -d0 / dd
+            hit = (dd != 0) & (d0 != 0) & (q >= 1) & (np.floor(q) == q)
+            ks = np.where((d0 == 0) & (dd != 0), 1.0, np.where(hit, q, inf))
+        elif cmp in ("GT", "LE"):  # d > 0, integers: d >= 1
+            ks = np.where(
+                (d0 > 0) & (dd < 0),
+                np.ceil(d0 / -dd),
+                np.where((d0 <= 0) & (dd > 0), np.floor(-d0 / dd) + 1, inf),
+            )
+        else:  # GE, LT: d >= 0
+            ks = np.where(
+                (d0 >= 0) & (dd < 0),
+                np.floor(d0 / -dd) + 1,
+                np.where((d0 < 0) & (dd > 0), np.ceil(-d0 / dd), inf),
+            )
+    return np.maximum(ks, 1.0)
