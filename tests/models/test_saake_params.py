@@ -80,3 +80,18 @@ def test_timed_until_counts_configurations_and_their_seconds() -> None:
     order = [("a", (1, 1, 1)), ("b", (1, 1, 1))]
     assert _timed_until(order, truth, 1.0, 0.02) == (2, 0.75)
     assert _timed_until(order[:1], truth, 1.0, 0.02) == (None, 0.5)
+
+
+def test_a_missing_or_malformed_extract_is_named(tmp_path) -> None:  # noqa: ANN001
+    from klaraptor.bench.saake_params import load_recorded
+    from klaraptor.core.errors import KlaraptorError
+
+    with pytest.raises(KlaraptorError, match="extract_tunables_recorded"):
+        load_recorded(tmp_path / "none.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(KlaraptorError, match="is not JSON"):
+        load_recorded(bad)
+    bad.write_text("{}")
+    with pytest.raises(KlaraptorError, match="no 'kernels'"):
+        load_recorded(bad)
