@@ -469,6 +469,14 @@ def write(args: Any) -> int:
     console = Console()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if getattr(args, "params", None):
+        from klaraptor.bench.saake_params import RESULT_FILE
+        from klaraptor.bench.saake_params import write as write_params
+
+        pj = write_params(out, Path(args.params), console=console)
+        console.print(json.dumps(pj["summary"], indent=1))
+        console.print(f"wrote {out}/{RESULT_FILE}")
+        return 0
     if getattr(args, "unseen_plan", False) or getattr(args, "unseen", None):
         from klaraptor.bench.saake_unseen import PLAN_FILE, write_plan, write_unseen
 

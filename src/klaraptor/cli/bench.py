@@ -86,6 +86,14 @@ def add_parser(sub: Any) -> None:
         help="the output folder of scripts/device_saake_unseen.py: judge SAAKE on the unseen "
         "kernels (writes saake_unseen.json, adds agreement_unseen to bottlenecks.json)",
     )
+    sk.add_argument(
+        "--params",
+        default=None,
+        metavar="RAW_JSON",
+        help="the recorded tunables extract (scripts/extract_tunables_recorded.py): SAAKE's "
+        "search over program parameters against klaraptor's top-k (writes "
+        "saake_param_search.json)",
+    )
     sk.set_defaults(bench_func=_saake)
     e = bs.add_parser("export", help="write the recorded dataset from a store")
     e.add_argument("--out", type=arg_nonempty, required=True, help="the dataset file to write")

@@ -443,32 +443,37 @@ def analyze(
     strict: bool = True,
     match_cupy: bool = True,
     search_dirs: Sequence[str | Path] | None = None,
+    variant: Any = None,
 ) -> KernelISA:
-    """Compile `spec` (a KernelSpec) with NVRTC, disassemble, classify and analyse its kernel.
+    """Compile `spec` (a KernelSpec) with NVRTC, disassemble, classify and analyse its kernel;
+    `variant` (ParamValues): that compiled variant of a spec with program parameters (its
+    `kernel` is then the template instance's lowered name where the spec uses templates).
 
     strict=True raises UnknownOpcodeError for an opcode the tables do not know; strict=False
     classes it "unknown", lists it in `unknown_sass`/`unknown_ptx` and adds a warning.
     """
-    result = nv.compile_spec(spec, arch, match_cupy=match_cupy)
+    result = nv.compile_spec(spec, arch, match_cupy=match_cupy, variant=variant)
+    kernel = next(iter(result.lowered.values()), spec.kernel)
     sass_text = tools.run_cuobjdump(result.cubin, ["-sass"], search_dirs)
     usage_text = tools.run_cuobjdump(result.cubin, ["-res-usage"], search_dirs)
     funcs = parse_sass(sass_text)
-    if spec.kernel not in funcs:
+    if kernel not in funcs:
         raise DisassemblyError(
-            f"kernel {spec.name!r}: the cubin has no function {spec.kernel!r} (found "
+            f"kernel {spec.name!r}: the cubin has no function {kernel!r} (found "
             f'{sorted(funcs)}); declare it `extern "C" __global__` so its name is not mangled'
         )
-    usage = parse_res_usage(usage_text).get(spec.kernel, {})
+    usage = parse_res_usage(usage_text).get(kernel, {})
+    fingerprint = spec.fingerprint() + (f"|{variant}" if variant else "")
     isa = KernelISA(
         name=spec.name,
-        kernel=spec.kernel,
+        kernel=kernel,
         arch=result.arch,
         options=result.options,
         tools={"nvrtc": result.nvrtc_version, **tools.versions(search_dirs)},
         resources=resources(usage),
         dynamic_smem=spec.dynamic_smem,
-        fingerprint=spec.fingerprint(),
-        sass=funcs[spec.kernel],
+        fingerprint=fingerprint,
+        sass=funcs[kernel],
         ptx_module=_compact_ptx(result.ptx),
         strict=strict,
     )

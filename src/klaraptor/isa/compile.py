@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from klaraptor.isa.errors import ISA_EXTRA, CompileError, ToolMissingError
@@ -35,6 +35,8 @@ class CompileResult:
     options: tuple[str, ...]  # every option but the architecture, in the order NVRTC got them
     nvrtc_version: str  # "13.0"
     log: str  # NVRTC's log of the cubin compile (warnings; usually empty)
+    # NVRTC name expression -> the lowered (mangled) name it compiled to (template instances)
+    lowered: dict[str, str] = field(default_factory=dict)
 
 
 def nvrtc_module() -> Any:
@@ -92,10 +94,12 @@ def compile_source(
     match_cupy: bool = True,
     name: str = "klaraptor_kernel.cu",
     ptx: bool = True,
+    name_expressions: Sequence[str] = (),
 ) -> CompileResult:
     """PTX (virtual arch) and cubin (real arch) of `source`; CompileError with the NVRTC log.
 
-    ptx=False skips the PTX compile (`ptx` is then "").
+    ptx=False skips the PTX compile (`ptx` is then ""). `name_expressions` (e.g. "sgemm<4, 2>")
+    instantiate templates, as CuPy's name expressions do; `lowered` maps each to its name.
     """
     sm, compute = arch_names(arch)
     nvrtc = nvrtc_module()
@@ -103,8 +107,12 @@ def compile_source(
     opts = effective_options(options, match_cupy=match_cupy)
     ptx_text = b""
     if ptx:
-        ptx_text, _ = _run(nvrtc, source, name, (*opts, f"--gpu-architecture={compute}"), "ptx")
-    cubin, log = _run(nvrtc, source, name, (*opts, f"--gpu-architecture={sm}"), "cubin")
+        ptx_text, _, _ = _run(
+            nvrtc, source, name, (*opts, f"--gpu-architecture={compute}"), "ptx", name_expressions
+        )
+    cubin, log, lowered = _run(
+        nvrtc, source, name, (*opts, f"--gpu-architecture={sm}"), "cubin", name_expressions
+    )
     return CompileResult(
         ptx=ptx_text.decode("utf-8", errors="replace").rstrip("\x00"),
         cubin=cubin,
@@ -112,32 +120,54 @@ def compile_source(
         options=opts,
         nvrtc_version=version,
         log=log,
+        lowered=lowered,
     )
 
 
 def compile_spec(
-    spec: Any, arch: str = DEFAULT_ARCH, *, match_cupy: bool = True, ptx: bool = True
+    spec: Any,
+    arch: str = DEFAULT_ARCH,
+    *,
+    match_cupy: bool = True,
+    ptx: bool = True,
+    variant: Any = None,
 ) -> CompileResult:
-    """Compile a KernelSpec's source with its options (see `compile_source`)."""
+    """Compile a KernelSpec's source with its options (see `compile_source`); `variant` (the
+    ParamValues of a spec with program parameters): that compiled variant, with its defines or
+    its template instance (`spec.variant_kernel`, a name expression)."""
+    options, exprs = spec.options, ()
+    if variant:
+        options = spec.variant_options(variant)
+        if spec.variant_kernel(variant) != spec.kernel:
+            exprs = (spec.variant_kernel(variant),)
     try:
         return compile_source(
             spec.source,
-            spec.options,
+            options,
             arch,
             match_cupy=match_cupy,
             name=f"{spec.kernel}.cu",
             ptx=ptx,
+            name_expressions=exprs,
         )
     except CompileError as exc:
         raise CompileError(f"kernel {spec.name!r}: {exc.args[0]}") from None
 
 
 def _run(
-    nvrtc: Any, source: str, name: str, options: Sequence[str], what: str
-) -> tuple[bytes, str]:
+    nvrtc: Any,
+    source: str,
+    name: str,
+    options: Sequence[str],
+    what: str,
+    name_expressions: Sequence[str] = (),
+) -> tuple[bytes, str, dict[str, str]]:
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], [])
     _check(nvrtc, err, "nvrtcCreateProgram")
     try:
+        for expr in name_expressions:
+            (err,) = nvrtc.nvrtcAddNameExpression(prog, expr.encode())
+            _check(nvrtc, err, "nvrtcAddNameExpression")
         raw = [o.encode() for o in options]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(raw), raw)
         log = _log(nvrtc, prog)
@@ -156,7 +186,12 @@ def _run(
         buf = b" " * size
         (err,) = get_fn(prog, buf)
         _check(nvrtc, err, get_fn.__name__)
-        return buf, log
+        lowered = {}
+        for expr in name_expressions:
+            err, low = nvrtc.nvrtcGetLoweredName(prog, expr.encode())
+            _check(nvrtc, err, "nvrtcGetLoweredName")
+            lowered[expr] = low.decode() if isinstance(low, bytes) else str(low)
+        return buf, log, lowered
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
 

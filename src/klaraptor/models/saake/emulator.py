@@ -226,6 +226,9 @@ class KernelEmulator:
     # "parameters" (`interp`: the control flow run with the kernel's parameters). Set "parameters"
     # before fitting to ignore counters; without any, parameters are used.
     trip_source: str = "counters"
+    # The compiled variant of a kernel with program parameters (its grid and shared memory
+    # depend on the values): None for a kernel without them.
+    variant: Mapping[str, int] | None = None
 
     # -- construction ------------------------------------------------------------------------
 
@@ -259,6 +262,47 @@ class KernelEmulator:
         if not counters:
             em.trip_source = "parameters"
         em._fit(job.train, only)
+        return em
+
+    @classmethod
+    def from_variant(
+        cls,
+        spec: Any,
+        variant: Any,
+        profile: Any,
+        attrs: Any,
+        blocks: Sequence[tuple[int, int, int]],
+        sizes: Sequence[Any],
+        *,
+        cache_term: bool = True,
+        max_warps: int = MAX_WARPS,
+    ) -> KernelEmulator:
+        """One compiled variant (ParamValues) of a kernel with program parameters, from its SASS
+        alone (compiled, never run): trip counts from the parameters (`interp`) at `sizes` (the
+        data sizes, any: nothing is measured), `attrs` its compiled attributes, `blocks` the
+        candidate blocks. BuildError when the trip counts need the data."""
+        from klaraptor.fit.training import TrainingSet
+        from klaraptor.models.saake.isa_source import kernel_isa
+
+        isa, source = kernel_isa(spec, variant=variant)
+        em = cls(
+            spec,
+            isa,
+            source,
+            attrs,
+            profile,
+            resource_params(profile),
+            tuple(tuple(int(v) for v in b) for b in blocks),  # type: ignore[misc]
+            cache_term,
+            max_warps,
+            trip_source="parameters",
+            variant=dict(variant.items()),
+        )
+        D = np.array([[int(v) for v in d.values()] for d in sizes], dtype=np.float64)
+        train = TrainingSet(
+            spec.data_names, D, np.zeros((len(D), 3)), [{}] * len(D), np.zeros(len(D))
+        )
+        em._fit(train, None)
         return em
 
     def _fit(self, train: Any, only: Sequence[int] | None) -> None:
@@ -360,7 +404,9 @@ class KernelEmulator:
             D = self.spec.size(dict(zip(self.spec.data_names, d)))
             for j in wanted:
                 block = self.candidates[j]
-                pc = interp.counts_from_parameters(runner, classes, self.spec, D, block)
+                pc = interp.counts_from_parameters(
+                    runner, classes, self.spec, D, block, variant=self.variant
+                )
                 if pc.counts is None:
                     raise BuildError(
                         f"{self.spec.name}: no counters, and its trip counts cannot be derived "
@@ -477,10 +523,12 @@ class KernelEmulator:
     def shape(self, D: Sequence[int], j: int) -> GridShape:
         bx, by, bz = self.candidates[j]
         Dm = dict(zip(self.spec.data_names, (int(v) for v in D)))
-        gx, gy, gz = self.spec.grid_arrays(Dm, float(bx), float(by), float(bz))
+        gx, gy, gz = self.spec.grid_arrays(Dm, float(bx), float(by), float(bz), self.variant)
         blocks = float(gx * gy * gz)
         threads = bx * by * bz
-        smem = self.attrs.static_smem + float(self.spec.dynamic_smem_arrays(Dm, bx, by, bz))
+        smem = self.attrs.static_smem + float(
+            self.spec.dynamic_smem_arrays(Dm, bx, by, bz, params=self.variant)
+        )
         active = int(active_blocks_per_sm(threads, self.attrs.num_regs, smem, self.profile.cc))
         ok = math.isfinite(blocks) and blocks >= 1 and blocks == math.floor(blocks)
         return GridShape(

@@ -29,6 +29,7 @@ on them.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,9 +53,11 @@ from klaraptor.models.saake.interp_ops import (
     M32,
     MAX_STEPS,
     PARAM_BASE,
+    PROBE_BLOCKS,
     DataDependent,
     OpcodeSemantics,
     Val,
+    _first_flip,
     _from_f32,
 )
 
@@ -139,6 +142,8 @@ class WarpInterpreter(OpcodeSemantics):
         self.in_loop = {lp.header: set(lp.blocks) for lp in cfg.loops}
         self.by_addr = {ins.addr: i for i, ins in enumerate(self.ins)}
         self.params_at: dict[tuple[int, ...], dict[int, int]] = {}  # D -> parameter words
+        # While a loop is probed: every integer comparison's operands, in order.
+        self._isetp_log: list[tuple[np.ndarray, np.ndarray, str, np.ndarray]] | None = None
 
     # -- warps ----------------------------------------------------------------------------------
 
@@ -168,19 +173,15 @@ class WarpInterpreter(OpcodeSemantics):
         self._run_from(0, active, out, depth=0)
         return out
 
-    def _warps(self, mask: np.ndarray) -> float:
-        """The weighted number of warps with a lane in `mask`."""
-        return float(self.wweight @ mask.reshape(-1, LANES).any(axis=1))
-
     def _run_from(self, start: int, mask: np.ndarray, out: WarpRun, depth: int) -> np.ndarray:
         """Run from block `start` until every lane has exited or returned: a SIMT stack whose
         diverged entries reconverge at the branch's immediate post-dominator. The lanes that
         returned (RET) come back."""
         stack = [_Entry(start, mask.copy(), None)]
         returned = np.zeros(self.n, dtype=bool)
-        history: dict[tuple[int, int], list[tuple[_State, np.ndarray, tuple]]] = {}
-        # (stack level, loop header) -> (block, weighted warps) run since the header's last visit
-        path: dict[tuple[int, int], list[tuple[int, float]]] = {}
+        history: dict[tuple[int, int], list[tuple[_State, np.ndarray, tuple, list]]] = {}
+        # (stack level, loop header) -> (block, times each warp ran it) since the header's visit
+        path: dict[tuple[int, int], list[tuple[int, np.ndarray]]] = {}
         while stack:
             e = stack[-1]
             e.mask &= self.alive & ~returned
@@ -194,10 +195,10 @@ class WarpInterpreter(OpcodeSemantics):
             if b in self.headers and self.fast_forward:
                 self._maybe_fast_forward(e, len(stack), history, path, out)
                 path[(len(stack), b)] = []
-            wcount = self._warps(e.mask)
+            ran = e.mask.reshape(-1, LANES).any(axis=1).astype(np.float64)
             for pth in path.values():
-                pth.append((b, wcount))
-            out.counts[b] += wcount
+                pth.append((b, ran))
+            out.counts[b] += float(self.wweight @ ran)
             nxt = self._block(b, e, out, depth, returned)
             if not nxt:
                 continue
@@ -205,13 +206,17 @@ class WarpInterpreter(OpcodeSemantics):
                 e.block, e.mask = nxt[0]
                 continue
             # Divergence: this entry waits at the reconvergence block with the union of the
-            # sides' lanes; one entry per side runs first.
+            # sides' lanes; one entry per side runs first. Where the branch reconverges where
+            # this entry does anyway (a loop's exit), the lanes that go there are done with it
+            # and the others replace it, so that a loop whose lanes leave one by one does not
+            # stack an entry per iteration.
             r = self.ipdom.get(b)
             union = np.zeros(self.n, dtype=bool)
             for _, m in nxt:
                 union |= m
-            if r is None:
+            if r is None or r == e.rpc:
                 stack.pop()
+                nxt = [(blk, m) for blk, m in nxt if blk != r]
             else:
                 e.block, e.mask = r, union
             for blk, m in reversed(nxt):
@@ -306,76 +311,126 @@ class WarpInterpreter(OpcodeSemantics):
         self,
         e: _Entry,
         level: int,
-        history: dict[tuple[int, int], list[tuple[_State, np.ndarray, tuple]]],
-        path: dict[tuple[int, int], list[tuple[int, float]]],
+        history: dict[tuple[int, int], list[tuple[_State, np.ndarray, tuple, list]]],
+        path: dict[tuple[int, int], list[tuple[int, np.ndarray]]],
         out: WarpRun,
     ) -> None:
+        """At a loop header: after three visits whose last two iterations took the same path
+        (lanes may have left between them; loops inside may have been skipped) with every
+        register of the lanes still here moving by a fixed step, skip each lane's iterations up
+        to its own last one on that path (`_iterations_ahead`), counting what each warp would
+        have run: its skipped iterations (its longest lane's) times what it ran in the last one.
+        The enclosing loops' paths get those counts too."""
         key = (level, e.block)
         seen = history.setdefault(key, [])
-        seen.append((self.state.copy(), e.mask.copy(), tuple(path.get(key, []))))
+        events = list(path.get(key, []))
+        seen.append((self.state.copy(), e.mask.copy(), tuple(b for b, _ in events), events))
         if len(seen) > 3:
             seen.pop(0)
         if len(seen) < 3:
             return
-        (s1, m1, _), (s2, m2, p2), (s3, m3, p3) = seen
-        if not (np.array_equal(m1, m2) and np.array_equal(m2, m3)) or p2 != p3 or not p3:
+        (s1, m1, _, _), (s2, m2, p2, _), (s3, m3, p3, ev3) = seen
+        if p2 != p3 or not p3 or p3[0] != e.block:
             return
-        blocks = tuple(blk for blk, _ in p3)
-        if blocks[0] != e.block or any(x not in self.in_loop[e.block] for x in blocks):
+        if any(x not in self.in_loop[e.block] for x in p3) or (m3 & ~m1).any():
             return
-        step = _steady_step(s1, s2, s3, self.n)
-        if step is None:
+        step = _steady_step(s1, s2, s3, self.n, m3)
+        ks = self._iterations_ahead(s3, step, e, p3)
+        if ks is None:
             return
-        k = self._iterations_ahead(s3, step, e, blocks)
-        if k <= 0:
-            return
-        self.state = _advance(s3, step, k)
-        for blk, w in p3:
-            out.counts[blk] += k * w
-        out.fast_forwarded += k
+        self.state = _advance(s3, step, ks)
+        # A warp runs the loop's blocks as long as any of its lanes does.
+        skipped = np.where(e.mask, ks, 0).reshape(-1, LANES).max(axis=1).astype(np.float64)
+        per_iter: dict[int, np.ndarray] = {}
+        for blk, ran in ev3:
+            per_iter[blk] = per_iter.get(blk, 0.0) + ran
+        for blk, ran in per_iter.items():
+            add = skipped * ran
+            out.counts[blk] += float(self.wweight @ add)
+            for other, pth in path.items():
+                if other != key:
+                    pth.append((blk, add))
+        out.fast_forwarded += int(skipped.max())
         seen.clear()
 
     def _iterations_ahead(
-        self, s3: _State, step: dict[str, np.ndarray], e: _Entry, want: tuple[int, ...]
-    ) -> int:
-        """The largest k such that one more iteration from s3 advanced k steps still takes the
-        path `want` with e's lanes (doubling, then bisection)."""
+        self, s3: _State, step: _Step, e: _Entry, want: tuple[int, ...]
+    ) -> np.ndarray | None:
+        """Per lane, how many iterations from s3 certainly take the path `want` (None: none to
+        skip). Every integer comparison (ISETP) of an iteration compares values that move by a
+        fixed step: two probes (from s3 and one step on) give each operand's value and step in
+        every lane, so the first iteration at which a lane's outcome differs from the outcome of
+        the lanes that stay in the loop is solved for; lanes that leave now are not advanced.
+        An iteration from the state so reached is probed to confirm that exactly the lanes
+        expected to stay do."""
+        logs, stays = [], []
+        mask = e.mask
+        for k in (0, 1):
+            self._isetp_log = []
+            try:
+                stay = self._probe(_advance(s3, step, k), e.block, mask, want)
+                log = self._isetp_log
+            finally:
+                self._isetp_log = None
+            if stay is None or not stay.any():
+                return None
+            logs.append(log)
+            stays.append(stay)
+            mask = stay  # the second probe follows the lanes that stayed
+        if not logs[0] or len(logs[0]) != len(logs[1]):
+            return None
+        s0 = stays[0]
+        dev = np.where(e.mask & ~s0, 0.0, np.inf)
+        for (x0, y0, cmp, r0), (x1, y1, _, _) in zip(logs[0], logs[1], strict=True):
+            r0 = np.broadcast_to(r0, (self.n,))
+            ref = r0[s0]
+            if not (ref.all() or not ref.any()):
+                continue  # the staying lanes disagree: this comparison does not decide the path
+            d0 = np.broadcast_to(x0 - y0, (self.n,))
+            dd = np.broadcast_to((x1 - y1) - (x0 - y0), (self.n,))
+            flips = np.where(r0 != ref[0], 0.0, _first_flip(d0, dd, cmp))
+            dev = np.where(s0, np.minimum(dev, flips), dev)
+        if not np.isfinite(dev[s0]).all():
+            return None
+        ks = np.where(e.mask, np.maximum(dev - 1, 0), 0).astype(np.int64)
+        if ks.max() < 1:
+            return None
+        stay = self._probe(_advance(s3, step, ks), e.block, e.mask, want)
+        expect = e.mask & (dev >= 1)
+        return ks if stay is not None and np.array_equal(stay, expect) else None
 
-        def same(k: int) -> bool:
-            return self._probe(_advance(s3, step, k), e, want)
-
-        hi = 1
-        while hi < (1 << 40) and same(hi):
-            hi *= 2
-        lo = hi // 2
-        if lo == 0:
-            return 0
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            lo, hi = (mid, hi) if same(mid) else (lo, mid)
-        return lo
-
-    def _probe(self, state: _State, e: _Entry, want: tuple[int, ...]) -> bool:
-        """Whether one iteration from `state` takes the path `want` and keeps every lane (an
-        iteration that diverges, exits or meets data is not the steady one)."""
+    def _probe(
+        self, state: _State, header: int, mask: np.ndarray, want: tuple[int, ...]
+    ) -> np.ndarray | None:
+        """One iteration from `state` with `mask`'s lanes: the lanes that come back to the
+        header (lanes may leave where a block branches back to it, or by exiting), or None when
+        the iteration runs a block that the path `want` did not, diverges elsewhere or meets
+        data. Loops inside the iteration run in full (the path may have fast-forwarded them)."""
         saved, alive = self.state, self.alive
         self.state, self.alive = state.copy(), self.alive.copy()
+        allowed = set(want)
         try:
-            b, mask = e.block, e.mask.copy()
+            b, m = header, mask.copy()
             sink = WarpRun(np.zeros(len(self.cfg.blocks)))
-            for expect in want:
-                if b != expect:
-                    return False
-                probe = _Entry(b, mask, None)
-                nxt = self._block(b, probe, sink, 0, np.zeros(self.n, dtype=bool))
-                if len(nxt) != 1 or not np.array_equal(nxt[0][1], e.mask):
-                    return False
+            for _ in range(PROBE_BLOCKS):
+                if b not in allowed:
+                    return None
+                nxt = self._block(b, _Entry(b, m, None), sink, 0, np.zeros(self.n, dtype=bool))
                 if sink.data_branches or sink.skipped_calls:
-                    return False
-                b, mask = nxt[0]
-            return b == e.block
+                    return None
+                back = [mm for blk, mm in nxt if blk == header]
+                if back:
+                    # A latch: the lanes going back stay; the others must leave the loop.
+                    others = [blk for blk, _ in nxt if blk != header]
+                    if any(blk in self.in_loop[header] for blk in others):
+                        return None
+                    return back[0]
+                if len(nxt) != 1:
+                    return None if nxt else np.zeros(self.n, dtype=bool)
+                b, m = nxt[0]
+            return None
         except DataDependent:
-            return False
+            return None
         finally:
             self.state, self.alive = saved, alive
 
@@ -460,7 +515,7 @@ class WarpInterpreter(OpcodeSemantics):
             cm = _CONST.match(s)
             if cm is None:
                 return Val.unknown()
-            bank, off = int(cm.group(1), 16), int(cm.group(2), 16)
+            bank, off = int(cm.group(1), 16), int(cm.group(2) or "0", 16)
             v = self._const(bank, off)
         if absv:
             sv = v.signed()
@@ -493,44 +548,69 @@ class WarpInterpreter(OpcodeSemantics):
             return self._reg(name), self._reg(hi_name)
         cm = _CONST.match(s)
         if cm:
-            bank, off = int(cm.group(1), 16), int(cm.group(2), 16)
+            bank, off = int(cm.group(1), 16), int(cm.group(2) or "0", 16)
             return self._const(bank, off), self._const(bank, off + 4)
         lo = self._operand(s)
         return lo, Val.const(0)
 
 
-def _steady_step(s1: _State, s2: _State, s3: _State, n: int) -> dict[str, np.ndarray] | None:
-    """Per register, the fixed step between three states of `n` lanes (None unless every
-    register moves by the same step twice, its known lanes unchanged, and every predicate stays
-    as it was)."""
-    step = {}
+@dataclass
+class _Step:
+    """How a loop's state moves an iteration: a fixed step per register, over the lanes still in
+    the loop, and the registers and predicates that do not move so (made unknown when the loop
+    is skipped: a branch on them later is then a branch on data, which is safe)."""
+
+    regs: dict[str, np.ndarray]
+    drop_regs: set[str]
+    drop_preds: set[str]
+
+
+def _steady_step(s1: _State, s2: _State, s3: _State, n: int, lanes: np.ndarray) -> _Step:
+    """The `_Step` between three states, over `lanes`."""
+    step: dict[str, np.ndarray] = {}
+    drop: set[str] = set()
     for name in set(s1.regs) | set(s2.regs) | set(s3.regs):
         a, b, c = (s.regs.get(name, Val.unknown()) for s in (s1, s2, s3))
-        oks = [np.broadcast_to(x.ok, (n,)) for x in (a, b, c)]
+        oks = [np.broadcast_to(x.ok, (n,))[lanes] for x in (a, b, c)]
         if not (np.array_equal(oks[0], oks[1]) and np.array_equal(oks[1], oks[2])):
-            return None
+            drop.add(name)
+            continue
         va, vb, vc = (np.broadcast_to(x.v, (n,)) for x in (a, b, c))
         d1, d2 = (vb - va) & M32, (vc - vb) & M32
-        if not np.array_equal(d1[oks[2]], d2[oks[2]]):
-            return None
-        step[name] = np.where(oks[2], d2, 0)
+        ok = np.broadcast_to(c.ok, (n,)) & lanes
+        if not np.array_equal(d1[ok], d2[ok]):
+            drop.add(name)
+            continue
+        # A step is a signed amount: a counter counting down moves by -4, not 2^32 - 4.
+        signed = np.where(d2 >= (1 << 31), d2 - (1 << 32), d2)
+        step[name] = np.where(ok, signed, 0)
+    drop_p: set[str] = set()
     for name in set(s1.preds) | set(s2.preds) | set(s3.preds):
         none = (np.zeros(1, bool), np.zeros(1, bool))
         ps = [s.preds.get(name, none) for s in (s1, s2, s3)]
         for (v1, o1), (v2, o2) in zip(ps, ps[1:], strict=False):
-            o1, o2 = np.broadcast_to(o1, (n,)), np.broadcast_to(o2, (n,))
-            v1, v2 = np.broadcast_to(v1, (n,)), np.broadcast_to(v2, (n,))
+            o1, o2 = np.broadcast_to(o1, (n,))[lanes], np.broadcast_to(o2, (n,))[lanes]
+            v1, v2 = np.broadcast_to(v1, (n,))[lanes], np.broadcast_to(v2, (n,))[lanes]
             if not np.array_equal(o1, o2) or not np.array_equal(v1[o1], v2[o2]):
-                return None
-    return step
+                drop_p.add(name)
+                break
+    return _Step(step, drop, drop_p)
 
 
-def _advance(s: _State, step: Mapping[str, np.ndarray], k: int) -> _State:
+def _advance(s: _State, step: _Step, k: int | np.ndarray) -> _State:
+    """The state k iterations on (k per lane, or one for all): registers moved by their steps,
+    the ones without a fixed step and the changing predicates unknown."""
     out = s.copy()
-    for name, d in step.items():
+    for name, d in step.regs.items():
         if name in out.regs and d.any():
             r = out.regs[name]
             out.regs[name] = Val((r.v + d * k) & M32, r.ok)
+    if np.any(np.asarray(k) != 0):
+        for name in step.drop_regs:
+            if name in out.regs:
+                out.regs[name] = Val.unknown()
+        for name in step.drop_preds:
+            out.preds.pop(name, None)
     return out
 
 
@@ -623,6 +703,16 @@ def sample_warps(
     return out
 
 
+@functools.lru_cache(maxsize=4)
+def _words_at(spec: Any, key: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """The parameter words of `spec`'s arguments at D = `key`, made once per process: the
+    arguments of a large D take seconds to make, and every compiled variant of a kernel with
+    program parameters takes the same ones."""
+    Dm = dict(zip(spec.data_names, key))
+    args = spec.make_args(spec.size(Dm), np.random.default_rng(0), device=False)
+    return tuple(param_words(args).items())
+
+
 def counts_from_parameters(
     interp: WarpInterpreter,
     classes: Sequence[Any],
@@ -631,20 +721,21 @@ def counts_from_parameters(
     block: tuple[int, int, int],
     *,
     max_warps: int = 256,
+    variant: Mapping[str, int] | None = None,
 ) -> ParameterCounts:
-    """The class counts per warp of `spec` at D with `block`: the weighted mean over the sampled
-    warps (`sample_warps`), run together."""
+    """The class counts per warp of `spec` at D with `block` (`variant`: the compiled variant's
+    values of a kernel with program parameters): the weighted mean over the sampled warps
+    (`sample_warps`), run together."""
     Dm = dict(zip(spec.data_names, (int(v) for v in D.values())))
     key = tuple(Dm.values())
     params = interp.params_at.get(key)
     if params is None:
         try:
-            args = spec.make_args(spec.size(Dm), np.random.default_rng(0), device=False)
-            params = interp.params_at[key] = param_words(args)
+            params = interp.params_at[key] = dict(_words_at(spec, key))
         except Exception as exc:  # noqa: BLE001 - a spec whose arguments cannot be made here
             return ParameterCounts(None, reason=f"arguments: {exc}")
     bx, by, bz = block
-    gx, gy, gz = (int(v) for v in spec.grid_arrays(Dm, float(bx), float(by), float(bz)))
+    gx, gy, gz = (int(v) for v in spec.grid_arrays(Dm, float(bx), float(by), float(bz), variant))
     launch = Launch(block, (gx, gy, gz), params)
     wpb = -(-(bx * by * bz) // LANES)
     picks = sample_warps((gx, gy, gz), wpb, max_warps)

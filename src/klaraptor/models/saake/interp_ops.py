@@ -21,12 +21,13 @@ _REG = re.compile(r"^(U?R\d+|URZ|RZ|SRZ)((?:\.\w+)*)$")
 _PRED = re.compile(r"^(!?)(U?P[0-6T])$")
 _IMM = re.compile(r"^-?(0x[0-9a-fA-F]+|\d+)$")
 _FIMM = re.compile(r"^-?(\d+\.\d*(e[+-]?\d+)?|\d+e[+-]?\d+|INF|QNAN)$", re.I)
-_CONST = re.compile(r"^c\[0x([0-9a-fA-F]+)\]\[0x([0-9a-fA-F]+)\]$")
+_CONST = re.compile(r"^c\[0x([0-9a-fA-F]+)\]\[(?:0x([0-9a-fA-F]+)|(RZ|URZ))\]$")
 _NOOPS = frozenset(
     "BSSY BSYNC BREAK WARPSYNC NOP BAR DEPBAR YIELD MEMBAR FENCE ERRBAR CCTL BPT NANOSLEEP "
     "ACQBULK".split()
 )
-MAX_STEPS = 2_000_000  # executed blocks per warp before giving up
+MAX_STEPS = 2_000_000  # executed blocks per run before giving up
+PROBE_BLOCKS = 200_000  # blocks one probed loop iteration may run
 
 
 class DataDependent(KlaraptorError):
@@ -107,6 +108,9 @@ class OpcodeSemantics:
     """What the interpreter executes: every opcode it knows, on the lanes given (a mixin of
     `WarpInterpreter`, whose register file and operand reading it uses)."""
 
+    # While the interpreter probes a loop: every integer comparison's operands, in order.
+    _isetp_log: list[tuple[np.ndarray, np.ndarray, str, np.ndarray]] | None = None
+
     def _exec(self, ins: Instruction, lanes: np.ndarray) -> None:  # noqa: C901 - a dispatch
         op, mods = ins.opcode, set(ins.mods)
         ops = [o.strip() for o in ins.operands]
@@ -122,10 +126,17 @@ class OpcodeSemantics:
             if len(ops) > 6 and ops[1] not in ("PT", "UPT"):
                 self._setp(ops[1], _plut(a[0], b[0], c[0], int(ops[6], 0)), ok, lanes)
             return
-        # Optional predicate outputs (carries, LOP3's test) come after the first destination.
-        dst = ops[0]
+        # Optional predicate outputs (carries, LOP3's test) come before or after the register
+        # destination ("LOP3.LUT P1, R9, ...", "IADD3 R6, P0, R2, ...").
+        rest = list(ops)
         pout = []
-        rest = ops[1:]
+        while rest and _PRED.match(rest[0]) and not rest[0].startswith("!"):
+            pout.append(rest.pop(0))
+        if not rest:
+            for p in pout:
+                self._setp(p, np.zeros(1, bool), np.zeros(1, bool), lanes)
+            return
+        dst = rest.pop(0)
         while rest and _PRED.match(rest[0]) and not rest[0].startswith("!"):
             pout.append(rest.pop(0))
         if not _REG.match(dst) or dst.startswith("SR"):
@@ -428,6 +439,8 @@ class OpcodeSemantics:
             unordered = np.zeros(1, bool)
         with np.errstate(invalid="ignore"):
             r = _CMP[cmp](x, y)
+        if self._isetp_log is not None and op == "ISETP":
+            self._isetp_log.append((np.asarray(x, np.int64), np.asarray(y, np.int64), cmp[:2], r))
         if cmp.endswith("U"):
             r = r | unordered
         else:
@@ -436,3 +449,30 @@ class OpcodeSemantics:
         fn = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}[comb]
         self._setp(pd, fn(r, pc_v), ok, lanes)
         self._setp(pq, fn(~r, pc_v), ok, lanes)
+
+
+def _first_flip(d0: np.ndarray, dd: np.ndarray, cmp: str) -> np.ndarray:
+    """Per lane, the first k >= 1 at which `d0 + k dd  cmp  0` differs from k = 0 (inf: never).
+    The difference of a comparison's operands moves by dd an iteration; LT and LE are the
+    negations of GE and GT and flip where they do."""
+    d0, dd = d0.astype(np.float64), dd.astype(np.float64)
+    inf = np.full(d0.shape, np.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if cmp in ("EQ", "NE"):
+            # Equal now: unequal at k = 1. Unequal: equal where -d0 is a whole number of steps.
+            q = -d0 / dd
+            hit = (dd != 0) & (d0 != 0) & (q >= 1) & (np.floor(q) == q)
+            ks = np.where((d0 == 0) & (dd != 0), 1.0, np.where(hit, q, inf))
+        elif cmp in ("GT", "LE"):  # d > 0, integers: d >= 1
+            ks = np.where(
+                (d0 > 0) & (dd < 0),
+                np.ceil(d0 / -dd),
+                np.where((d0 <= 0) & (dd > 0), np.floor(-d0 / dd) + 1, inf),
+            )
+        else:  # GE, LT: d >= 0
+            ks = np.where(
+                (d0 >= 0) & (dd < 0),
+                np.floor(d0 / -dd) + 1,
+                np.where((d0 < 0) & (dd > 0), np.ceil(-d0 / dd), inf),
+            )
+    return np.maximum(ks, 1.0)

@@ -58,12 +58,19 @@ def recorded_isa(name: str, fingerprint: str | None = None) -> KernelISA | None:
     return _recorded(name)
 
 
-def kernel_isa(spec: Any, arch: str = ARCH) -> tuple[KernelISA, str]:
-    """The KernelISA of `spec` and where it came from ("recorded", "cache" or "analysed")."""
+def kernel_isa(spec: Any, arch: str = ARCH, variant: Any = None) -> tuple[KernelISA, str]:
+    """The KernelISA of `spec` and where it came from ("recorded", "cache" or "analysed").
+    `variant` (ParamValues): that compiled variant of a spec with program parameters (never
+    recorded; a spec with parameters and no variant is analysed at its default variant)."""
+    if spec.params and not variant:
+        variant = spec.default_variant
     fp = spec.fingerprint()
-    isa = recorded_isa(spec.name, fp)
+    isa = None if variant else recorded_isa(spec.name, fp)
     if isa is not None:
         return isa, "recorded"
+    if variant:
+        tag = "_".join(f"{k}{v}" for k, v in variant.items())
+        fp = f"{fp}-{tag}"
     path = cache_dir() / f"{fp}-{arch}.json"
     if path.is_file():
         try:
@@ -71,7 +78,7 @@ def kernel_isa(spec: Any, arch: str = ARCH) -> tuple[KernelISA, str]:
         except Exception:  # noqa: BLE001 - a damaged cache entry is re-made below
             pass
     try:
-        isa = analyze(spec, arch, strict=False)
+        isa = analyze(spec, arch, strict=False, variant=variant)
     except ToolMissingError as exc:
         raise ToolMissingError(
             f"the saake model needs the SASS of {spec.name!r}, which is not recorded: {exc}"
