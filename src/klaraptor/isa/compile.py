@@ -135,7 +135,8 @@ def compile_spec(
     """Compile a KernelSpec's source with its options (see `compile_source`); `variant` (the
     ParamValues of a spec with program parameters): that compiled variant, with its defines or
     its template instance (`spec.variant_kernel`, a name expression)."""
-    options, exprs = spec.options, ()
+    options = spec.options
+    exprs: tuple[str, ...] = ()
     if variant:
         options = spec.variant_options(variant)
         if spec.variant_kernel(variant) != spec.kernel:
