@@ -88,6 +88,35 @@ class TritonBuild:
     from_store: bool
     active: np.ndarray  # programs resident per SM, per config (occupancy of its compiled variant)
     report: dict[str, Any] = field(default_factory=dict)
+    # what a new key's choice needs that does not depend on the key (made on first use)
+    chooser: _Chooser | None = field(default=None, repr=False, compare=False)
+
+
+class _Chooser:
+    """A build's model with everything that does not depend on the key precomputed, so that a
+    new key costs a few NumPy operations over all configs at once. Its arithmetic is
+    `full_waves` then `WaveFit.predict` operation for operation (the same floats, the same
+    choice)."""
+
+    __slots__ = ("a", "b", "capacity", "g", "never", "scale", "terms")
+
+    def __init__(self, fit: WaveFit, active: np.ndarray, sm_count: int) -> None:
+        cap = np.asarray(active, dtype=np.float64) * float(sm_count)
+        self.never = np.where(cap > 0, 0.0, np.inf)  # a program that can never be resident
+        self.capacity = np.where(cap > 0, cap, 1.0)
+        self.terms = list(fit.terms)
+        self.scale = fit.scale[self.terms]
+        self.g = fit.g
+        self.a = fit.a
+        self.b = fit.b
+
+    def predict(self, values: Sequence[int], programs: Any) -> np.ndarray:
+        waves = np.ceil(np.asarray(programs, dtype=np.float64) / self.capacity) + self.never
+        per_wave = self.b
+        if self.terms:
+            Dv = np.array([values[j] for j in self.terms], dtype=np.float64)
+            per_wave = per_wave + self.g @ (Dv / self.scale)
+        return self.a + waves * per_wave
 
 
 class TritonTuner:
@@ -167,6 +196,11 @@ class TritonTuner:
         self._cache: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}
         self.best_config: Any = None
         self.last_select_us: float = math.nan
+        self._meta_vec = self._vector_meta()
+        # grid function's code -> whether calling it once on META of arrays (one entry per
+        # config) gives every config's grid, as checked against one call per config
+        self._grid_vectorises: dict[Any, bool] = {}
+        self._prunes = self.early_config_prune is not None or self.perf_model is not None
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -256,6 +290,83 @@ class TritonTuner:
             idx = sorted(idx, key=lambda i: est[i])[: max(1, k)]
         return idx
 
+    def _vector_meta(self) -> dict[str, Any] | None:
+        """Every config's launch kwargs as one META: a kwarg equal in all configs as itself, one
+        that differs as an array over the configs. None where configs name different kwargs or
+        differ in a non-integer one (then the grid is called once per config)."""
+        names = set(self._all_kwargs[0])
+        if any(set(kw) != names for kw in self._all_kwargs):
+            return None
+        meta: dict[str, Any] = {}
+        for name in self._all_kwargs[0]:
+            vals = [kw[name] for kw in self._all_kwargs]
+            if all(v == vals[0] and type(v) is type(vals[0]) for v in vals):
+                meta[name] = vals[0]
+            elif all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
+                meta[name] = np.array(vals, dtype=np.int64)
+            else:
+                return None
+        return meta
+
+    def _programs_all(self, grid: Any, named: Mapping[str, Any], cand: Sequence[int]) -> Any:
+        """The program count of every config (an array over all configs; only `cand` entries
+        are meaningful). One call of the user's grid function with META of arrays where that is
+        known to give the same counts as one call per config (checked on the first call of each
+        grid function's code: Triton's `cdiv` and integer arithmetic broadcast; anything that
+        needs a scalar raises, and the grid is then called per config)."""
+        if not callable(grid):
+            return self._programs(grid, named, cand[0])
+        code = getattr(grid, "__code__", None)
+        ok = None if self._meta_vec is not None and code is not None else False
+        if ok is None:
+            ok = self._grid_vectorises.get(code)
+        if ok is not False:
+            try:
+                vec = self._programs_vector(grid, named)
+            except Exception:  # the grid needs scalars: one call per config from now on
+                vec = None
+            if ok is None:  # first sight of this grid code: check it against per-config calls
+                loop = np.zeros(len(self.configs), dtype=np.int64)
+                for i in range(len(self.configs)):
+                    loop[i] = self._programs(grid, named, i)
+                self._grid_vectorises[code] = vec is not None and bool(
+                    np.all(np.asarray(vec) == loop)
+                )
+                return loop
+            if vec is not None:
+                return vec
+        programs = np.zeros(len(self.configs), dtype=np.int64)
+        for i in cand:
+            programs[i] = self._programs(grid, named, i)
+        return programs
+
+    def _programs_vector(self, grid: Any, named: Mapping[str, Any]) -> Any:
+        """One call of the grid on META of arrays: every config's program count (an int where
+        no grid dimension depends on the config), or None where the grid's answer is not one
+        number or one number per config in each dimension."""
+        g = tuple(grid({**named, **self._meta_vec}))  # type: ignore[dict-item]
+        if len(g) > 3:
+            return None
+        n = len(self.configs)
+        scalar = 1
+        per_config = None
+        for dim in g:
+            if type(dim) is int:
+                scalar *= dim
+                continue
+            arr = np.asarray(dim)
+            if arr.dtype.kind not in "iuf" or arr.ndim > 1 or (arr.ndim == 1 and arr.size != n):
+                return None
+            if arr.ndim == 0:
+                scalar *= int(arr)
+            else:
+                if arr.dtype != np.int64:
+                    arr = arr.astype(np.int64)  # floats truncate, as int() does per config
+                per_config = arr if per_config is None else per_config * arr
+        if per_config is None:
+            return scalar
+        return per_config if scalar == 1 else per_config * scalar
+
     def _programs(self, grid: Any, named: Mapping[str, Any], i: int) -> int:
         g = grid({**named, **self._all_kwargs[i]}) if callable(grid) else grid
         g = tuple(g) + (1,) * (3 - len(tuple(g)))
@@ -277,9 +388,10 @@ class TritonTuner:
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Launch with the config chosen for this call's key (chosen once per key)."""
-        hit = self._cache.get(self._key_of(args, kwargs))
+        key = self._key_of(args, kwargs)
+        hit = self._cache.get(key)
         if hit is None:
-            hit = self._choose(args, kwargs, grid)
+            hit = self._choose(args, kwargs, grid, key)
         i, launch_kwargs = hit
         config = self.configs[i]
         if config.pre_hook is not None:
@@ -288,40 +400,76 @@ class TritonTuner:
 
     def select(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """The `triton.Config` this call would launch with (built and chosen if needed)."""
-        hit = self._cache.get(self._key_of(args, kwargs)) or self._choose(args, kwargs, grid)
+        key = self._key_of(args, kwargs)
+        hit = self._cache.get(key) or self._choose(args, kwargs, grid, key)
         return self.configs[hit[0]]
 
     def _choose(
-        self, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any
+        self,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        grid: Any,
+        key: tuple[Any, ...] | None = None,
     ) -> tuple[int, dict[str, Any]]:
-        key = self._key_of(args, kwargs)
-        dtypes = tuple(str(v) for v in key[len(self.key) :])
+        if key is None:
+            key = self._key_of(args, kwargs)
+        nkey = len(self.key)
+        dtypes = tuple(str(v) for v in key[nkey:])
         build = self._builds.get(dtypes)
         if build is None:
             build = self._build_for_call(dtypes, args, kwargs, grid)
         t0 = time.perf_counter()
-        D = self._size(key[: len(self.key)])
+        values = key[:nkey]
+        if not all(type(v) is int for v in values):
+            values = self._size(values).values()
+        chooser = build.chooser
+        if chooser is None:
+            chooser = build.chooser = _Chooser(build.fit, build.active, self.device.sm_count)
         named = self._named(args, kwargs)
-        cand = self._candidates(named, kwargs)
-        # Configs left out by pruning keep infinite waves: never chosen.
-        waves = np.full(len(self.configs), np.inf)
-        if callable(grid):
-            programs = [self._programs(grid, named, i) for i in cand]
+        if self._prunes:
+            cand = self._candidates(named, kwargs)
         else:
-            programs = [self._programs(grid, named, cand[0])] * len(cand)
-        waves[cand] = full_waves(programs, build.active[cand], self.device.sm_count)
-        pred = build.fit.predict(D.values(), waves)
-        choice = int(np.argmin(pred))
-        if not np.isfinite(pred[choice]):
-            raise KlaraptorError(f"{self.name}: no config is launchable at {D}")
+            cand = range(len(self.configs))
+        pred = chooser.predict(values, self._programs_all(grid, named, cand))
+        if self._prunes:  # configs left out by pruning are never chosen
+            left_out = np.ones(len(self.configs), dtype=bool)
+            left_out[list(cand)] = False
+            pred[left_out] = np.inf
+        choice = int(pred.argmin())
+        if not math.isfinite(pred[choice]):
+            raise KlaraptorError(
+                f"{self.name}: no config is launchable at {DataSize(self.key, list(values))}"
+            )
         self.last_select_us = (time.perf_counter() - t0) * 1e6
         if self.refine > 0:
+            D = DataSize(self.key, list(values))
             order = [int(i) for i in np.argsort(pred) if np.isfinite(pred[i])]
             choice = self._refine(order[: self.refine + 1], args, kwargs, grid, build, D)
         hit = (choice, dict(self._all_kwargs[choice]))
         self._cache[key] = hit
         self.best_config = self.configs[choice]
         return hit
+
+    def _choose_per_config(
+        self,
+        build: TritonBuild,
+        values: Sequence[int],
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        grid: Any,
+    ) -> np.ndarray:
+        """The model's prediction for every config, one grid call and one config at a time
+        (`full_waves` and `WaveFit.predict` as they stand): the reference the fast path
+        (`_Chooser`, one vectorised grid call) is tested against."""
+        named = self._named(args, kwargs)
+        cand = self._candidates(named, kwargs)
+        waves = np.full(len(self.configs), np.inf)
+        if callable(grid):
+            programs = [self._programs(grid, named, i) for i in cand]
+        else:
+            programs = [self._programs(grid, named, cand[0])] * len(cand)
+        waves[cand] = full_waves(programs, build.active[cand], self.device.sm_count)
+        return build.fit.predict(values, waves)
 
     # -- measuring ------------------------------------------------------------------------------
     def _time_config(
