@@ -276,8 +276,12 @@ def _random_build(tuned, dtypes, rng, n_terms):
     from klaraptor.frontends.triton import TritonBuild
     from klaraptor.models.wave_time import WaveFit
 
+    from klaraptor.models.wave_time import FILL
+
     n, d = len(tuned.configs), len(tuned.key)
     terms = tuple(range(min(n_terms, d)))
+    if n_terms % 2:  # the waves' fill as a term too (a grid dimension's way into a wave's time)
+        terms = (FILL, *terms)
     b = rng.random(n) * 1e-3
     b[rng.random(n) < 0.1] = np.inf
     g = rng.random((n, len(terms))) * 1e-3

@@ -37,7 +37,7 @@ from klaraptor.backends.triton_backend import (
 from klaraptor.core.enums import MeasurementStatus
 from klaraptor.core.errors import BuildError, KlaraptorError, SpecError
 from klaraptor.core.types import DataSize, ParamValues
-from klaraptor.models.wave_time import WaveFit, choose_wave_fit, full_waves
+from klaraptor.models.wave_time import FILL, WaveFit, choose_wave_fit, full_waves, wave_fill
 
 __all__ = ["TritonBuild", "TritonTuner", "autotune"]
 
@@ -94,29 +94,24 @@ class TritonBuild:
 
 class _Chooser:
     """A build's model with everything that does not depend on the key precomputed, so that a
-    new key costs a few NumPy operations over all configs at once. Its arithmetic is
-    `full_waves` then `WaveFit.predict` operation for operation (the same floats, the same
-    choice)."""
+    new key costs a few NumPy operations over all configs at once: the waves as `full_waves`
+    computes them (the same floats), then `WaveFit.predict`."""
 
-    __slots__ = ("a", "b", "capacity", "g", "never", "scale", "terms")
+    __slots__ = ("capacity", "fit", "never", "room", "uses_fill")
 
     def __init__(self, fit: WaveFit, active: np.ndarray, sm_count: int) -> None:
         cap = np.asarray(active, dtype=np.float64) * float(sm_count)
+        self.room = cap  # programs one wave holds, per config
         self.never = np.where(cap > 0, 0.0, np.inf)  # a program that can never be resident
         self.capacity = np.where(cap > 0, cap, 1.0)
-        self.terms = list(fit.terms)
-        self.scale = fit.scale[self.terms]
-        self.g = fit.g
-        self.a = fit.a
-        self.b = fit.b
+        self.fit = fit
+        self.uses_fill = FILL in fit.terms
 
     def predict(self, values: Sequence[int], programs: Any) -> np.ndarray:
-        waves = np.ceil(np.asarray(programs, dtype=np.float64) / self.capacity) + self.never
-        per_wave = self.b
-        if self.terms:
-            Dv = np.array([values[j] for j in self.terms], dtype=np.float64)
-            per_wave = per_wave + self.g @ (Dv / self.scale)
-        return self.a + waves * per_wave
+        p = np.asarray(programs, dtype=np.float64)
+        waves = np.ceil(p / self.capacity) + self.never
+        fill = wave_fill(p, waves, self.room) if self.uses_fill else None
+        return self.fit.predict(values, waves, fill)
 
 
 class TritonTuner:
@@ -469,7 +464,11 @@ class TritonTuner:
         else:
             programs = [self._programs(grid, named, cand[0])] * len(cand)
         waves[cand] = full_waves(programs, build.active[cand], self.device.sm_count)
-        return build.fit.predict(values, waves)
+        fill = np.zeros(len(self.configs))
+        fill[cand] = wave_fill(
+            programs, waves[cand], build.active[cand] * float(self.device.sm_count)
+        )
+        return build.fit.predict(values, waves, fill)
 
     # -- measuring ------------------------------------------------------------------------------
     def _time_config(
@@ -743,14 +742,20 @@ class TritonTuner:
         active = np.array(
             [self._active(res.get(i)) for i in range(len(self.configs))], dtype=np.float64
         )
-        w = full_waves(np.array(waves), active[np.array(cfg)], self.device.sm_count)
+        programs = np.array(waves)
+        cfg_a = np.array(cfg)
+        D_a = np.array(D, dtype=np.float64)
+        w = full_waves(programs, active[cfg_a], self.device.sm_count)
+        fill = wave_fill(programs, w, active[cfg_a] * float(self.device.sm_count))
         fit = choose_wave_fit(
-            np.array(D, dtype=np.float64),
-            np.array(cfg),
+            D_a,
+            cfg_a,
             w,
             np.array(t),
             len(self.configs),
             data_names=self.key,
+            fill=fill,
+            grid_dims=_grid_dims(D_a, cfg_a, programs),
         )
         return TritonBuild(
             kernel,
@@ -764,6 +769,20 @@ class TritonTuner:
             active,
             {"fit": fit.to_dict(), "active_per_sm": active.tolist()},
         )
+
+
+def _grid_dims(D: np.ndarray, cfg: np.ndarray, programs: np.ndarray) -> list[int]:
+    """The data parameters that set the program count in the training data: some config's count
+    differs between two training sizes that differ in that parameter alone."""
+    out = []
+    for j in range(D.shape[1]):
+        seen: dict[tuple[Any, ...], float] = {}
+        for row, c, p in zip(D, cfg, programs):
+            k = (int(c), *np.delete(row, j).tolist())
+            if seen.setdefault(k, float(p)) != float(p):
+                out.append(j)
+                break
+    return out
 
 
 def autotune(
