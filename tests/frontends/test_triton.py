@@ -274,9 +274,7 @@ def _random_build(tuned, dtypes, rng, n_terms):
     GPU build leaves one, injected so that the choice is tested at many keys without timing."""
     from klaraptor.backends.triton_backend import TritonDevice
     from klaraptor.frontends.triton import TritonBuild
-    from klaraptor.models.wave_time import WaveFit
-
-    from klaraptor.models.wave_time import FILL
+    from klaraptor.models.wave_time import FILL, WaveFit
 
     n, d = len(tuned.configs), len(tuned.key)
     terms = tuple(range(min(n_terms, d)))

@@ -96,5 +96,5 @@ def test_a_grid_dimension_enters_a_wave_through_its_fill_not_quadratically() -> 
         pred = fit.predict((rows, 512), w, f)
         assert int(np.argmin(pred)) == int(np.argmin(tt)) == 0
         assert np.allclose(pred, tt, rtol=0.25)
-        # the naive model charges config 0 waves x rows: 4x-16x its time, and picks config 1
-        assert int(np.argmin(naive.predict((rows, 512), w))) == 1
+        # the naive model charges config 0 waves x rows: 4x-16x its time
+        assert naive.predict((rows, 512), w)[0] > 3 * tt[0]
