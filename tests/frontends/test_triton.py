@@ -91,6 +91,8 @@ def test_launch_matches_torch_and_dispatches_the_chosen_config(interpret, tmp_pa
     build = tuned.build([1000, 3000, 5000])
     assert build.measured == 9 and not build.from_store
     assert [tuple(D.values()) for D in build.sizes] == [(1000,), (3000,), (5000,)]
+    # the sample's grid (triton.cdiv over META) was found to vectorise over the configs
+    assert list(tuned._grid_vectorises.values()) == [True]
     for n in (12345, 40000):
         x, y = torch.rand(n), torch.rand(n)
         out = torch.full((n,), -1.0)

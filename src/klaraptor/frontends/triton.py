@@ -559,6 +559,8 @@ class TritonTuner:
             )
         for n, t in saved.items():
             named[n].copy_(t)
+        if callable(grid):  # learn now whether the grid vectorises: no check at a new key
+            self._programs_all(grid, named, range(len(self.configs)))
         store.put_measurements(rows)
         return resources
 
