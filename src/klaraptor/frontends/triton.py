@@ -95,23 +95,34 @@ class TritonBuild:
 class _Chooser:
     """A build's model with everything that does not depend on the key precomputed, so that a
     new key costs a few NumPy operations over all configs at once: the waves as `full_waves`
-    computes them (the same floats), then `WaveFit.predict`."""
+    computes them, the fill as `wave_fill`, then `WaveFit.predict`'s operations in its order
+    (the same floats: the tests compare the two paths)."""
 
-    __slots__ = ("capacity", "fit", "never", "room", "uses_fill")
+    __slots__ = ("a", "b", "capacity", "data", "g_data", "g_fill", "never", "room", "scale")
 
     def __init__(self, fit: WaveFit, active: np.ndarray, sm_count: int) -> None:
         cap = np.asarray(active, dtype=np.float64) * float(sm_count)
         self.room = cap  # programs one wave holds, per config
         self.never = np.where(cap > 0, 0.0, np.inf)  # a program that can never be resident
         self.capacity = np.where(cap > 0, cap, 1.0)
-        self.fit = fit
-        self.uses_fill = FILL in fit.terms
+        self.a, self.b = fit.a, fit.b
+        terms = list(fit.terms)
+        self.g_fill = fit.g[:, terms.index(FILL)] if FILL in terms else None
+        cols = [m for m, j in enumerate(terms) if j != FILL]
+        self.data = [terms[m] for m in cols]  # the data parameters in a wave's time
+        self.g_data = fit.g[:, cols]
+        self.scale = fit.scale[self.data]
 
     def predict(self, values: Sequence[int], programs: Any) -> np.ndarray:
         p = np.asarray(programs, dtype=np.float64)
         waves = np.ceil(p / self.capacity) + self.never
-        fill = wave_fill(p, waves, self.room) if self.uses_fill else None
-        return self.fit.predict(values, waves, fill)
+        per_wave = self.b
+        if self.g_fill is not None:
+            per_wave = per_wave + self.g_fill * wave_fill(p, waves, self.room)
+        if self.data:
+            x = np.array([float(values[j]) for j in self.data]) / self.scale
+            per_wave = per_wave + self.g_data @ x
+        return self.a + waves * per_wave
 
 
 class TritonTuner:
