@@ -103,7 +103,8 @@ class _Chooser:
     def __init__(self, fit: WaveFit, active: np.ndarray, sm_count: int) -> None:
         cap = np.asarray(active, dtype=np.float64) * float(sm_count)
         self.room = cap  # programs one wave holds, per config
-        self.never = np.where(cap > 0, 0.0, np.inf)  # a program that can never be resident
+        # +inf waves where a program can never be resident (None: every config can hold one)
+        self.never = np.where(cap > 0, 0.0, np.inf) if (cap <= 0).any() else None
         self.capacity = np.where(cap > 0, cap, 1.0)
         self.a, self.b = fit.a, fit.b
         terms = list(fit.terms)
@@ -114,8 +115,10 @@ class _Chooser:
         self.scale = fit.scale[self.data]
 
     def predict(self, values: Sequence[int], programs: Any) -> np.ndarray:
-        p = np.asarray(programs, dtype=np.float64)
-        waves = np.ceil(p / self.capacity) + self.never
+        p = programs  # int64 array or int: true division converts it to float64 first
+        waves = np.ceil(p / self.capacity)
+        if self.never is not None:
+            waves = waves + self.never
         per_wave = self.b
         if self.g_fill is not None:
             per_wave = per_wave + self.g_fill * wave_fill(p, waves, self.room)
