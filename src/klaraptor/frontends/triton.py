@@ -37,7 +37,8 @@ from klaraptor.backends.triton_backend import (
 from klaraptor.core.enums import MeasurementStatus
 from klaraptor.core.errors import BuildError, KlaraptorError, SpecError
 from klaraptor.core.types import DataSize, ParamValues
-from klaraptor.models.wave_time import FILL, WaveFit, choose_wave_fit, full_waves, wave_fill
+from klaraptor.frontends.triton_choice import Chooser, grid_dims, programs_vector, vector_meta
+from klaraptor.models.wave_time import WaveFit, choose_wave_fit, full_waves, wave_fill
 
 __all__ = ["TritonBuild", "TritonTuner", "autotune"]
 
@@ -89,43 +90,7 @@ class TritonBuild:
     active: np.ndarray  # programs resident per SM, per config (occupancy of its compiled variant)
     report: dict[str, Any] = field(default_factory=dict)
     # what a new key's choice needs that does not depend on the key (made on first use)
-    chooser: _Chooser | None = field(default=None, repr=False, compare=False)
-
-
-class _Chooser:
-    """A build's model with everything that does not depend on the key precomputed, so that a
-    new key costs a few NumPy operations over all configs at once: the waves as `full_waves`
-    computes them, the fill as `wave_fill`, then `WaveFit.predict`'s operations in its order
-    (the same floats: the tests compare the two paths)."""
-
-    __slots__ = ("a", "b", "capacity", "data", "g_data", "g_fill", "never", "room", "scale")
-
-    def __init__(self, fit: WaveFit, active: np.ndarray, sm_count: int) -> None:
-        cap = np.asarray(active, dtype=np.float64) * float(sm_count)
-        self.room = cap  # programs one wave holds, per config
-        # +inf waves where a program can never be resident (None: every config can hold one)
-        self.never = np.where(cap > 0, 0.0, np.inf) if (cap <= 0).any() else None
-        self.capacity = np.where(cap > 0, cap, 1.0)
-        self.a, self.b = fit.a, fit.b
-        terms = list(fit.terms)
-        self.g_fill = fit.g[:, terms.index(FILL)] if FILL in terms else None
-        cols = [m for m, j in enumerate(terms) if j != FILL]
-        self.data = [terms[m] for m in cols]  # the data parameters in a wave's time
-        self.g_data = fit.g[:, cols]
-        self.scale = fit.scale[self.data]
-
-    def predict(self, values: Sequence[int], programs: Any) -> np.ndarray:
-        p = programs  # int64 array or int: true division converts it to float64 first
-        waves = np.ceil(p / self.capacity)
-        if self.never is not None:
-            waves = waves + self.never
-        per_wave = self.b
-        if self.g_fill is not None:
-            per_wave = per_wave + self.g_fill * wave_fill(p, waves, self.room)
-        if self.data:
-            x = np.array([float(values[j]) for j in self.data]) / self.scale
-            per_wave = per_wave + self.g_data @ x
-        return self.a + waves * per_wave
+    chooser: Chooser | None = field(default=None, repr=False, compare=False)
 
 
 class TritonTuner:
@@ -205,7 +170,7 @@ class TritonTuner:
         self._cache: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}
         self.best_config: Any = None
         self.last_select_us: float = math.nan
-        self._meta_vec = self._vector_meta()
+        self._meta_vec = vector_meta(self._all_kwargs)
         # grid function's code -> whether calling it once on META of arrays (one entry per
         # config) gives every config's grid, as checked against one call per config
         self._grid_vectorises: dict[Any, bool] = {}
@@ -299,24 +264,6 @@ class TritonTuner:
             idx = sorted(idx, key=lambda i: est[i])[: max(1, k)]
         return idx
 
-    def _vector_meta(self) -> dict[str, Any] | None:
-        """Every config's launch kwargs as one META: a kwarg equal in all configs as itself, one
-        that differs as an array over the configs. None where configs name different kwargs or
-        differ in a non-integer one (then the grid is called once per config)."""
-        names = set(self._all_kwargs[0])
-        if any(set(kw) != names for kw in self._all_kwargs):
-            return None
-        meta: dict[str, Any] = {}
-        for name in self._all_kwargs[0]:
-            vals = [kw[name] for kw in self._all_kwargs]
-            if all(v == vals[0] and type(v) is type(vals[0]) for v in vals):
-                meta[name] = vals[0]
-            elif all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
-                meta[name] = np.array(vals, dtype=np.int64)
-            else:
-                return None
-        return meta
-
     def _programs_all(self, grid: Any, named: Mapping[str, Any], cand: Sequence[int]) -> Any:
         """The program count of every config (an array over all configs; only `cand` entries
         are meaningful). One call of the user's grid function with META of arrays where that is
@@ -331,7 +278,7 @@ class TritonTuner:
             ok = self._grid_vectorises.get(code)
         if ok is not False:
             try:
-                vec = self._programs_vector(grid, named)
+                vec = programs_vector(grid, named, self._meta_vec, len(self.configs))
             except Exception:  # the grid needs scalars: one call per config from now on
                 vec = None
             if ok is None:  # first sight of this grid code: check it against per-config calls
@@ -348,33 +295,6 @@ class TritonTuner:
         for i in cand:
             programs[i] = self._programs(grid, named, i)
         return programs
-
-    def _programs_vector(self, grid: Any, named: Mapping[str, Any]) -> Any:
-        """One call of the grid on META of arrays: every config's program count (an int where
-        no grid dimension depends on the config), or None where the grid's answer is not one
-        number or one number per config in each dimension."""
-        g = tuple(grid({**named, **self._meta_vec}))  # type: ignore[dict-item]
-        if len(g) > 3:
-            return None
-        n = len(self.configs)
-        scalar = 1
-        per_config = None
-        for dim in g:
-            if type(dim) is int:
-                scalar *= dim
-                continue
-            arr = np.asarray(dim)
-            if arr.dtype.kind not in "iuf" or arr.ndim > 1 or (arr.ndim == 1 and arr.size != n):
-                return None
-            if arr.ndim == 0:
-                scalar *= int(arr)
-            else:
-                if arr.dtype != np.int64:
-                    arr = arr.astype(np.int64)  # floats truncate, as int() does per config
-                per_config = arr if per_config is None else per_config * arr
-        if per_config is None:
-            return scalar
-        return per_config if scalar == 1 else per_config * scalar
 
     def _programs(self, grid: Any, named: Mapping[str, Any], i: int) -> int:
         g = grid({**named, **self._all_kwargs[i]}) if callable(grid) else grid
@@ -433,7 +353,7 @@ class TritonTuner:
             values = self._size(values).values()
         chooser = build.chooser
         if chooser is None:
-            chooser = build.chooser = _Chooser(build.fit, build.active, self.device.sm_count)
+            chooser = build.chooser = Chooser(build.fit, build.active, self.device.sm_count)
         named = self._named(args, kwargs)
         if self._prunes:
             cand = self._candidates(named, kwargs)
@@ -469,7 +389,7 @@ class TritonTuner:
     ) -> np.ndarray:
         """The model's prediction for every config, one grid call and one config at a time
         (`full_waves` and `WaveFit.predict` as they stand): the reference the fast path
-        (`_Chooser`, one vectorised grid call) is tested against."""
+        (`Chooser`, one vectorised grid call) is tested against."""
         named = self._named(args, kwargs)
         cand = self._candidates(named, kwargs)
         waves = np.full(len(self.configs), np.inf)
@@ -771,7 +691,7 @@ class TritonTuner:
             len(self.configs),
             data_names=self.key,
             fill=fill,
-            grid_dims=_grid_dims(D_a, cfg_a, programs),
+            grid_dims=grid_dims(D_a, cfg_a, programs),
         )
         return TritonBuild(
             kernel,
@@ -785,20 +705,6 @@ class TritonTuner:
             active,
             {"fit": fit.to_dict(), "active_per_sm": active.tolist()},
         )
-
-
-def _grid_dims(D: np.ndarray, cfg: np.ndarray, programs: np.ndarray) -> list[int]:
-    """The data parameters that set the program count in the training data: some config's count
-    differs between two training sizes that differ in that parameter alone."""
-    out = []
-    for j in range(D.shape[1]):
-        seen: dict[tuple[Any, ...], float] = {}
-        for row, c, p in zip(D, cfg, programs):
-            k = (int(c), *np.delete(row, j).tolist())
-            if seen.setdefault(k, float(p)) != float(p):
-                out.append(j)
-                break
-    return out
 
 
 def autotune(
