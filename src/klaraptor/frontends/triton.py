@@ -347,13 +347,13 @@ class TritonTuner:
         build = self._builds.get(dtypes)
         if build is None:
             build = self._build_for_call(dtypes, args, kwargs, grid)
+        chooser = build.chooser  # made with the build; here only for a build made otherwise
+        if chooser is None:
+            chooser = build.chooser = Chooser(build.fit, build.active, self.device.sm_count)
         t0 = time.perf_counter()
         values = key[:nkey]
         if not all(type(v) is int for v in values):
             values = self._size(values).values()
-        chooser = build.chooser
-        if chooser is None:
-            chooser = build.chooser = Chooser(build.fit, build.active, self.device.sm_count)
         named = self._named(args, kwargs)
         if self._prunes:
             cand = self._candidates(named, kwargs)
@@ -704,6 +704,7 @@ class TritonTuner:
             from_store,
             active,
             {"fit": fit.to_dict(), "active_per_sm": active.tolist()},
+            Chooser(fit, active, self.device.sm_count),
         )
 
 
