@@ -353,3 +353,15 @@ def test_fast_choice_equals_the_per_config_model_at_many_keys(interpret, tmp_pat
     if callable(grid):
         (ok,) = tuned._grid_vectorises.values()
         assert ok is (grid_kind in ("vectorises", "pruned"))
+
+
+def test_grid_dims_are_the_key_values_that_change_the_program_count_alone() -> None:
+    from klaraptor.frontends.triton_choice import grid_dims
+
+    # softmax-like: (rows, cols), one program per row, two configs
+    D = np.array([(r, c) for r in (1024, 4096) for c in (256, 512) for _ in range(2)], float)
+    cfg = np.tile([0, 1], 4)
+    assert grid_dims(D, cfg, D[:, 0].copy()) == [0]
+    # keys scaled together (a first call's build): no parameter changes alone, none is told
+    D2 = np.array([(512, 128), (1024, 256)], float)
+    assert grid_dims(D2, np.array([0, 0]), np.array([512.0, 1024.0])) == []
