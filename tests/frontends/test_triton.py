@@ -4,6 +4,7 @@ builds kept in the store and reloaded without measuring; bad input."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -90,6 +91,8 @@ def test_launch_matches_torch_and_dispatches_the_chosen_config(interpret, tmp_pa
     build = tuned.build([1000, 3000, 5000])
     assert build.measured == 9 and not build.from_store
     assert [tuple(D.values()) for D in build.sizes] == [(1000,), (3000,), (5000,)]
+    # the sample's grid (triton.cdiv over META) was found to vectorise over the configs
+    assert list(tuned._grid_vectorises.values()) == [True]
     for n in (12345, 40000):
         x, y = torch.rand(n), torch.rand(n)
         out = torch.full((n,), -1.0)
@@ -266,3 +269,99 @@ def test_tutorial_kernels_through_klaraptor(interpret, tmp_path, name: str) -> N
     tuned[grid](*args, **kwargs)
     case.check(args)
     assert tuned.best_config in configs
+
+
+def _random_build(tuned, dtypes, rng, n_terms):
+    """A build with a random fitted model (some configs unmeasured, some never resident), as a
+    GPU build leaves one, injected so that the choice is tested at many keys without timing."""
+    from klaraptor.backends.triton_backend import TritonDevice
+    from klaraptor.frontends.triton import TritonBuild
+    from klaraptor.models.wave_time import FILL, WaveFit
+
+    n, d = len(tuned.configs), len(tuned.key)
+    terms = tuple(range(min(n_terms, d)))
+    if n_terms % 2:  # the waves' fill as a term too (a grid dimension's way into a wave's time)
+        terms = (FILL, *terms)
+    b = rng.random(n) * 1e-3
+    b[rng.random(n) < 0.1] = np.inf
+    g = rng.random((n, len(terms))) * 1e-3
+    g[rng.random((n, len(terms))) < 0.3] = 0.0
+    fit = WaveFit(tuple(tuned.key), terms, rng.integers(64, 4096, d).astype(float), 4e-3, b, g)
+    active = rng.integers(0, 9, n).astype(float)
+    tuned._device = TritonDevice("simulated H200", 132, (9, 0), True)
+    build = TritonBuild("k", "simulated H200", [], fit, {}, 0, 0.0, True, active)
+    tuned._builds[dtypes] = build
+    return build
+
+
+np = pytest.importorskip("numpy")
+
+
+@pytest.mark.parametrize("grid_kind", ["vectorises", "needs_scalars", "tuple", "pruned"])
+def test_fast_choice_equals_the_per_config_model_at_many_keys(interpret, tmp_path, grid_kind):
+    """The new-key path (precomputed model, one grid call over all configs) chooses what one
+    grid call and one prediction per config choose, at 300 random keys per random model."""
+    from klaraptor.triton import autotune
+
+    cases = _cases()
+    ns = cases.load_tutorial("matmul.py")
+    configs = ns["get_cuda_autotune_config"]()
+    prune = None
+    if grid_kind == "pruned":
+        prune = {"early_config_prune": lambda cs, named, **kw: cs[: 4 + named["K"] % 9]}
+    tuned = autotune(
+        configs=configs,
+        key=["M", "N", "K"],
+        store=str(tmp_path / "s.db"),
+        progress=False,
+        prune_configs_by=prune,
+    )(ns["matmul_kernel"])
+    a = torch.empty((2, 2), dtype=torch.float16)
+    dtypes = ("torch.float16",) * 3
+    grids = {
+        "vectorises": lambda META: (
+            triton.cdiv(META["M"], META["BLOCK_SIZE_M"])
+            * triton.cdiv(META["N"], META["BLOCK_SIZE_N"]),
+        ),
+        "needs_scalars": lambda META: (
+            max(1, META["M"] // META["BLOCK_SIZE_M"]),
+            math.ceil(META["N"] / META["BLOCK_SIZE_N"]),
+        ),
+        "tuple": (77, 3),
+        "pruned": lambda META: (triton.cdiv(META["M"], META["BLOCK_SIZE_M"]), 2),
+    }
+    grid = grids[grid_kind]
+    rng = np.random.default_rng(7)
+    same = 0
+    for trial in range(4):
+        build = _random_build(tuned, dtypes, rng, n_terms=trial)
+        tuned._cache.clear()
+        for _ in range(75):
+            M, N, K = (int(v) for v in rng.integers(1, 20000, 3))
+            args = (a, a, a, M, N, K, 1, 1, 1, 1, 1, 1)
+            pred = tuned._choose_per_config(build, (M, N, K), args, {}, grid)
+            if not np.isfinite(pred).any() or np.isnan(pred).any():
+                continue
+            assert tuned.select(*args, grid=grid, ACTIVATION="") is configs[int(np.argmin(pred))]
+            # and every config's prediction is the same float (pruned ones aside)
+            named = tuned._named(args, {})
+            cand = tuned._candidates(named, {})
+            fast = build.chooser.predict((M, N, K), tuned._programs_all(grid, named, cand))
+            np.testing.assert_array_equal(fast[cand], pred[cand])
+            same += 1
+    assert same > 200
+    if callable(grid):
+        (ok,) = tuned._grid_vectorises.values()
+        assert ok is (grid_kind in ("vectorises", "pruned"))
+
+
+def test_grid_dims_are_the_key_values_that_change_the_program_count_alone() -> None:
+    from klaraptor.frontends.triton_choice import grid_dims
+
+    # softmax-like: (rows, cols), one program per row, two configs
+    D = np.array([(r, c) for r in (1024, 4096) for c in (256, 512) for _ in range(2)], float)
+    cfg = np.tile([0, 1], 4)
+    assert grid_dims(D, cfg, D[:, 0].copy()) == [0]
+    # keys scaled together (a first call's build): no parameter changes alone, none is told
+    D2 = np.array([(512, 128), (1024, 256)], float)
+    assert grid_dims(D2, np.array([0, 0]), np.array([512.0, 1024.0])) == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from klaraptor.models.wave_time import choose_wave_fit, fit_waves, full_waves
+from klaraptor.models.wave_time import choose_wave_fit, fit_waves, full_waves, wave_fill
 
 
 def _points(sizes, b, g, programs_per, active, a=0.004, sms=132, noise=0.0, seed=0):
@@ -58,3 +58,43 @@ def test_an_unmeasured_or_unlaunchable_config_is_never_chosen() -> None:
     )
     pred = fit.predict((10,), np.array([np.inf, 1.0, 1.0]))
     assert int(np.argmin(pred)) == 1 and not np.isfinite(pred[2])
+
+
+def test_a_grid_dimension_enters_a_wave_through_its_fill_not_quadratically() -> None:
+    """Softmax-like: rows set the program count (one program per row), the row length sets a
+    program's work; memory-bound, so a partial wave is faster in proportion to its fill. Trained
+    where every config fits its rows in about one wave, the model must still rank configs at
+    16x the rows, where they need many waves: the rows enter a wave's time through the fill,
+    never as rows / rows* (which would grow as waves x rows)."""
+    sms = 132
+    active = np.array([16.0, 4.0])  # programs per SM: config 0 (few warps) holds 4x more
+    per_wave_full = np.array([0.010, 0.012])  # ms of one full wave at n_cols*; config 0 cheaper
+
+    def truth(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        w = full_waves(np.full(2, rows), active, sms)
+        f = wave_fill(np.full(2, rows), w, active * sms)
+        return w, f, 0.004 + w * per_wave_full * (0.2 + 0.5 * f + 0.3 * cols / 512)
+
+    D, cfg, W, F, t = [], [], [], [], []
+    for rows in (1024, 2048):
+        for cols in (256, 512):
+            w, f, tt = truth(rows, cols)
+            for c in range(2):
+                D.append((rows, cols))
+                cfg.append(c)
+                W.append(w[c])
+                F.append(f[c])
+                t.append(tt[c])
+    args = (np.array(D, float), np.array(cfg), np.array(W), np.array(t), 2)
+    fit = choose_wave_fit(*args, data_names=("n_rows", "n_cols"), fill=np.array(F), grid_dims=(0,))
+    assert "n_rows" not in fit.report["chosen_terms"]
+    # rows / rows* in a wave's time instead (no grid dimension known): quadratic in the rows
+    naive = choose_wave_fit(*args, data_names=("n_rows", "n_cols"))
+    assert naive.report["chosen_terms"] == ["n_rows"]
+    for rows in (16384, 32768, 65536):
+        w, f, tt = truth(rows, 512)
+        pred = fit.predict((rows, 512), w, f)
+        assert int(np.argmin(pred)) == int(np.argmin(tt)) == 0
+        assert np.allclose(pred, tt, rtol=0.25)
+        # the naive model charges config 0 waves x rows: 4x-16x its time
+        assert naive.predict((rows, 512), w)[0] > 3 * tt[0]

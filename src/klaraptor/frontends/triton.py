@@ -37,7 +37,8 @@ from klaraptor.backends.triton_backend import (
 from klaraptor.core.enums import MeasurementStatus
 from klaraptor.core.errors import BuildError, KlaraptorError, SpecError
 from klaraptor.core.types import DataSize, ParamValues
-from klaraptor.models.wave_time import WaveFit, choose_wave_fit, full_waves
+from klaraptor.frontends.triton_choice import Chooser, grid_dims, programs_vector, vector_meta
+from klaraptor.models.wave_time import WaveFit, choose_wave_fit, full_waves, wave_fill
 
 __all__ = ["TritonBuild", "TritonTuner", "autotune"]
 
@@ -88,6 +89,8 @@ class TritonBuild:
     from_store: bool
     active: np.ndarray  # programs resident per SM, per config (occupancy of its compiled variant)
     report: dict[str, Any] = field(default_factory=dict)
+    # what a new key's choice needs that does not depend on the key (made on first use)
+    chooser: Chooser | None = field(default=None, repr=False, compare=False)
 
 
 class TritonTuner:
@@ -167,6 +170,11 @@ class TritonTuner:
         self._cache: dict[tuple[Any, ...], tuple[int, dict[str, Any]]] = {}
         self.best_config: Any = None
         self.last_select_us: float = math.nan
+        self._meta_vec = vector_meta(self._all_kwargs)
+        # grid function's code -> whether calling it once on META of arrays (one entry per
+        # config) gives every config's grid, as checked against one call per config
+        self._grid_vectorises: dict[Any, bool] = {}
+        self._prunes = self.early_config_prune is not None or self.perf_model is not None
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -256,6 +264,38 @@ class TritonTuner:
             idx = sorted(idx, key=lambda i: est[i])[: max(1, k)]
         return idx
 
+    def _programs_all(self, grid: Any, named: Mapping[str, Any], cand: Sequence[int]) -> Any:
+        """The program count of every config (an array over all configs; only `cand` entries
+        are meaningful). One call of the user's grid function with META of arrays where that is
+        known to give the same counts as one call per config (checked on the first call of each
+        grid function's code: Triton's `cdiv` and integer arithmetic broadcast; anything that
+        needs a scalar raises, and the grid is then called per config)."""
+        if not callable(grid):
+            return self._programs(grid, named, cand[0])
+        code = getattr(grid, "__code__", None)
+        ok = None if self._meta_vec is not None and code is not None else False
+        if ok is None:
+            ok = self._grid_vectorises.get(code)
+        if ok is not False:
+            try:
+                vec = programs_vector(grid, named, self._meta_vec, len(self.configs))
+            except Exception:  # the grid needs scalars: one call per config from now on
+                vec = None
+            if ok is None:  # first sight of this grid code: check it against per-config calls
+                loop = np.zeros(len(self.configs), dtype=np.int64)
+                for i in range(len(self.configs)):
+                    loop[i] = self._programs(grid, named, i)
+                self._grid_vectorises[code] = vec is not None and bool(
+                    np.all(np.asarray(vec) == loop)
+                )
+                return loop
+            if vec is not None:
+                return vec
+        programs = np.zeros(len(self.configs), dtype=np.int64)
+        for i in cand:
+            programs[i] = self._programs(grid, named, i)
+        return programs
+
     def _programs(self, grid: Any, named: Mapping[str, Any], i: int) -> int:
         g = grid({**named, **self._all_kwargs[i]}) if callable(grid) else grid
         g = tuple(g) + (1,) * (3 - len(tuple(g)))
@@ -277,9 +317,10 @@ class TritonTuner:
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Launch with the config chosen for this call's key (chosen once per key)."""
-        hit = self._cache.get(self._key_of(args, kwargs))
+        key = self._key_of(args, kwargs)
+        hit = self._cache.get(key)
         if hit is None:
-            hit = self._choose(args, kwargs, grid)
+            hit = self._choose(args, kwargs, grid, key)
         i, launch_kwargs = hit
         config = self.configs[i]
         if config.pre_hook is not None:
@@ -288,40 +329,80 @@ class TritonTuner:
 
     def select(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """The `triton.Config` this call would launch with (built and chosen if needed)."""
-        hit = self._cache.get(self._key_of(args, kwargs)) or self._choose(args, kwargs, grid)
+        key = self._key_of(args, kwargs)
+        hit = self._cache.get(key) or self._choose(args, kwargs, grid, key)
         return self.configs[hit[0]]
 
     def _choose(
-        self, args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any
+        self,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        grid: Any,
+        key: tuple[Any, ...] | None = None,
     ) -> tuple[int, dict[str, Any]]:
-        key = self._key_of(args, kwargs)
-        dtypes = tuple(str(v) for v in key[len(self.key) :])
+        if key is None:
+            key = self._key_of(args, kwargs)
+        nkey = len(self.key)
+        dtypes = tuple(str(v) for v in key[nkey:])
         build = self._builds.get(dtypes)
         if build is None:
             build = self._build_for_call(dtypes, args, kwargs, grid)
+        chooser = build.chooser  # made with the build; here only for a build made otherwise
+        if chooser is None:
+            chooser = build.chooser = Chooser(build.fit, build.active, self.device.sm_count)
         t0 = time.perf_counter()
-        D = self._size(key[: len(self.key)])
+        values = key[:nkey]
+        if not all(type(v) is int for v in values):
+            values = self._size(values).values()
         named = self._named(args, kwargs)
-        cand = self._candidates(named, kwargs)
-        # Configs left out by pruning keep infinite waves: never chosen.
-        waves = np.full(len(self.configs), np.inf)
-        if callable(grid):
-            programs = [self._programs(grid, named, i) for i in cand]
+        if self._prunes:
+            cand = self._candidates(named, kwargs)
         else:
-            programs = [self._programs(grid, named, cand[0])] * len(cand)
-        waves[cand] = full_waves(programs, build.active[cand], self.device.sm_count)
-        pred = build.fit.predict(D.values(), waves)
-        choice = int(np.argmin(pred))
-        if not np.isfinite(pred[choice]):
-            raise KlaraptorError(f"{self.name}: no config is launchable at {D}")
+            cand = range(len(self.configs))
+        pred = chooser.predict(values, self._programs_all(grid, named, cand))
+        if self._prunes:  # configs left out by pruning are never chosen
+            left_out = np.ones(len(self.configs), dtype=bool)
+            left_out[list(cand)] = False
+            pred[left_out] = np.inf
+        choice = int(pred.argmin())
+        if not math.isfinite(pred[choice]):
+            raise KlaraptorError(
+                f"{self.name}: no config is launchable at {DataSize(self.key, list(values))}"
+            )
         self.last_select_us = (time.perf_counter() - t0) * 1e6
         if self.refine > 0:
+            D = DataSize(self.key, list(values))
             order = [int(i) for i in np.argsort(pred) if np.isfinite(pred[i])]
             choice = self._refine(order[: self.refine + 1], args, kwargs, grid, build, D)
         hit = (choice, dict(self._all_kwargs[choice]))
         self._cache[key] = hit
         self.best_config = self.configs[choice]
         return hit
+
+    def _choose_per_config(
+        self,
+        build: TritonBuild,
+        values: Sequence[int],
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        grid: Any,
+    ) -> np.ndarray:
+        """The model's prediction for every config, one grid call and one config at a time
+        (`full_waves` and `WaveFit.predict` as they stand): the reference the fast path
+        (`Chooser`, one vectorised grid call) is tested against."""
+        named = self._named(args, kwargs)
+        cand = self._candidates(named, kwargs)
+        waves = np.full(len(self.configs), np.inf)
+        if callable(grid):
+            programs = [self._programs(grid, named, i) for i in cand]
+        else:
+            programs = [self._programs(grid, named, cand[0])] * len(cand)
+        waves[cand] = full_waves(programs, build.active[cand], self.device.sm_count)
+        fill = np.zeros(len(self.configs))
+        fill[cand] = wave_fill(
+            programs, waves[cand], build.active[cand] * float(self.device.sm_count)
+        )
+        return build.fit.predict(values, waves, fill)
 
     # -- measuring ------------------------------------------------------------------------------
     def _time_config(
@@ -412,6 +493,8 @@ class TritonTuner:
             )
         for n, t in saved.items():
             named[n].copy_(t)
+        if callable(grid):  # learn now whether the grid vectorises: no check at a new key
+            self._programs_all(grid, named, range(len(self.configs)))
         store.put_measurements(rows)
         return resources
 
@@ -595,14 +678,20 @@ class TritonTuner:
         active = np.array(
             [self._active(res.get(i)) for i in range(len(self.configs))], dtype=np.float64
         )
-        w = full_waves(np.array(waves), active[np.array(cfg)], self.device.sm_count)
+        programs = np.array(waves)
+        cfg_a = np.array(cfg)
+        D_a = np.array(D, dtype=np.float64)
+        w = full_waves(programs, active[cfg_a], self.device.sm_count)
+        fill = wave_fill(programs, w, active[cfg_a] * float(self.device.sm_count))
         fit = choose_wave_fit(
-            np.array(D, dtype=np.float64),
-            np.array(cfg),
+            D_a,
+            cfg_a,
             w,
             np.array(t),
             len(self.configs),
             data_names=self.key,
+            fill=fill,
+            grid_dims=grid_dims(D_a, cfg_a, programs),
         )
         return TritonBuild(
             kernel,
@@ -615,6 +704,7 @@ class TritonTuner:
             from_store,
             active,
             {"fit": fit.to_dict(), "active_per_sm": active.tolist()},
+            Chooser(fit, active, self.device.sm_count),
         )
 
 

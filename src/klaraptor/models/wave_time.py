@@ -13,6 +13,13 @@ configuration c at D is modelled as
   of one program (K of a matmul, the row length of a softmax); D* scales them to 1 at the
   largest training size. Which D_j enter is chosen by a fold on the training data only (hold out
   the largest training size, predict its ranking), as the kernel's other choices are.
+- A data parameter that sets the program count (a grid dimension: the training data show the
+  count change with it alone) enters one wave's time only through the waves' fill F_c(D) =
+  programs / (W_c · active · SMs) ∈ (0, 1] (`FILL`): a partial wave of a memory-bound kernel is
+  faster, but no wave holds more than a full wave's programs. Entering as D_j / D_j* instead, it
+  would make the time grow as W_c · D_j, quadratically in the grid, once the grid exceeds one
+  wave (the fused softmax's rows on the H200 at cd0d53b: trained within one wave, it chose
+  8 warps over 2 at 4x-16x the rows, r up to 1.37).
 
 All coefficients are non-negative (NNLS on relative errors), so no extrapolation turns a time
 negative or reverses the growth a training set showed.
@@ -30,9 +37,10 @@ from scipy.optimize import nnls
 
 from klaraptor.core.errors import FitError
 
-__all__ = ["WaveFit", "choose_wave_fit", "fit_waves", "full_waves"]
+__all__ = ["FILL", "WaveFit", "choose_wave_fit", "fit_waves", "full_waves", "wave_fill"]
 
 _LAUNCH_PULL = 0.3
+FILL = -1  # the term index of the waves' fill (see the module doc)
 
 
 def full_waves(programs: Any, active_per_sm: Any, sm_count: int) -> np.ndarray:
@@ -41,6 +49,23 @@ def full_waves(programs: Any, active_per_sm: Any, sm_count: int) -> np.ndarray:
     a = np.asarray(active_per_sm, dtype=np.float64) * float(sm_count)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(a > 0, np.ceil(p / a), np.inf)
+
+
+def wave_fill(programs: Any, waves: Any, capacity: Any) -> np.ndarray:
+    """programs / (waves · capacity): the waves' average fill, capacity = active · SMs (0 where
+    there is no program or no wave can hold one)."""
+    p = np.asarray(programs, dtype=np.float64)
+    w = np.asarray(waves, dtype=np.float64)
+    cap = np.asarray(capacity, dtype=np.float64)
+    shape = np.broadcast(p, w, cap).shape
+    # no wave can hold a program where capacity is 0 (waves inf there): room 0, fill 0
+    room = np.multiply(w, cap, out=np.zeros(shape), where=cap > 0)
+    ok = np.isfinite(room) & (room > 0)
+    return np.divide(p, room, out=np.zeros(shape), where=ok)
+
+
+def _term_name(data_names: Sequence[str], j: int) -> str:
+    return "fill" if j == FILL else data_names[j]
 
 
 @dataclass
@@ -59,19 +84,31 @@ class WaveFit:
     def n_cfg(self) -> int:
         return int(self.b.size)
 
-    def predict(self, D: Sequence[float], waves: np.ndarray) -> np.ndarray:
-        """Predicted ms of every configuration at D, given their exact waves there."""
-        Dv = np.asarray(D, dtype=np.float64)
-        per_wave = self.b.copy()
+    def predict(
+        self, D: Sequence[float], waves: np.ndarray, fill: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Predicted ms of every configuration at D, given their exact waves there (and their
+        fill, `wave_fill`, where the model has the FILL term)."""
+        per_wave = self.b
         if self.terms:
-            per_wave += self.g @ (Dv[list(self.terms)] / self.scale[list(self.terms)])
+            if FILL in self.terms:
+                if fill is None:
+                    raise FitError("waves: this model needs the waves' fill to predict")
+                per_wave = per_wave + self.g[:, self.terms.index(FILL)] * fill
+            data = [m for m, j in enumerate(self.terms) if j != FILL]
+            if data:
+                x = (
+                    np.array([float(D[self.terms[m]]) for m in data])
+                    / self.scale[[self.terms[m] for m in data]]
+                )
+                per_wave = per_wave + self.g[:, data] @ x
         return self.a + np.asarray(waves, dtype=np.float64) * per_wave
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": "waves",
             "data_names": list(self.data_names),
-            "terms": [self.data_names[j] for j in self.terms],
+            "terms": [_term_name(self.data_names, j) for j in self.terms],
             "scale": self.scale.tolist(),
             "a_ms": self.a,
             "b_ms": self.b.tolist(),
@@ -89,28 +126,38 @@ def fit_waves(
     *,
     data_names: Sequence[str],
     terms: Sequence[int] = (),
+    fill: np.ndarray | None = None,
 ) -> WaveFit:
-    """Fit the model on measured points: D (n, d), configuration index, exact waves, time."""
+    """Fit the model on measured points: D (n, d), configuration index, exact waves, time (and
+    the waves' fill, needed where `terms` has FILL)."""
     D = np.atleast_2d(np.asarray(D, dtype=np.float64))
     cfg = np.asarray(cfg, dtype=np.int64)
     waves = np.asarray(waves, dtype=np.float64)
     t = np.asarray(time_ms, dtype=np.float64)
+    terms = tuple(int(j) for j in terms)
+    if FILL in terms and fill is None:
+        raise FitError("waves: the fill term needs the waves' fill of every point")
+    fill_v = np.zeros(t.size) if fill is None else np.asarray(fill, dtype=np.float64)
     ok = np.isfinite(t) & (t > 0) & np.isfinite(waves)
     if not ok.any():
         raise FitError("waves: no finite timing to fit")
-    D, cfg, waves, t = D[ok], cfg[ok], waves[ok], t[ok]
-    terms = tuple(int(j) for j in terms)
+    D, cfg, waves, t, fill_v = D[ok], cfg[ok], waves[ok], t[ok], fill_v[ok]
     scale = np.max(D, axis=0)
     scale[scale <= 0] = 1.0
+
+    def feature(j: int) -> np.ndarray:
+        return fill_v if j == FILL else D[:, j] / scale[j]
+
     k = 1 + len(terms)  # per-configuration columns
     n_cols = 1 + n_cfg * k
     X = np.zeros((t.size, n_cols))
     X[:, 0] = 1.0
+    feats = [feature(j) for j in terms]
     for i in range(t.size):
         base = 1 + cfg[i] * k
         X[i, base] = waves[i]
-        for m, j in enumerate(terms):
-            X[i, base + 1 + m] = waves[i] * D[i, j] / scale[j]
+        for m in range(len(terms)):
+            X[i, base + 1 + m] = waves[i] * feats[m][i]
     # Relative errors: every configuration and size counts alike whatever its time.
     w = 1.0 / t
     used = np.flatnonzero(np.abs(X).sum(axis=0) > 0)
@@ -134,8 +181,8 @@ def fit_waves(
     # A configuration never measured has no evidence: it is never chosen.
     b[~measured] = np.inf
     per_wave = b[cfg].copy()
-    for m, j in enumerate(terms):
-        per_wave += g[cfg, m] * D[:, j] / scale[j]
+    for m in range(len(terms)):
+        per_wave += g[cfg, m] * feats[m]
     pred = coef[0] + waves * per_wave
     rel = np.abs(pred / t - 1.0)
     return WaveFit(
@@ -150,7 +197,13 @@ def fit_waves(
 
 
 def _ranking_loss(
-    fit: WaveFit, D: np.ndarray, cfg: np.ndarray, waves: np.ndarray, t: np.ndarray, n_cfg: int
+    fit: WaveFit,
+    D: np.ndarray,
+    cfg: np.ndarray,
+    waves: np.ndarray,
+    t: np.ndarray,
+    n_cfg: int,
+    fill: np.ndarray,
 ) -> tuple[float, float]:
     """(time of the predicted best / measured best, centered log error) at each held-out D."""
     rs, errs = [], []
@@ -160,7 +213,9 @@ def _ranking_loss(
             continue
         w_full = np.full(n_cfg, np.inf)
         w_full[cfg[at]] = waves[at]
-        pred = fit.predict(row, w_full)
+        f_full = np.zeros(n_cfg)
+        f_full[cfg[at]] = fill[at]
+        pred = fit.predict(row, w_full, f_full)
         meas = np.full(n_cfg, np.inf)
         meas[cfg[at]] = t[at]
         cand = np.isfinite(meas)
@@ -181,20 +236,26 @@ def choose_wave_fit(
     n_cfg: int,
     *,
     data_names: Sequence[str],
+    fill: np.ndarray | None = None,
+    grid_dims: Sequence[int] = (),
 ) -> WaveFit:
     """Fit with the per-wave terms a fold on the training data chooses: fit on all sizes but the
     largest, rank at the largest; the lowest geomean r wins (then the lowest log error, then the
-    fewest terms). With one training size there is no fold: no terms."""
+    fewest terms). With one training size there is no fold: no terms. A data parameter in
+    `grid_dims` (it sets the program count) is offered as the FILL term instead (with `fill`)."""
     D = np.atleast_2d(np.asarray(D, dtype=np.float64))
     cfg = np.asarray(cfg, dtype=np.int64)
     waves = np.asarray(waves, dtype=np.float64)
     t = np.asarray(time_ms, dtype=np.float64)
+    fill_v = np.zeros(t.size) if fill is None else np.asarray(fill, dtype=np.float64)
     d = D.shape[1]
     varying = [j for j in range(d) if np.unique(D[:, j]).size > 1]
+    grid = set(int(j) for j in grid_dims) if fill is not None else set()
+    as_terms = sorted({FILL if j in grid else j for j in varying})
     options: list[tuple[int, ...]] = [()]
-    options += [(j,) for j in varying]
-    if len(varying) > 1:
-        options.append(tuple(varying))
+    options += [(j,) for j in as_terms]
+    if len(as_terms) > 1:
+        options.append(tuple(as_terms))
     size = np.prod(np.maximum(D, 1.0), axis=1)
     largest = size == size.max()
     fold: dict[str, Any] = {}
@@ -211,17 +272,21 @@ def choose_wave_fit(
                     n_cfg,
                     data_names=data_names,
                     terms=opt,
+                    fill=fill_v[~largest],
                 )
             except FitError:
                 continue
-            r, err = _ranking_loss(f, D[largest], cfg[largest], waves[largest], t[largest], n_cfg)
-            name = "+".join(data_names[j] for j in opt) or "none"
+            r, err = _ranking_loss(
+                f, D[largest], cfg[largest], waves[largest], t[largest], n_cfg, fill_v[largest]
+            )
+            name = "+".join(_term_name(data_names, j) for j in opt) or "none"
             fold[name] = {"r": r, "log_error": err}
             if math.isfinite(r):
                 scored.append((round(r, 4), err, len(opt), opt))
         if scored:
             best = min(scored)[3]
-    fit = fit_waves(D, cfg, waves, t, n_cfg, data_names=data_names, terms=best)
+    fit = fit_waves(D, cfg, waves, t, n_cfg, data_names=data_names, terms=best, fill=fill_v)
     fit.report["fold"] = fold
-    fit.report["chosen_terms"] = [data_names[j] for j in best]
+    fit.report["chosen_terms"] = [_term_name(data_names, j) for j in best]
+    fit.report["grid_dims"] = [data_names[j] for j in sorted(grid)]
     return fit
