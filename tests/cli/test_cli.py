@@ -426,8 +426,12 @@ def test_ctrl_c_during_import_recorded_prints_no_traceback(tmp_path: Path) -> No
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     argv = [sys.executable, "-m", "klaraptor.cli", "--store", str(tmp_path / "c.sqlite"),
             "import-recorded", "--jobs", "2", "--kernels", "polybench"]  # fmt: skip
+    # A runner started in the background (`make test &`) passes SIGINT on ignored, and a Python
+    # that starts with SIGINT ignored never raises KeyboardInterrupt: give the command the
+    # default disposition, as a terminal would.
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                         start_new_session=True)  # fmt: skip
+                         start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     assert p.stdout is not None
     line = p.stdout.readline()  # "building 30 kernels ..." once the pool exists
     assert line.startswith("building"), line
