@@ -64,6 +64,8 @@ def _cpu_bench(fn: Any, quantiles: Any = None, **_: Any) -> Any:
 
 def _smoke_shapes(case: Any) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
     """Tiny training and workload keys for the interpreter (--smoke)."""
+    if case.smoke is not None:
+        return case.smoke
     small = case.small
     train = [{k: max(1, v // 2) for k, v in small.items()}, dict(small)]
     workload = [{k: v * f + 1 for k, v in small.items()} for f in (2, 3)]

@@ -33,9 +33,22 @@ def load_tutorial(file: str) -> dict[str, Any]:
         "triton": triton,
         "tl": tl,
         "__name__": f"tut_{path.stem}",
+        **{name: make() for name, make in _SUPPLIED.get(file, {}).items()},
     }
     exec(compile(path.read_text(), str(path), "exec"), ns)  # noqa: S102 - vendored tutorial code
     return ns
+
+
+def _is_hip() -> Callable[[], bool]:
+    """The attention tutorial's `is_hip()` (its config list calls it) asks Triton's active
+    driver, which the CPU interpreter lacks; torch's build answers the same question."""
+    import torch
+
+    return lambda: torch.version.hip is not None
+
+
+# Names a vendored extract uses but whose definition in the tutorial was not extracted.
+_SUPPLIED: dict[str, dict[str, Callable[[], Any]]] = {"fused_attention.py": {"is_hip": _is_hip}}
 
 
 @dataclass
@@ -55,6 +68,9 @@ class Case:
     notes: str = ""
     small: dict[str, int] = field(default_factory=dict)  # an interpreter-sized key
     small_extra: dict[str, int] = field(default_factory=dict)  # make()'s other arguments there
+    # (train, workload) under --smoke where halving/stretching `small` would break the kernel's
+    # shape rules (attention: N_CTX a multiple of BLOCK_M, HEAD_DIM >= BLOCK_N)
+    smoke: tuple[list[dict[str, int]], list[dict[str, int]]] | None = None
 
     def jit(self, ns: dict[str, Any]) -> Any:
         return ns[self.kernel]
@@ -258,5 +274,89 @@ LAYER_NORM = Case(
     small_extra={"M": 3},
 )
 
+# -- fused attention (forward) ------------------------------------------------------------------
+_ATTN_SM_SCALE = 0.5  # the tutorial's test value
+_ATTN_CAUSAL = True  # prefill in a decoder: causal, as the tutorial's causal benchmark
+
+
+def _attn_make(device: str, N_CTX: int, HEAD_DIM: int, Z: int = 4, H: int = 32):
+    """The tutorial's `_attention.forward` launch of `_attn_fwd` (the block-pointer path), with
+    its inputs as in its test: (Z, H, N_CTX, HEAD_DIM) fp16, normal(0, 0.5)."""
+    import torch
+    import triton
+
+    shape = (Z, H, N_CTX, HEAD_DIM)
+    q = torch.empty(shape, device=device, dtype=torch.float16).normal_(mean=0.0, std=0.5)
+    k = torch.empty(shape, device=device, dtype=torch.float16).normal_(mean=0.0, std=0.5)
+    v = torch.empty(shape, device=device, dtype=torch.float16).normal_(mean=0.0, std=0.5)
+    o = torch.empty_like(q)
+    M = torch.empty((Z, H, N_CTX), device=device, dtype=torch.float32)
+    grid = lambda args: (triton.cdiv(q.shape[2], args["BLOCK_M"]), q.shape[0] * q.shape[1], 1)  # noqa: E731
+    args = (
+        q,
+        k,
+        v,
+        _ATTN_SM_SCALE,
+        M,
+        o,
+        *q.stride(),
+        *k.stride(),
+        *v.stride(),
+        *o.stride(),
+        Z,
+        H,
+        N_CTX,
+    )
+    return grid, args, {"HEAD_DIM": HEAD_DIM, "CAUSAL": _ATTN_CAUSAL}
+
+
+def _attn_reference(q: Any, k: Any, v: Any, causal: bool, sm_scale: float) -> Any:
+    """softmax(Q K^T * sm_scale, causally masked) V in float32, as the tutorial's test."""
+    import torch
+
+    n = q.shape[2]
+    p = torch.matmul(q.float(), k.float().transpose(2, 3)) * sm_scale
+    if causal:
+        p = p.masked_fill(
+            ~torch.tril(torch.ones(n, n, dtype=torch.bool, device=q.device)), float("-inf")
+        )
+    return torch.matmul(torch.softmax(p, dim=-1), v.float())
+
+
+def _attn_check(args: tuple[Any, ...]) -> None:
+    import torch
+
+    q, k, v, sm_scale, _, o = args[:6]
+    ref = _attn_reference(q, k, v, _ATTN_CAUSAL, sm_scale)
+    torch.testing.assert_close(o.float(), ref, atol=1e-2, rtol=0)
+
+
+# Prefill lengths as a server pads them (to 128 tokens: the kernel has no boundary checks, so
+# N_CTX must be a multiple of its largest BLOCK_M), 1152 to 7424 tokens; batch 4 x 32 heads of
+# dimension 64, as the tutorial's benchmark.
+FUSED_ATTENTION = Case(
+    name="attention",
+    file="fused_attention.py",
+    kernel="_attn_fwd",
+    key=["N_CTX", "HEAD_DIM"],
+    configs=lambda ns: list(filter(ns["keep"], ns["configs"])),
+    configs_source="the tutorial's `configs` filtered by its `keep`: BLOCK_M in {64, 128} x "
+    "BLOCK_N in {32, 64} x num_stages in {3, 4, 7} x num_warps in {4, 8}, where `keep` drops 8 "
+    "warps unless BLOCK_M * BLOCK_N >= 128 * 128, i.e. always here: 12 configs, all 4 warps",
+    make=_attn_make,
+    check=_attn_check,
+    train=[{"N_CTX": n, "HEAD_DIM": 64} for n in (256, 512, 768, 1024)],
+    workload=[{"N_CTX": 1152 + 128 * i, "HEAD_DIM": 64} for i in range(50)],
+    notes="forward only, causal, fp16, Z=4 x H=32, HEAD_DIM=64 (the key's HEAD_DIM is fixed); "
+    "the block-pointer kernel of the tutorial at commit 003da478 (its loop covers all of N_CTX "
+    "even when causal, masking the blocks above the diagonal)",
+    small={"N_CTX": 128, "HEAD_DIM": 64},
+    small_extra={"Z": 1, "H": 2},
+    smoke=(
+        [{"N_CTX": 128, "HEAD_DIM": 64}, {"N_CTX": 256, "HEAD_DIM": 64}],
+        [{"N_CTX": 384, "HEAD_DIM": 64}, {"N_CTX": 512, "HEAD_DIM": 64}],
+    ),
+)
+
 # Cheapest first, so that a run cut short by its time limit keeps the most kernels.
-CASES = [VECTOR_ADD, LAYER_NORM, MATMUL, FUSED_SOFTMAX]
+CASES = [VECTOR_ADD, LAYER_NORM, MATMUL, FUSED_SOFTMAX, FUSED_ATTENTION]

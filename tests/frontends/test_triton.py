@@ -271,6 +271,42 @@ def test_tutorial_kernels_through_klaraptor(interpret, tmp_path, name: str) -> N
     assert tuned.best_config in configs
 
 
+def test_tutorial_attention_through_klaraptor(interpret, tmp_path) -> None:
+    """The tutorial's fused-attention forward kernel (block pointers, causal), unchanged, with
+    its own filtered config list: built at N_CTX 128 and 256, launched by klaraptor at 384
+    (N_CTX must stay a multiple of BLOCK_M: the kernel has no boundary checks) and checked
+    against softmax(Q K^T) V in float32 and against torch's scaled_dot_product_attention."""
+    from klaraptor.triton import autotune
+
+    cases = _cases()
+    case = cases.FUSED_ATTENTION
+    ns = cases.load_tutorial(case.file)
+    configs = case.configs(ns)
+    assert len(configs) == 12
+    tuned = autotune(
+        configs=configs,
+        key=case.key,
+        warmup=0,
+        rep=1,
+        store=str(tmp_path / "s.db"),
+        sample=lambda **key: case.make("cpu", **key, Z=1, H=1),
+        progress=False,
+    )(case.jit(ns))
+    build = tuned.build([{"N_CTX": 128, "HEAD_DIM": 64}, {"N_CTX": 256, "HEAD_DIM": 64}])
+    assert build.measured >= len(configs)
+    grid, args, kwargs = case.make("cpu", N_CTX=384, HEAD_DIM=64, Z=1, H=2)
+    out = args[5]
+    out.fill_(float("nan"))
+    tuned[grid](*args, **kwargs)
+    assert tuned.best_config in configs
+    case.check(args)
+    q, k, v, sm_scale = args[:4]
+    sdpa = torch.nn.functional.scaled_dot_product_attention(
+        q.float(), k.float(), v.float(), is_causal=True, scale=sm_scale
+    )
+    torch.testing.assert_close(out.float(), sdpa, atol=1e-2, rtol=0)
+
+
 def _random_build(tuned, dtypes, rng, n_terms):
     """A build with a random fitted model (some configs unmeasured, some never resident), as a
     GPU build leaves one, injected so that the choice is tested at many keys without timing."""
