@@ -108,6 +108,14 @@ def _add_check(args: tuple[Any, ...]) -> None:
     torch.testing.assert_close(out, x + y)
 
 
+def _block_size_by_warps(ns: dict[str, Any]) -> list[Any]:
+    """Our list for the tutorials that give none (vector add, layer norm): BLOCK_SIZE in
+    {512, 1024, 2048, 4096} x num_warps in {2, 4, 8}, 3 stages."""
+    return _cfgs(
+        ns, [({"BLOCK_SIZE": b}, w, 3) for b in (512, 1024, 2048, 4096) for w in (2, 4, 8)]
+    )
+
+
 def _round(v: float, m: int) -> int:
     return max(m, int(round(v / m)) * m)
 
@@ -117,9 +125,7 @@ VECTOR_ADD = Case(
     file="vector_add.py",
     kernel="add_kernel",
     key=["n_elements"],
-    configs=lambda ns: _cfgs(
-        ns, [({"BLOCK_SIZE": b}, w, 3) for b in (512, 1024, 2048, 4096) for w in (2, 4, 8)]
-    ),
+    configs=_block_size_by_warps,
     configs_source="ours (the tutorial launches BLOCK_SIZE=1024 only): BLOCK_SIZE in "
     "{512, 1024, 2048, 4096} x num_warps in {2, 4, 8}",
     make=_add_make,
@@ -260,9 +266,7 @@ LAYER_NORM = Case(
     file="layer_norm.py",
     kernel="_layer_norm_fwd_fused",
     key=["N"],
-    configs=lambda ns: _cfgs(
-        ns, [({"BLOCK_SIZE": b}, w, 3) for b in (512, 1024, 2048, 4096) for w in (2, 4, 8)]
-    ),
+    configs=_block_size_by_warps,
     configs_source="ours (the tutorial sets BLOCK_SIZE = next_power_of_2(N) and num_warps by a "
     "heuristic): BLOCK_SIZE in {512, 1024, 2048, 4096} x num_warps in {2, 4, 8}; rows M = 4096",
     make=_ln_make,
