@@ -228,6 +228,12 @@ def _ranking_loss(
     return float(np.exp(np.mean(np.log(rs)))), float(np.mean(errs))
 
 
+# Two fold options whose r at the held-out size differ by less than this are tied: a choice
+# among microsecond launches timed by do_bench moves by 1-2 % between runs (layer norm on the
+# H200: r 1.0136 against 1.0 for the option whose held-out log error was half).
+RANK_TIE = 0.02
+
+
 def choose_wave_fit(
     D: np.ndarray,
     cfg: np.ndarray,
@@ -240,8 +246,8 @@ def choose_wave_fit(
     grid_dims: Sequence[int] = (),
 ) -> WaveFit:
     """Fit with the per-wave terms a fold on the training data chooses: fit on all sizes but the
-    largest, rank at the largest; the lowest geomean r wins (then the lowest log error, then the
-    fewest terms). With one training size there is no fold: no terms. A data parameter in
+    largest, rank at the largest; among the options whose r is within RANK_TIE of the lowest,
+    the lowest log error wins (then the fewest terms). With one training size there is no fold: no terms. A data parameter in
     `grid_dims` (it sets the program count) is offered as the FILL term instead (with `fill`)."""
     D = np.atleast_2d(np.asarray(D, dtype=np.float64))
     cfg = np.asarray(cfg, dtype=np.int64)
@@ -282,9 +288,13 @@ def choose_wave_fit(
             name = "+".join(_term_name(data_names, j) for j in opt) or "none"
             fold[name] = {"r": r, "log_error": err}
             if math.isfinite(r):
-                scored.append((round(r, 4), err, len(opt), opt))
+                scored.append((r, err, len(opt), opt))
         if scored:
-            best = min(scored)[3]
+            # r at one held-out size moves by the timing noise: options within RANK_TIE of the
+            # best r are tied, and the one that fits the held-out times best wins among them.
+            r_best = min(s[0] for s in scored)
+            tied = [s for s in scored if s[0] <= r_best * (1.0 + RANK_TIE)]
+            best = min(tied, key=lambda s: (s[1], s[2]))[3]
     fit = fit_waves(D, cfg, waves, t, n_cfg, data_names=data_names, terms=best, fill=fill_v)
     fit.report["fold"] = fold
     fit.report["chosen_terms"] = [_term_name(data_names, j) for j in best]
