@@ -77,7 +77,9 @@ def main() -> int:
             log(f"{label}: ok ({time.monotonic() - t0:.1f} s)")
             return result
         except Exception:  # noqa: BLE001 - record and go on
-            log(f"{label}: FAILED ({time.monotonic() - t0:.1f} s)\n{traceback.format_exc()[-3000:]}")
+            log(
+                f"{label}: FAILED ({time.monotonic() - t0:.1f} s)\n{traceback.format_exc()[-3000:]}"
+            )
             return None
 
     step("environment", sol_script.write_environment, out)

@@ -236,3 +236,24 @@ def test_the_race_stops_at_the_deadline(tmp_path: Path, monkeypatch) -> None:  #
     mod = _script()
     with pytest.raises(TimeoutError):
         mod.run_truth(FakeGpu(), {"kernel": "polybench.atax.k1", "N": 128}, tmp_path, deadline=0.0)
+
+
+def test_the_shipped_supplements_complete_table_6_1_and_6_2() -> None:
+    """Both shipped supplements merge, oldest first: every Table 6.1 pair has truth (CORR k4 and
+    COVAR k3 at 8192 come from the second), and a kernel measured by both runs keeps the first
+    run's blocks and gains the second's (SYRK: its N = 128 sweep and its build)."""
+    from klaraptor.bench.supplement import load_suite, missing_pairs, shipped_supplements
+
+    assert [p.name for p in shipped_supplements()] == [
+        "h200_table61.json.gz",
+        "h200_table61_run3.json.gz",
+    ]
+    data = load_suite("polybench")
+    assert missing_pairs(data) == []
+    sizes = {D.values()[0] for D in data.kernels["polybench.corr.k4"].sizes()}
+    assert {2048, 4096, 8192} <= sizes
+    syrk = data.kernels["polybench.syrk.syrk"].summary["supplement"]
+    assert syrk.get("build") and len(syrk.get("sweep", [])) == 51
+    assert syrk.get("estimated"), "the first run's race estimates at 8192 are kept"
+    files = [s["file"] for s in data.provenance["supplements"]]
+    assert files == ["h200_table61.json.gz", "h200_table61_run3.json.gz"]

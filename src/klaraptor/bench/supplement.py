@@ -16,7 +16,7 @@ carry only the new rows, plus per kernel
 - `supplement.build`: the measured `klaraptor.build` of the kernel (its wall, plan, model).
 
 `merge(base, supplement)` puts a supplement into a suite's dataset without ever replacing a
-recorded row; `load_suite(suite)` is the shipped dataset with the shipped supplement merged
+recorded row; `load_suite(suite)` is the shipped dataset with the shipped supplements merged, oldest first
 (what `klaraptor bench report` evaluates).
 """
 
@@ -337,7 +337,7 @@ def merge(base: RecordedDataset, obj: Mapping[str, Any], *, source: str = "") ->
         added = sorted({int(r[0]) for r in rows})
         sup = dict((k.get("summary") or {}).get("supplement") or {})
         sup["estimated"] = [e for e in sup.get("estimated", []) if int(e[0]) in added]
-        kd.summary["supplement"] = sup
+        kd.summary["supplement"] = _joined(kd.summary.get("supplement") or {}, sup)
         decisions = ((k.get("summary") or {}).get("truth") or {}).values()
         for dec in decisions:
             per = kd.summary.setdefault("truth", {}).setdefault(key, {})
@@ -359,8 +359,32 @@ def merge(base: RecordedDataset, obj: Mapping[str, Any], *, source: str = "") ->
     return status
 
 
+def _joined(before: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """A kernel's supplement block after a second supplement: lists joined (rows already there
+    kept once), a build or other value of the newer one where it has one."""
+    out = dict(before)
+    for key, value in new.items():
+        old = out.get(key)
+        if isinstance(old, list) and isinstance(value, list):
+            out[key] = [*old, *(v for v in value if v not in old)]
+        elif isinstance(old, dict) and isinstance(value, dict):
+            out[key] = {**old, **value}
+        elif value not in (None, [], {}):
+            out[key] = value
+    return out
+
+
 def shipped_supplement() -> Path:
+    """The first device run's supplement (runs 1 and 2 of scripts/device_table61.py)."""
     return Path(str(resources.files("klaraptor") / "data" / SUPPLEMENT_NAME))
+
+
+def shipped_supplements() -> list[Path]:
+    """Every shipped supplement, oldest first: h200_table61.json.gz, then the later runs'
+    h200_table61_<run>.json.gz (each holds only what the earlier ones lack)."""
+    first = shipped_supplement()
+    later = sorted(first.parent.glob(SUPPLEMENT_NAME.replace(".json.gz", "_*.json.gz")))
+    return [p for p in [first, *later] if p.exists()]
 
 
 def load_supplement(path: str | Path) -> dict[str, Any]:
@@ -374,12 +398,13 @@ def load_supplement(path: str | Path) -> dict[str, Any]:
 
 
 def load_suite(suite: str, supplement: str | Path | None = None) -> RecordedDataset:
-    """The suite's shipped dataset with the supplement merged (default: the shipped one, where
-    it exists)."""
+    """The suite's shipped dataset with the supplement merged (default: every shipped one,
+    oldest first)."""
     data = load_recorded(recorded_path(suite))
-    path = Path(supplement) if supplement is not None else shipped_supplement()
-    if path.exists():
-        merge(data, load_supplement(path), source=path.name)
+    paths = [Path(supplement)] if supplement is not None else shipped_supplements()
+    for path in paths:
+        if path.exists():
+            merge(data, load_supplement(path), source=path.name)
     return data
 
 
@@ -446,5 +471,6 @@ __all__ = [
     "pair_estimate_s",
     "pow2_sizes",
     "recorded_candidates",
+    "shipped_supplements",
     "supplement_from_rows",
 ]
