@@ -401,3 +401,18 @@ def test_grid_dims_are_the_key_values_that_change_the_program_count_alone() -> N
     # keys scaled together (a first call's build): no parameter changes alone, none is told
     D2 = np.array([(512, 128), (1024, 256)], float)
     assert grid_dims(D2, np.array([0, 0]), np.array([512.0, 1024.0])) == []
+
+
+def test_attention_stages1_keeps_the_tutorial_list_but_its_stage_count() -> None:
+    """The attention case run on the GPU: the tutorial's configs after its `keep`, at
+    num_stages=1 (the stage counts it gives do not compile under Triton 3.6 on the H200)."""
+    cases = _cases()
+    ns = cases.load_tutorial("fused_attention.py")
+    original = list(filter(ns["keep"], ns["configs"]))
+    ones = cases.FUSED_ATTENTION_STAGES1.configs(ns)
+    assert {c.num_stages for c in original} == {3, 4, 7}
+    assert {c.num_stages for c in ones} == {1}
+    assert {(tuple(sorted(c.kwargs.items())), c.num_warps) for c in ones} == {
+        (tuple(sorted(c.kwargs.items())), c.num_warps) for c in original
+    }
+    assert len(ones) == 4
