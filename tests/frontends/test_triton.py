@@ -416,3 +416,39 @@ def test_attention_stages1_keeps_the_tutorial_list_but_its_stage_count() -> None
         (tuple(sorted(c.kwargs.items())), c.num_warps) for c in original
     }
     assert len(ones) == 4
+
+
+def test_online_refinement_times_the_model_s_best_once_per_new_key(interpret, tmp_path) -> None:
+    """`refine=k`: on a new key the model's k + 1 best configs are timed on the call itself and
+    the fastest kept; the same key later is served from the cache without timing."""
+    tuned = _tuned_add(tmp_path, sample=_add_sample, refine=1)
+    tuned.build([1000, 3000])
+    timed: list[int] = []
+    real = tuned._time_config
+
+    def spy(i, *a, **k):
+        timed.append(int(i))
+        return real(i, *a, **k)
+
+    tuned._time_config = spy
+    n = 20000
+    x, y = torch.rand(n), torch.rand(n)
+    out = torch.full((n,), -1.0)
+    grid = lambda META: (triton.cdiv(n, META["BLOCK_SIZE"]),)  # noqa: E731
+    tuned[grid](x, y, out, n)
+    torch.testing.assert_close(out, x + y)
+    assert len(timed) == 2 and len(set(timed)) == 2
+    assert tuned.best_config in [ADD_CONFIGS[i] for i in timed]
+    tuned[grid](x, y, out, n)
+    assert len(timed) == 2  # cached: no timing on the second call
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(SpecError, match="refine"):
+            _tuned_add(tmp_path, sample=_add_sample, refine=bad)
+    from klaraptor.triton import autotune
+
+    for what in ("warmup", "rep"):
+        for bad in (-1, "fast", float("nan"), [1]):
+            with pytest.raises(SpecError, match=what):
+                autotune(configs=ADD_CONFIGS, key=["n_elements"], **{what: bad})(
+                    triton.jit(add_kernel)
+                )

@@ -156,12 +156,17 @@ class TritonTuner:
             bad = [n for n in names if n not in self.arg_names]
             if bad:
                 raise SpecError(f"{what}: {bad} names no argument of {self.name}")
-        self.warmup = 25.0 if warmup is None else float(warmup)
-        self.rep = 100.0 if rep is None else float(rep)
+        self.warmup = 25.0 if warmup is None else _non_negative(self.name, "warmup", warmup)
+        self.rep = 100.0 if rep is None else _non_negative(self.name, "rep", rep)
         self.sample = sample
         self.sizes = list(sizes) if sizes is not None else None
         self._store_arg = store
         self._store: Any = None
+        if isinstance(refine, bool) or not isinstance(refine, (int, np.integer)) or refine < 0:
+            raise SpecError(
+                f"klaraptor.triton.autotune({self.name}): refine={refine!r} must be a whole "
+                "number >= 0 (how many configs beyond the model's best to time on a new key)"
+            )
         self.refine = int(refine)
         self.progress = sys.stderr.isatty() if progress is None else bool(progress)
         self._device: TritonDevice | None = None
@@ -706,6 +711,20 @@ class TritonTuner:
             {"fit": fit.to_dict(), "active_per_sm": active.tolist()},
             Chooser(fit, active, self.device.sm_count),
         )
+
+
+def _non_negative(name: str, what: str, value: Any) -> float:
+    """`warmup` and `rep` (ms, as `triton.testing.do_bench` takes them) as a float >= 0."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if isinstance(value, bool) or not math.isfinite(v) or v < 0:
+        raise SpecError(
+            f"klaraptor.triton.autotune({name}): {what}={value!r} must be a number of "
+            "milliseconds >= 0"
+        )
+    return v
 
 
 def autotune(
