@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klaraptor.assemble.arguments import check_device, check_spec, check_store
 from klaraptor.assemble.jobs import (
@@ -43,6 +43,9 @@ from klaraptor.models import get_model, is_budgeted
 from klaraptor.space.configspace import ConfigSpace
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
+
+if TYPE_CHECKING:
+    from klaraptor.collect.dask import DaskExecutor
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -197,13 +200,8 @@ def build(
         return build_unmeasured(spec, model, store, device, t0)
     budget = _budget_for(spec, model, budget, prior, prior_keep)
     size_list = training_sizes(spec, sizes)
-    executor = None
-    if client is not None:
-        from klaraptor.collect.dask import DaskExecutor
-
-        executor = (
-            client if isinstance(client, DaskExecutor) else DaskExecutor(client, device=device)
-        )
+    executor = _executor(client, device)
+    if executor is not None:
         collect_data = True if collect_data is None else collect_data
     request = BuildRequest(
         spec=spec,
@@ -222,6 +220,15 @@ def build(
         prior_keep=prior_keep,
     )
     return run(request, t0)
+
+
+def _executor(client: Any, device: DeviceProfile | None) -> DaskExecutor | None:
+    """The Dask executor of `client` (a distributed.Client or a DaskExecutor), None without."""
+    if client is None:
+        return None
+    from klaraptor.collect.dask import DaskExecutor
+
+    return client if isinstance(client, DaskExecutor) else DaskExecutor(client, device=device)
 
 
 def _check_params_model(spec: KernelSpec, model: str) -> None:
