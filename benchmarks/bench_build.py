@@ -85,7 +85,7 @@ def step_build(name: str) -> dict[str, Any]:
         wall = time.perf_counter() - t0
         rep = kern.report
         assert rep is not None
-        collect = rep.collect or {}
+        collect = rep.collect.to_dict() if rep.collect is not None else {}
         truth = recorded_truth(name)
         chosen = {}
         for N in evals:
@@ -111,7 +111,7 @@ def step_build(name: str) -> dict[str, Any]:
             "counts": collect.get("counts"),
             "tune_once_estimated_s": (collect.get("plan") or {}).get("tune_once_s"),
             "fit_s": rep.fit_wall_s,
-            "model_selection": rep.fits.get("model_selection"),
+            "model_selection": rep.selection.to_dict() if rep.selection else None,
             "chosen": chosen,
         }
 

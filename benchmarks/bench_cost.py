@@ -351,7 +351,7 @@ def one_kernel(name: str, kt: bool = True) -> dict[str, Any]:
         t0 = time.perf_counter()
         kern = build(spec, store=store, progress=False)
         rec["build"] = {"wall_s": time.perf_counter() - t0, "model": kern.report.model}
-        coll = kern.report.collect or {}
+        coll = kern.report.collect.to_dict() if kern.report.collect else {}
         # The collection's own report: its "wall_s" is a breakdown, kept apart from the build's.
         for k in ("counts", "plan", "worker"):
             if k in coll:

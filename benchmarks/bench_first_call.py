@@ -56,7 +56,7 @@ _kl_k = getattr({name}, "kernel", None)
 _kl_r = getattr(_kl_k, "report", None)
 _kl_rep = None
 if _kl_r is not None:
-    _kl_c = _kl_r.collect or {{}}
+    _kl_c = _kl_r.collect.to_dict() if _kl_r.collect is not None else {{}}
     _kl_rep = {{"model": _kl_r.model, "total_wall_s": _kl_r.total_wall_s,
                "fit_wall_s": _kl_r.fit_wall_s, "wall_s": _kl_c.get("wall_s"),
                "counts": _kl_c.get("counts"), "ncu": _kl_c.get("ncu"),

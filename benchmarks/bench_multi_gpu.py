@@ -447,7 +447,7 @@ def budgeted_build(client: Any, device: Any, tmp: Path) -> dict[str, Any]:
     kern = build(spec, spec.meta["train_sizes"], store=store, client=ex, progress=False)
     wall = time.perf_counter() - t
     rep = kern.report
-    collect = rep.collect or {}
+    collect = rep.collect.to_dict() if rep.collect is not None else {}
     cold = store.measurements(spec.name, device.key, "time_cold", "ok")
     out = {
         "kernel": spec.name,

@@ -205,7 +205,8 @@ def one_kernel(name: str, out: Path, kt: bool, q: Any) -> None:
             kern = build(spec, store=store, progress=False)
             rec["build_s"] = time.perf_counter() - t0
             rec["model"] = kern.report.model
-            rec["build_plan"] = (kern.report.collect or {}).get("plan")
+            coll = kern.report.collect
+            rec["build_plan"] = coll.plan.to_dict() if coll and coll.plan else None
             rec["candidates"] = len(kern.helper.candidates)
             dev = kern.device_key
             default = dict(spec.default_variant)

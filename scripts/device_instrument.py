@@ -325,7 +325,8 @@ def build_program(run: Run, store: Any, bench: str, path: Path, args: argparse.N
                     progress=False,
                 )
             rep = kern.report
-            plan = (rep.collect or {}).get("plan") if rep else None
+            done = rep.collect.plan if rep and rep.collect else None
+            plan = done.to_dict() if done is not None else None
             out[spec.name] = {
                 "ok": True,
                 "model": rep.model if rep else None,

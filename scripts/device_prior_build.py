@@ -46,7 +46,7 @@ def one(name: str, stores: Path, prior: bool, keep: int) -> dict[str, Any]:
         "prior": bool(prior),
         "keep": keep if prior else None,
         "wall_s": wall,
-        "plan": rep.collect.get("plan"),
+        "plan": rep.collect.plan.to_dict() if rep.collect and rep.collect.plan else None,
         "timed_at_L": len({tuple(m.block) for m in hot if m.D.values() == L}),
         "candidates": len(kern.helper.candidates),
         "chosen": {str(n): list(kern.select(n).block) for n in spec.meta["eval_sizes"]},

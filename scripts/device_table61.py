@@ -311,7 +311,7 @@ def run_build(name: str) -> dict[str, Any]:
         wall = time.perf_counter() - t0
         rep = kern.report
         assert rep is not None
-        collect = rep.collect or {}
+        collect = rep.collect.to_dict() if rep.collect is not None else {}
         chosen = {str(n): list(kern.select(n).block) for n in spec.meta["eval_sizes"]}
         kern.selector.flush()
         return {

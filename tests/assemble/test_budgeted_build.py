@@ -41,10 +41,10 @@ def _build(recorded, store, name: str = KERNEL, **kw):  # noqa: ANN001, ANN003, 
 def test_default_build_is_budgeted_and_uses_only_the_plans_points(recorded, store) -> None:  # noqa: ANN001
     spec, kern = _build(recorded, store)
     rep = kern.report
-    plan = rep.collect["plan"]
-    assert rep.model == "scaling" and rep.collect["measured"] is False
-    assert plan["spent_s"] <= 1.5 * plan["tune_once_s"] + 1e-9 and plan["ratio"] > 1.3
-    counts = plan["counts"]
+    plan = rep.collect.plan
+    assert rep.model == "scaling" and rep.collect.measured is False
+    assert plan.spent_s <= 1.5 * plan.tune_once_s + 1e-9 and plan.ratio > 1.3
+    counts = plan.counts
     assert rep.fits["n_points"] == counts["time"] + counts["cold"]
     assert rep.fits["cold_points"] == counts["cold"] > 0
     # Every candidate timed hot at L; the smaller sizes only for some of them.
@@ -91,8 +91,7 @@ def test_a_budget_below_one_is_refused(recorded, store, budget: float) -> None: 
 
 def test_the_3d_plan_stays_within_its_budget(recorded, store) -> None:  # noqa: ANN001
     _, kern = _build(recorded, store, name="polybench.conv3d.conv3d", model="scaling")
-    plan = kern.report.collect["plan"]
-    assert plan["ratio"] <= 1.5 + 1e-9
+    assert kern.report.collect.plan.ratio <= 1.5 + 1e-9
     # 3DCONV's ladder: L = 96, M = 48 (no size <= 24)
     assert kern.report.fits["scaling"]["D_ref"] == [96.0]
 
@@ -172,12 +171,12 @@ def test_the_fold_compares_padded_blocks_when_the_lower_sizes_timed_only_those(
 def test_a_snowpack_prior_times_only_its_top_k_at_L(recorded, store) -> None:  # noqa: ANN001
     spec, kern = _build(recorded, store, prior="snowpack", prior_keep=6)
     rep = kern.report
-    prior = rep.collect["prior"]
-    assert prior["name"] == "snowpack" and len(prior["order"]) == 6
-    plan = rep.collect["plan"]
-    assert plan["counts"]["time"] >= 6 and plan["tune_once_s"] > 0
-    top = {tuple(b) for b in prior["blocks"]}
-    assert top == {kern.helper.candidates[i] for i in prior["order"]}  # scaling keeps them all
+    prior = rep.collect.prior
+    assert prior.name == "snowpack" and len(prior.order) == 6
+    plan = rep.collect.plan
+    assert plan.counts["time"] >= 6 and plan.tune_once_s > 0
+    top = {tuple(b) for b in prior.blocks}
+    assert top == {kern.helper.candidates[i] for i in prior.order}  # scaling keeps them all
     # Only the prior's top 6 have an anchor at L, so only they can be chosen.
     for N in (2048, 4096, 8192):
         assert kern.select(N).block in top
@@ -186,7 +185,7 @@ def test_a_snowpack_prior_times_only_its_top_k_at_L(recorded, store) -> None:  #
     _, k2 = _build(recorded, store, "polybench.conv2d.conv2d", prior="snowpack", prior_keep=8)
     assert k2.report.model == "time_fit"
     timed = {k2.helper.candidates[i] for i in range(len(k2.helper.candidates))}
-    top2 = {tuple(b) for b in k2.report.collect["prior"]["blocks"]}
+    top2 = {tuple(b) for b in k2.report.collect.prior.blocks}
     assert timed == top2 and all(k2.select(N).block in top2 for N in (2048, 4096, 8192))
     with pytest.raises(BuildError, match="prior"):
         _build(recorded, store, model="time_fit", prior="snowpack")

@@ -243,8 +243,8 @@ def test_the_budgeted_build_plans_over_the_joint_space(tmp_path: Path) -> None:
         )
         sel = kern.select(1 << 24)
     assert sel.params["ITEMS"] == 4
-    collect = kern.report.collect or {}
-    assert collect.get("plan", {}).get("ratio", 0) <= 1.5 + 1e-9
+    assert kern.report.collect is not None and kern.report.collect.plan is not None
+    assert kern.report.collect.plan.ratio <= 1.5 + 1e-9
     p = plan(SPEC, device=recorded_profile("h200"), store=store)
     measured = [pt for pt in p if pt.status == "measure"]
     assert {pt.params["ITEMS"] for pt in measured} == set(ITEMS)

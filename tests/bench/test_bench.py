@@ -110,9 +110,9 @@ def test_auto_selects_with_training_sizes_only(data, store) -> None:  # noqa: AN
     job = make_job(spec, store, data.profile(), [spec.size(n) for n in spec.meta["train_sizes"]])
     assert max(D["N"] for D in job.train.sizes()) < min(spec.meta["eval_sizes"])
     chosen, info = select_model(job)
-    assert chosen in auto_candidates() and info["chosen"] == chosen
+    assert chosen in auto_candidates() and info.chosen == chosen
     for name in auto_candidates():
-        sc = info["scores"][name]
+        sc = info.scores[name]
         if "error" in sc:
             continue
         assert sc["r"] >= 1.0

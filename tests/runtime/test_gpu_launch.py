@@ -80,14 +80,12 @@ def planned(tmp_path_factory):  # noqa: ANN001, ANN201
 def test_budgeted_build_runs_its_plan_in_one_session(planned) -> None:  # noqa: ANN001
     kern, store = planned
     rep = kern.report
-    plan = rep.collect["plan"]
-    assert rep.model == "scaling" and rep.collect["measured"] is True
-    assert rep.collect["wall_s"]["timing"] > 0 and plan["counts"]["time"] >= len(
-        kern.helper.candidates
-    )
-    assert plan["spent_s"] <= 1.5 * plan["tune_once_s"] + 1e-9
+    plan = rep.collect.plan
+    assert rep.model == "scaling" and rep.collect.measured is True
+    assert rep.collect.wall_s["timing"] > 0 and plan.counts["time"] >= len(kern.helper.candidates)
+    assert plan.spent_s <= 1.5 * plan.tune_once_s + 1e-9
     cold = store.measurements(SPEC.name, kern.device_key, kind="time_cold", status="ok")
-    assert len(cold) == plan["counts"].get("cold", 0)
+    assert len(cold) == plan.counts.get("cold", 0)
     assert all(m.value["flush_l2"] and m.D["n"] == 1 << 21 for m in cold)
     hot = store.measurements(SPEC.name, kern.device_key, kind="time", status="ok")
     assert all(not m.value["flush_l2"] and m.value["wall_s"] > 0 for m in hot)
@@ -104,8 +102,8 @@ def test_a_snowpack_prior_build_times_only_its_top_k_on_the_gpu(tmp_path) -> Non
     opts = CollectOptions(counters=False, check=False, min_time_ms=2.0, max_repeats=10)
     kern = build(SPEC, [1 << 16, 1 << 18, 1 << 20, 1 << 21], store=store, collect_options=opts,
                  progress=False, prior="snowpack", prior_keep=6)  # fmt: skip
-    order = kern.report.collect["prior"]["order"]
-    top = [tuple(b) for b in kern.report.collect["prior"]["blocks"]]
+    order = kern.report.collect.prior.order
+    top = [tuple(b) for b in kern.report.collect.prior.blocks]
     hot = store.measurements(SPEC.name, kern.device_key, kind="time", status="ok")
     at_L = [tuple(m.block) for m in hot if m.D["n"] == 1 << 21]
     assert len(order) == 6 and set(at_L) <= set(top) and len(set(at_L)) >= 5

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from klaraptor.assemble.report import BuildReport
 from klaraptor.core.errors import KlaraptorError
-from klaraptor.core.types import Block, DataSchema, DataSize
+from klaraptor.core.types import Block, Config
 from klaraptor.helper.program import HelperProgram
 from klaraptor.runtime.selector import CandidateRow, Selection, Selector
 
@@ -15,44 +15,6 @@ if TYPE_CHECKING:
     from klaraptor.runtime.launcher import TunedKernel
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
-
-
-@dataclass
-class BuildReport:
-    """What a build did: its training sizes, the model, the wall times, the collection summary
-    (None when nothing was collected) and the fit report (metrics, model selection)."""
-
-    sizes: list[DataSize]
-    model: str
-    fit_wall_s: float
-    total_wall_s: float
-    collect: dict[str, Any] | None = None
-    fits: dict[str, Any] = field(default_factory=dict)
-    # The driver the GPU ran when the build's data was measured (not part of the device key).
-    device_driver: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "sizes": [dict(s.items()) for s in self.sizes],
-            "model": self.model,
-            "fit_wall_s": self.fit_wall_s,
-            "total_wall_s": self.total_wall_s,
-            "collect": self.collect,
-            "fits": self.fits,
-            "device_driver": self.device_driver,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], schema: DataSchema) -> BuildReport:
-        return cls(
-            sizes=[schema.parse(s) for s in d.get("sizes", [])],
-            model=str(d.get("model", "")),
-            fit_wall_s=float(d.get("fit_wall_s", float("nan"))),
-            total_wall_s=float(d.get("total_wall_s", float("nan"))),
-            collect=d.get("collect"),
-            fits=dict(d.get("fits") or {}),
-            device_driver=str(d.get("device_driver") or ""),
-        )
 
 
 class Kernel:
@@ -65,7 +27,7 @@ class Kernel:
         spec: KernelSpec | None,
         store: Store | None,
         device_key: str,
-        rejected: Mapping[Block, str] | None = None,
+        rejected: Mapping[Block | Config, str] | None = None,
         report: BuildReport | None = None,
         loader: Callable[..., Kernel] | None = None,
     ) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from klaraptor.assemble.report import ModelSelection
 from klaraptor.core.errors import BuildError, KlaraptorError
 from klaraptor.core.types import Config, DataSize
 from klaraptor.models import HelperJob, auto_candidates, get_model
@@ -106,8 +107,8 @@ def fold_score(job: HelperJob, model: str) -> dict[str, Any]:
 
 def select_model(
     job: HelperJob, *, candidates: Sequence[str] | None = None
-) -> tuple[str, dict[str, Any]]:
-    """The chosen model's name and the selection report (see the module docstring). The
+) -> tuple[str, ModelSelection]:
+    """The chosen model's name and how it was chosen (see the module docstring). The
     candidates are the models tagged with an `auto_rank` (the first the default); for a kernel
     with program parameters only those that support them."""
     if candidates is None:
@@ -115,7 +116,7 @@ def select_model(
     default = candidates[0]
     band = job.noise_band()
     if fold_sizes(job.train.sizes()) is None:
-        return default, {"chosen": default, "reason": "no size ≤ L/2 to fold on", "scores": {}}
+        return default, ModelSelection(default, "no size ≤ L/2 to fold on")
     scores: dict[str, Any] = {}
     for name in candidates:
         try:
@@ -138,4 +139,4 @@ def select_model(
             raise BuildError(f"{job.spec.name}: no model could be validated: {scores}")
         chosen = min(ok, key=lambda n: (scores[n]["r"], candidates.index(n)))
         reason = f"{default} could not be validated"
-    return chosen, {"chosen": chosen, "reason": reason, "noise_band": band, "scores": scores}
+    return chosen, ModelSelection(chosen, reason, scores, noise_band=band)

@@ -118,7 +118,8 @@ def make_plan(
                 "with program parameters is planned without it"
             )
         ranked = model.rank(spec, L, list(candidates), device=device, store=store)
-        index = {tuple(b): i for i, b in enumerate(candidates)}
+        # blocks only: a kernel with program parameters was refused above
+        index = {tuple(b): i for i, b in enumerate(candidates) if not isinstance(b, Config)}
         order = tuple(index[tuple(b)] for b in ranked)
     elif prior_keep is not None:
         raise BuildError("prior_keep needs a prior (prior='snowpack')")

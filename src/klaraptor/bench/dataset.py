@@ -472,5 +472,6 @@ def build_recorded(
             progress=False,
         )
         assert kern.report is not None
-        chosen = kern.report.fits.get("model_selection", {}).get("chosen", kern.report.model)
+        sel = kern.report.selection
+        chosen = kern.report.model if sel is None else sel.chosen
         return {"kernel": kernel, "model": chosen, "fit_s": kern.report.fit_wall_s}

@@ -220,13 +220,14 @@ def klaraptor_provider(
             )
             plan = None
         else:
-            plan = (rep.collect or {}).get("plan") or {}
+            done = rep.collect.plan if rep.collect is not None else None
+            plan = {} if done is None else done.to_dict()
             cost = float(plan.get("spent_s", math.nan))
         chosen = {N: [kern.select(N).block] for N in ctx.evals}
         topk = {N: kern.selector.refine_blocks(N) for N in ctx.evals}
         pred = {N: kern.helper.predict(kern.selector.size(N)) for N in ctx.evals}
-        sel = rep.fits.get("model_selection") or {}
-        fold = (sel.get("scores") or {}).get(rep.model, {}).get("r")
+        sel = {} if rep.selection is None else rep.selection.to_dict()
+        fold = None if rep.selection is None else rep.selection.fold_r(rep.model)
         info = {
             "model": rep.model,
             "fit_s": fit_s,

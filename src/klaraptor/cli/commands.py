@@ -13,7 +13,7 @@ import re
 import sys
 import time
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from klaraptor.cli.common import (
     console,
@@ -26,6 +26,9 @@ from klaraptor.cli.common import (
 )
 from klaraptor.core.errors import CollectError, ExtrapolationWarning, KlaraptorError
 from klaraptor.core.validate import check_output_file
+
+if TYPE_CHECKING:
+    from klaraptor.assemble.report import ModelSelection
 
 
 def parse_budget(text: str) -> float | None:
@@ -145,18 +148,17 @@ def _build_all(
         )
         rep = kern.report
         assert rep is not None
-        chosen = rep.fits.get("model_selection", {}).get("chosen")
-        model = f"{rep.model} (auto chose it)" if chosen else rep.model
+        model = f"{rep.model} (auto chose it)" if rep.selection is not None else rep.model
         console.print(
             f"[bold green]built[/bold green] {spec.name} with {model} in "
             f"{time.perf_counter() - t0:.1f} s"
         )
-        plan_done = (rep.collect or {}).get("plan")
-        if plan_done:
+        plan_done = rep.collect.plan if rep.collect is not None else None
+        if plan_done is not None:
             console.print(
-                f"  plan: {plan_done['counts']}, estimated {plan_done['spent_s']:.1f} s of "
-                f"measurement against tune-once's {plan_done['tune_once_s']:.1f} s "
-                f"({plan_done['ratio']:.2f}×)"
+                f"  plan: {plan_done.counts}, estimated {plan_done.spent_s:.1f} s of "
+                f"measurement against tune-once's {plan_done.tune_once_s:.1f} s "
+                f"({plan_done.ratio:.2f}×)"
             )
         for metric, f in rep.fits.get("metrics", {}).items():
             console.print(f"  {metric:22s} {f['method']:8s} {_fit_error(f)}")
@@ -348,24 +350,24 @@ def cmd_show(args: argparse.Namespace) -> int:
     if rep is not None:
         console.print(f"  trained at  {'; '.join(str(s) for s in rep.sizes)}", markup=False)
         console.print(f"  fit time    {rep.fit_wall_s:.1f} s", markup=False)
-        _show_selection(rep.fits.get("model_selection"))
+        _show_selection(rep.selection)
         _show_fits(rep.fits)
     for b, why in kern.selector.rejected.items():
         console.print(f"  rejected {b}: {why}", markup=False)
     return 0
 
 
-def _show_selection(sel: Any) -> None:
+def _show_selection(sel: ModelSelection | None) -> None:
     """How `auto` chose: each model's ×2-fold slowdown, or why a model was not scored."""
-    if not (isinstance(sel, dict) and sel.get("scores")):
+    if sel is None or not sel.scores:
         return
     console.print(
-        f"  auto        chose {sel.get('chosen')} ({sel.get('reason', '')}). Each model was fitted "
+        f"  auto        chose {sel.chosen} ({sel.reason}). Each model was fitted "
         "on the training sizes up to half the largest and chose a block for the largest; r is "
         "that block's measured time over the best's there (1.000 = the best):",
         markup=False,
     )
-    for m, v in sel["scores"].items():
+    for m, v in sel.scores.items():
         if isinstance(v, dict) and "r" in v:
             text = f"r={float(v['r']):.3f} (block {tuple(v.get('block', ()))})"
         else:
@@ -431,9 +433,9 @@ def cmd_rm(args: argparse.Namespace) -> int:
     store = open_store(args, must_exist=True)
     for kernel in args.kernels:
         if store.kernel(kernel) is None and not store.builds(kernel):
-            from klaraptor.assemble.api import _not_built
+            from klaraptor.assemble.loading import not_built
 
-            raise _not_built(store, kernel)
+            raise not_built(store, kernel)
     for kernel in args.kernels:
         if args.measurements:
             if args.model or args.device:

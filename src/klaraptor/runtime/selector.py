@@ -230,7 +230,7 @@ class Selector:
         device_key: str = "",
         topk: int = 4,
         spec: KernelSpec | None = None,
-        rejected: Mapping[Block, str] | None = None,
+        rejected: Mapping[Block | Config, str] | None = None,
         trained: Sequence[DataSize] = (),
     ) -> None:
         self.helper = helper
