@@ -305,18 +305,21 @@ def _arg_bytes(job: Job, be: CupyBackend, steps: dict[str, float] | None = None)
     return out
 
 
+# The collect options that `Timer.measure` takes under the same names.
+_TIMING_SETTINGS = (
+    "warmup",
+    "min_time_ms",
+    "min_repeats",
+    "max_repeats",
+    "target_sample_ms",
+    "max_inner",
+)
+
+
 def _timed(timer: Timer, launch: Callable[[], None], opts: Any) -> dict[str, Any]:
     """`timer.measure` of one launch under the collect options' timing protocol."""
-    return timer.measure(
-        launch,
-        warmup=opts.warmup,
-        min_time_ms=opts.min_time_ms,
-        min_repeats=opts.min_repeats,
-        max_repeats=opts.max_repeats,
-        target_sample_ms=opts.target_sample_ms,
-        max_inner=opts.max_inner,
-        max_wall_s=opts.max_point_s,
-    )
+    settings = {name: getattr(opts, name) for name in _TIMING_SETTINGS}
+    return timer.measure(launch, max_wall_s=opts.max_point_s, **settings)
 
 
 def _measure_point(k: _Kernel, cache: _ArgsCache, timer: Timer, p: Point, opts: Any) -> dict:
