@@ -238,6 +238,27 @@ def plan_points(
 # Progress
 
 
+def progress_columns(description: str, remaining: str) -> tuple[Any, ...]:
+    """rich progress columns: the task's `description` (a rich format), the bar, done of total,
+    the elapsed time, then `remaining` and the time left."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return (
+        TextColumn(description),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn(remaining),
+        TimeRemainingColumn(),
+    )
+
+
 class _Progress:
     """rich progress bars (count, elapsed, ETA) on stderr, or nothing."""
 
@@ -245,24 +266,10 @@ class _Progress:
         self._p: Any = None
         if enabled:
             from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from rich.progress import Progress
 
-            self._p = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("eta"),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-            )
+            columns = progress_columns("[bold]{task.description}", "eta")
+            self._p = Progress(*columns, console=Console(stderr=True))
 
     def __enter__(self) -> _Progress:
         if self._p is not None:
