@@ -10,6 +10,9 @@ import numpy as np
 
 from klaraptor.core.types import KernelAttributes
 
+# A grid or a block: (x, y, z), as any sequence of ints.
+Dims = Sequence[int]
+
 
 @runtime_checkable
 class OutputCheck(Protocol):
@@ -73,12 +76,7 @@ class GpuBackend(OutputCheck, Protocol):
     def opt_in_dynamic_smem(self, fn: Any, nbytes: int) -> None: ...
     def ptx(self, source: str, options: Sequence[str], arch: str) -> str: ...
     def launch(
-        self,
-        fn: Any,
-        grid: Sequence[int],
-        block: Sequence[int],
-        args: Sequence[Any],
-        shared_mem: int = 0,
+        self, fn: Any, grid: Dims, block: Dims, args: Sequence[Any], shared_mem: int = 0
     ) -> None: ...
     def context_alive(self) -> bool: ...
     def free_memory(self) -> None: ...
