@@ -23,11 +23,9 @@ from klaraptor.fit.common import (
 from klaraptor.fit.search import (
     FitSettings,
     FitSettingsKeywords,
-    Problem,
-    box,
     check_holdout,
     degree_candidates,
-    holdout_rows,
+    make_problem,
     resolve_settings,
     search,
     setup,
@@ -200,13 +198,7 @@ def fit_rational(
         xa, ya = xa[keep], ya[keep]
     scales, data_idx, floor = setup(xa, ya, names_t, data_vars, settings.pole_factor, what)
     xs = xa / scales
-    test = (
-        holdout_rows(xs, data_idx, settings.holdout_fraction)
-        if settings.holdout == "largest"
-        else None
-    )
-    lo, hi = box(xs, data_idx, settings.pole_factor)
-    problem = Problem(xs, ya, floor, test, lo, hi)
+    problem = make_problem(xs, ya, floor, data_idx, settings)
     found = search(problem, cands, settings.rtol_accept, settings.atol_accept)
     if found is None:
         raise FitError(

@@ -325,6 +325,20 @@ def box(xs: np.ndarray, data_idx: list[int], factor: float) -> tuple[np.ndarray,
     return lo, hi
 
 
+def make_problem(
+    xs: np.ndarray, y: np.ndarray, floor: float, data_idx: list[int], settings: FitSettings
+) -> Problem:
+    """The fit of scaled samples `xs`: its held-out rows (the largest data values, when
+    `settings.holdout` is "largest") and the box its denominator must not vanish in."""
+    test = (
+        holdout_rows(xs, data_idx, settings.holdout_fraction)
+        if settings.holdout == "largest"
+        else None
+    )
+    lo, hi = box(xs, data_idx, settings.pole_factor)
+    return Problem(xs, y, floor, test, lo, hi)
+
+
 def check_holdout(holdout: str, fraction: float, what: str) -> None:
     if holdout not in ("largest", "none"):
         raise FitError(f"{what}: holdout must be 'largest' or 'none', got {holdout!r}")

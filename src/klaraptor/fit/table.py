@@ -29,10 +29,9 @@ from klaraptor.fit.search import (
     FitSettingsKeywords,
     Problem,
     accepted,
-    box,
     check_holdout,
     degree_candidates,
-    holdout_rows,
+    make_problem,
     resolve_settings,
     search,
     setup,
@@ -214,15 +213,9 @@ def fit_rational_table(
         rows = cfg_i == c
         yc = ya[rows]
         ymax = float(np.max(np.abs(yc)))
-        xc = xs[rows]
-        test = (
-            holdout_rows(xc, data_idx, settings.holdout_fraction)
-            if settings.holdout == "largest"
-            else None
-        )
-        lo, hi = box(xc, data_idx, settings.pole_factor)
         # A configuration whose samples are all zero is fitted with a unit floor (it is exactly 0).
-        problems[int(c)] = Problem(xc, yc, ZERO_FLOOR * ymax if ymax > 0 else 1.0, test, lo, hi)
+        floor = ZERO_FLOOR * ymax if ymax > 0 else 1.0
+        problems[int(c)] = make_problem(xs[rows], yc, floor, data_idx, settings)
 
     # Validation errors of every candidate on every configuration it can be fitted to without a
     # pole; a candidate competes if it fits at least half of the configurations.
