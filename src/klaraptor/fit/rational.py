@@ -13,7 +13,6 @@ from klaraptor.core.errors import FitError
 from klaraptor.fit.common import (
     ErrorSummary,
     Exps,
-    as_samples,
     eval_inputs,
     filter_outliers,
     poly_expr,
@@ -23,10 +22,9 @@ from klaraptor.fit.common import (
 from klaraptor.fit.search import (
     FitSettings,
     FitSettingsKeywords,
-    check_holdout,
     degree_candidates,
     make_problem,
-    resolve_settings,
+    prepare,
     search,
     setup,
 )
@@ -188,9 +186,7 @@ def fit_rational(
     docstring for the method and the selection rule.
     """
     what = "fit_rational"
-    settings = resolve_settings(settings, options, what)
-    xa, ya, names_t = as_samples(X, y, names, what)
-    check_holdout(settings.holdout, settings.holdout_fraction, what)
+    settings, xa, ya, names_t = prepare(settings, options, X, y, names, what)
     k = len(names_t)
     cands = degree_candidates(settings, k)
     if settings.outlier_filter:

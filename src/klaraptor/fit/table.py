@@ -15,7 +15,6 @@ from klaraptor.fit.common import (
     ZERO_FLOOR,
     ErrorSummary,
     Exps,
-    as_samples,
     eval_inputs,
     filter_outliers,
     monomials,
@@ -29,10 +28,9 @@ from klaraptor.fit.search import (
     FitSettingsKeywords,
     Problem,
     accepted,
-    check_holdout,
     degree_candidates,
     make_problem,
-    resolve_settings,
+    prepare,
     search,
     setup,
 )
@@ -185,9 +183,7 @@ def fit_rational_table(
     ``[0, n_cfg)``), sharing the degree choice; see the `klaraptor.fit` docstring. Options
     as for `fit_rational`: `FitSettings` fields as keywords, or ``settings``."""
     what = "fit_rational_table"
-    settings = resolve_settings(settings, options, what)
-    xa, ya, names_t = as_samples(X_data, y, names, what)
-    check_holdout(settings.holdout, settings.holdout_fraction, what)
+    settings, xa, ya, names_t = prepare(settings, options, X_data, y, names, what)
     if "cfg" in names_t:
         raise FitError(f"{what}: 'cfg' is reserved for the configuration index")
     if isinstance(n_cfg, bool) or not isinstance(n_cfg, int | np.integer) or n_cfg < 1:
