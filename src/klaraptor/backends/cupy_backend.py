@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.backends.base import OutputCheck
+from klaraptor.backends.base import Dims, OutputCheck
 from klaraptor.core.errors import CollectError, CompileError, KlaraptorError, LaunchError
 from klaraptor.core.types import KernelAttributes
 
@@ -448,12 +448,7 @@ class CupyBackend(OutputCheck):
     # wait) are not CTA barriers the models mean.
 
     def launch(
-        self,
-        fn: Any,
-        grid: Sequence[int],
-        block: Sequence[int],
-        args: Sequence[Any],
-        shared_mem: int = 0,
+        self, fn: Any, grid: Dims, block: Dims, args: Sequence[Any], shared_mem: int = 0
     ) -> None:
         """Launch `fn` (asynchronously); CUDA errors become LaunchError naming the configuration."""
         try:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.backends.base import OutputCheck
+from klaraptor.backends.base import Dims, OutputCheck
 from klaraptor.backends.cupy_backend import _MIN_SPIN_US, Timer, relative_error
 from klaraptor.core.errors import CollectError, LaunchError, MissingDependencyError
 from klaraptor.core.types import KernelAttributes
@@ -316,12 +316,7 @@ class NumbaBackend(OutputCheck):
         return None if fn.fast_off else fn.fast
 
     def launch(
-        self,
-        fn: NumbaCompiled,
-        grid: Sequence[int],
-        block: Sequence[int],
-        args: Sequence[Any],
-        shared_mem: int = 0,
+        self, fn: NumbaCompiled, grid: Dims, block: Dims, args: Sequence[Any], shared_mem: int = 0
     ) -> None:
         """`kernel[grid, block, 0, smem](*args)`, through the fast path when it takes the kernel
         (`numba_fast`: the same launch without Numba's per-call dispatch); errors become

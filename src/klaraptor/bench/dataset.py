@@ -18,7 +18,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -76,18 +76,20 @@ class KernelData:
 
     def times(self) -> dict[tuple[DataSize, Block], tuple[float, float, float]]:
         """(D, block) → (median, q1, q3) ms."""
-        d = self.n_data
-        return {
-            (self.size(r), tuple(int(v) for v in r[d : d + 3])): (r[d + 3], r[d + 4], r[d + 5])
-            for r in self.time
-        }  # type: ignore[misc]
+        return self._by_point(self.time)
 
     def cold_times(self) -> dict[tuple[DataSize, Block], tuple[float, float, float]]:
         """(D, block) → (median, q1, q3) ms of the L2-flushed timings."""
+        return self._by_point(self.cold)
+
+    def _by_point(
+        self, rows: list[list[float]]
+    ) -> dict[tuple[DataSize, Block], tuple[float, float, float]]:
+        """Timing rows (D..., bx, by, bz, median, q1, q3) keyed by (D, block)."""
         d = self.n_data
         return {
             (self.size(r), tuple(int(v) for v in r[d : d + 3])): (r[d + 3], r[d + 4], r[d + 5])
-            for r in self.cold
+            for r in rows
         }  # type: ignore[misc]
 
     def sizes(self) -> list[DataSize]:
@@ -475,3 +477,22 @@ def build_recorded(
         sel = kern.report.selection
         chosen = kern.report.model if sel is None else sel.chosen
         return {"kernel": kernel, "model": chosen, "fit_s": kern.report.fit_wall_s}
+
+
+def each_recorded_kernel(
+    datasets: Iterable[RecordedDataset],
+    kernels: Collection[str] | None,
+    folder: Path,
+    prefix: str,
+) -> Iterator[tuple[RecordedDataset, Store, str]]:
+    """Each kernel of `datasets` (those in `kernels`; all when None) with its dataset and a store
+    of that dataset's chosen kernels, written under `folder` as `<prefix><k>.sqlite` and closed
+    once its kernels are done."""
+    for k, data in enumerate(datasets):
+        names = [n for n in data.kernels if kernels is None or n in kernels]
+        if not names:
+            continue
+        store = data.to_store(folder / f"{prefix}{k}.sqlite", kernels=names)
+        for name in names:
+            yield data, store, name
+        store.close()

@@ -184,23 +184,11 @@ def _task_progress(console: Any | None, total: int) -> Iterator[Callable[[tuple[
     if console is None:
         yield lambda task: None
         return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import Progress
 
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),
-    )
+    from klaraptor.collect.collector import progress_columns
+
+    columns = progress_columns("{task.description}", "left")
     with Progress(*columns, console=console, transient=True) as progress:
         bar = progress.add_task("evaluating (kernel, method group) tasks", total=total)
 

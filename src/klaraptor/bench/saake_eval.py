@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.bench.dataset import RecordedDataset, recorded_suites
+from klaraptor.bench.dataset import RecordedDataset, each_recorded_kernel, recorded_suites
 from klaraptor.bench.saake_common import _mape, _truth
 
 WITHIN = 0.02  # "within 2 % of the best"
@@ -217,20 +217,14 @@ def evaluate_all(
 ) -> list[KernelEval]:
     out = []
     with tempfile.TemporaryDirectory() as tmp:
-        for k, data in enumerate(datasets()):
-            names = [n for n in data.kernels if kernels is None or n in kernels]
-            if not names:
-                continue
-            store = data.to_store(Path(tmp) / f"d{k}.sqlite", kernels=names)
-            for name in names:
-                ev = evaluate_kernel(data, store, name)
-                out.append(ev)
-                if console is not None:
-                    errs = " ".join(
-                        f"{v}={100 * e:.1f}%" for v, e in ev.errors.items() if e is not None
-                    )
-                    console.print(f"  {name:32s} {errs}  {ev.choice.get('headline', '')}")
-            store.close()
+        for data, store, name in each_recorded_kernel(datasets(), kernels, Path(tmp), "d"):
+            ev = evaluate_kernel(data, store, name)
+            out.append(ev)
+            if console is not None:
+                errs = " ".join(
+                    f"{v}={100 * e:.1f}%" for v, e in ev.errors.items() if e is not None
+                )
+                console.print(f"  {name:32s} {errs}  {ev.choice.get('headline', '')}")
     return out
 
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from klaraptor.bench.dataset import RecordedDataset, recorded_suites
+from klaraptor.bench.dataset import RecordedDataset, each_recorded_kernel, recorded_suites
 
 PARTIAL_NOTE = (
     "partial referee from recorded counters at the largest counter (training) size, NOT Nsight "
@@ -98,22 +98,16 @@ def judge_all(
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for k, data in enumerate(datasets):
-            names = [n for n in data.kernels if kernels is None or n in kernels]
-            if not names:
-                continue
-            store = data.to_store(Path(tmp) / f"r{k}.sqlite", kernels=names)
-            for name in names:
-                row = judge_kernel(data, store, name)
-                rows.append(row)
-                if console is not None:
-                    console.print(
-                        f"  {name:32s} saake {row.get('saake_bottleneck')} "
-                        f"({row.get('saake_mode')}) counters' top {row.get('ncu_top_unit')} "
-                        f"{row.get('ncu_top_pct')} % match={row.get('match')}",
-                        markup=False,
-                    )
-            store.close()
+        for data, store, name in each_recorded_kernel(datasets, kernels, Path(tmp), "r"):
+            row = judge_kernel(data, store, name)
+            rows.append(row)
+            if console is not None:
+                console.print(
+                    f"  {name:32s} saake {row.get('saake_bottleneck')} "
+                    f"({row.get('saake_mode')}) counters' top {row.get('ncu_top_unit')} "
+                    f"{row.get('ncu_top_pct')} % match={row.get('match')}",
+                    markup=False,
+                )
     return {**agreement(rows), "referee": PARTIAL_NOTE, "kernels": rows}
 
 

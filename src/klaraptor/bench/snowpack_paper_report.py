@@ -78,23 +78,21 @@ def harder_figures(results: Path) -> dict[str, Any]:
             {k: p[k] for k in ("kernel", "N", "snowpack", "svr", "hgb", "mlp", "occ")}
             for p in doc["unseen_kernels"]["per_pair"]
         ]
-        block = summarize(_autotune_pairs(pairs, groups))
-        block["source"] = {"file": lobo_path.name, **doc["report"]}
-        block["protocol"] = (
+        protocol = (
             "leave one benchmark out (25 folds), evaluation sizes only (beyond every training "
             "size); svr: the searched SVR"
         )
-        out["leave_one_benchmark_out"] = block
+        source = {"file": lobo_path.name, **doc["report"]}
+        out["leave_one_benchmark_out"] = _block(pairs, groups, source, protocol)
     if new_path.is_file():
         doc = json.loads(new_path.read_text())
         pairs = [{k: p[k] for k in ("kernel", "N", "snowpack", "occ")} for p in doc["per_pair"]]
-        block = summarize(_autotune_pairs(pairs, groups))
-        block["source"] = {"file": new_path.name, **doc["provenance"]}
-        block["protocol"] = (
+        protocol = (
             "the shipped model (trained on the 44 suite kernels) on the 16 pattern kernels "
             "written and timed after it, at their larger recorded sizes"
         )
-        out["new_pattern_kernels"] = block
+        source = {"file": new_path.name, **doc["provenance"]}
+        out["new_pattern_kernels"] = _block(pairs, groups, source, protocol)
     return out
 
 
@@ -386,3 +384,16 @@ def write_paper(
 
 
 __all__ = ["dumps", "harder_figures", "markdown", "plot_paper", "write_paper"]
+
+
+def _block(
+    pairs: Sequence[Mapping[str, Any]],
+    groups: Mapping[tuple[str, int], Group],
+    source: dict[str, Any],
+    protocol: str,
+) -> dict[str, Any]:
+    """The autotuner summary of `pairs`, with where it comes from and under what protocol."""
+    block = summarize(_autotune_pairs(pairs, groups))
+    block["source"] = source
+    block["protocol"] = protocol
+    return block

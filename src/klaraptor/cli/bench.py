@@ -16,6 +16,13 @@ if TYPE_CHECKING:  # the collector is imported when a GPU phase runs
     from klaraptor.collect.collector import CollectReport
 
 
+def _add_out(parser: Any) -> None:
+    """The results folder an evaluation writes (`--out`)."""
+    parser.add_argument(
+        "--out", type=arg_nonempty, default="benchmarks/results/h200", help="the output directory"
+    )
+
+
 def add_parser(sub: Any) -> None:
     b = sub.add_parser("bench", help="evaluation against exhaustive search (suite)")
     b.set_defaults(func=run)
@@ -32,9 +39,7 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--log", default=None, help="append a JSON line per step here")
     c.set_defaults(bench_func=_collect)
     r = bs.add_parser("report", help="evaluate the methods and write benchmarks/results/<gpu>/")
-    r.add_argument(
-        "--out", type=arg_nonempty, default="benchmarks/results/h200", help="the output directory"
-    )
+    _add_out(r)
     r.add_argument("--recorded", action="store_true", help="use the shipped recorded datasets")
     r.add_argument(
         "--jobs", type=arg_positive_int, default=None, help="worker processes (default: CPUs)"
@@ -52,9 +57,7 @@ def add_parser(sub: Any) -> None:
     )
     r.set_defaults(bench_func=_report)
     sk = bs.add_parser("saake", help="SAAKE's Table 1, search and bottlenecks (recorded data)")
-    sk.add_argument(
-        "--out", type=arg_nonempty, default="benchmarks/results/h200", help="the output directory"
-    )
+    _add_out(sk)
     sk.add_argument(
         "--kernels",
         type=arg_nonempty,
@@ -300,6 +303,12 @@ def _snowpack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_search_flags(parser: Any, *, quick: str, patterns: str) -> None:
+    """SNOWPACK's `--quick` (a small search) and `--patterns` (the training-only corpus too)."""
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--patterns", action="store_true", help=patterns)
+
+
 def add_snowpack_parsers(bs: Any) -> None:
     t = bs.add_parser(
         "train-snowpack",
@@ -310,17 +319,14 @@ def add_snowpack_parsers(bs: Any) -> None:
         "--recorded", action="store_true", help="train on the recorded H200 suites instead"
     )
     t.add_argument("--ship", metavar="FILE", help="also write the model to FILE (package data)")
-    t.add_argument("--quick", action="store_true", help="small search (minutes less, worse)")
-    t.add_argument(
-        "--patterns",
-        action="store_true",
-        help="with --recorded: also the training-only corpus (klaraptor.suite.patterns)",
+    _add_search_flags(
+        t,
+        quick="small search (minutes less, worse)",
+        patterns="with --recorded: also the training-only corpus (klaraptor.suite.patterns)",
     )
     t.set_defaults(bench_func=_train_snowpack)
     s = bs.add_parser("snowpack", help="SNOWPACK's evaluation (unseen kernels and sizes)")
-    s.add_argument(
-        "--out", type=arg_nonempty, default="benchmarks/results/h200", help="the output directory"
-    )
+    _add_out(s)
     s.add_argument(
         "--protocol",
         choices=("benchmark", "paper"),
@@ -329,10 +335,9 @@ def add_snowpack_parsers(bs: Any) -> None:
         "paper: the paper's 10 random 75:25 splits by kernel and by size, beside OCC and a "
         "Nelder-Mead autotuner (snowpack_paper.json, .md and figures)",
     )
-    s.add_argument("--quick", action="store_true", help="small search (for a smoke run)")
-    s.add_argument(
-        "--patterns",
-        action="store_true",
-        help="train every fold on the training-only corpus too (klaraptor.suite.patterns)",
+    _add_search_flags(
+        s,
+        quick="small search (for a smoke run)",
+        patterns="train every fold on the training-only corpus too (klaraptor.suite.patterns)",
     )
     s.set_defaults(bench_func=_snowpack)

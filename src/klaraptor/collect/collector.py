@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from klaraptor.collect.executor import NCU_MISSING, CounterBatch, Executor, LocalExecutor
+from klaraptor.collect.executor import (
+    NCU_MISSING,
+    CounterBatch,
+    Executor,
+    LocalExecutor,
+    PlanRun,
+    Work,
+)
 from klaraptor.collect.plan import MeasurementPlan, PlanResult
 from klaraptor.collect.process import ItemResult
 from klaraptor.collect.worker import Point, backend_name, plan_result
@@ -231,6 +238,27 @@ def plan_points(
 # Progress
 
 
+def progress_columns(description: str, remaining: str) -> tuple[Any, ...]:
+    """rich progress columns: the task's `description` (a rich format), the bar, done of total,
+    the elapsed time, then `remaining` and the time left."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return (
+        TextColumn(description),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn(remaining),
+        TimeRemainingColumn(),
+    )
+
+
 class _Progress:
     """rich progress bars (count, elapsed, ETA) on stderr, or nothing."""
 
@@ -238,24 +266,10 @@ class _Progress:
         self._p: Any = None
         if enabled:
             from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from rich.progress import Progress
 
-            self._p = Progress(
-                TextColumn("[bold]{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("eta"),
-                TimeRemainingColumn(),
-                console=Console(stderr=True),
-            )
+            columns = progress_columns("[bold]{task.description}", "eta")
+            self._p = Progress(*columns, console=Console(stderr=True))
 
     def __enter__(self) -> _Progress:
         if self._p is not None:
@@ -487,7 +501,7 @@ def _timing_pass(
         advance(len(results))
 
     stats = executor.time_points(
-        spec, plan.todo, options, workdir=workdir / "timing", on_results=on_results
+        Work(spec, plan.todo, options, workdir / "timing"), on_results=on_results
     )
     wall = time.perf_counter() - t
     report.wall_s["timing"] = wall
@@ -557,7 +571,7 @@ def _ncu_pass(
 
     t = time.perf_counter()
     run = executor.profile_points(
-        spec, todo, dev, options, workdir=workdir, on_batch=on_batch, on_progress=advance
+        Work(spec, todo, options, workdir), dev, on_batch=on_batch, on_progress=advance
     )
     if run.status == "skipped":
         report.ncu_status = "skipped"
@@ -709,13 +723,8 @@ def collect_plan(
             exists = set(key_of.values())
             if todo and plan.next_points(known, exists):
                 stats = executor.plan_session(
-                    spec,
-                    todo,
-                    options,
-                    plan=plan,
-                    key_of={p.id: key_of[p.id] for p in todo},
-                    known=dict(known),
-                    workdir=workdir / "plan",
+                    Work(spec, todo, options, workdir / "plan"),
+                    PlanRun(plan, {p.id: key_of[p.id] for p in todo}, dict(known)),
                     on_results=lambda rs: [on_result(r) for r in rs],
                 )
                 report.worker.update(stats)

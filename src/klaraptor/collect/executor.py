@@ -3,13 +3,14 @@
 `collect` hands an executor the work of each step and writes what comes back into the store:
 - `kernel_info(spec, options, workdir)`: the worker's `info` event (kernel attributes, PTX
   barrier count, the device query);
-- `time_points(spec, points, options, workdir=, on_results=)`: the timing pass. `on_results`
-  gets the results as they arrive, in groups; `collect` writes each group in one transaction;
-- `profile_points(spec, points, device, options, workdir=, on_batch=, on_progress=)`: the
-  counter pass, one `CounterBatch` per ncu process;
-- `plan_session(spec, points, options, plan=, key_of=, known=, workdir=, on_results=)`: a
-  budgeted measurement plan (`klaraptor.collect.plan`) in one worker session on one GPU: it is
-  sequential, each point chosen from the results before it.
+- `time_points(work, on_results=)`: the timing pass of a `Work` (kernel, points, options,
+  scratch folder). `on_results` gets the results as they arrive, in groups; `collect` writes each
+  group in one transaction;
+- `profile_points(work, device, on_batch=, on_progress=)`: the counter pass, one `CounterBatch`
+  per ncu process;
+- `plan_session(work, run, on_results=)`: a budgeted measurement plan (a `PlanRun` of
+  `klaraptor.collect.plan`) in one worker session on one GPU: it is sequential, each point chosen
+  from the results before it.
 
 `LocalExecutor` runs them in worker subprocesses on this machine's GPU; the Dask executor
 (`klaraptor.collect.dask.DaskExecutor`) on the GPUs of a cluster. Either way each point batch runs
@@ -36,6 +37,30 @@ if TYPE_CHECKING:
     from klaraptor.spec import KernelSpec
 
 
+OnResults = Callable[[list[ItemResult]], None]
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one pass of collection measures: the kernel, its points, the collect options, and
+    the scratch folder of the workers' job and event files."""
+
+    spec: KernelSpec
+    points: Sequence[Point]
+    options: Any
+    workdir: Path
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    """A budgeted measurement plan for one session: the plan, each point's plan key by point id,
+    and the results measured before (None where a point failed)."""
+
+    plan: MeasurementPlan
+    key_of: Mapping[int, PointKey]
+    known: Mapping[PointKey, tuple[float, ...] | None]
+
+
 @dataclass
 class CounterBatch:
     """What one counter batch gave: raw counters per point id, failed launches with why, and
@@ -59,6 +84,10 @@ class CounterRun:
     query_s: float = 0.0
 
 
+OnBatch = Callable[[CounterBatch], None]
+OnProgress = Callable[[int], None]
+
+
 class Executor(Protocol):
     """Runs collection's GPU work (see the module docstring)."""
 
@@ -66,39 +95,14 @@ class Executor(Protocol):
         self, spec: KernelSpec, options: Any, workdir: Path, sizes: Sequence[DataSize] = ()
     ) -> dict[str, Any]: ...
 
-    def time_points(
-        self,
-        spec: KernelSpec,
-        points: Sequence[Point],
-        options: Any,
-        *,
-        workdir: Path,
-        on_results: Callable[[list[ItemResult]], None],
-    ) -> dict[str, Any]: ...
+    def time_points(self, work: Work, *, on_results: OnResults) -> dict[str, Any]: ...
 
     def profile_points(
-        self,
-        spec: KernelSpec,
-        points: Sequence[Point],
-        device: DeviceProfile,
-        options: Any,
-        *,
-        workdir: Path,
-        on_batch: Callable[[CounterBatch], None],
-        on_progress: Callable[[int], None],
+        self, work: Work, device: DeviceProfile, *, on_batch: OnBatch, on_progress: OnProgress
     ) -> CounterRun: ...
 
     def plan_session(
-        self,
-        spec: KernelSpec,
-        points: Sequence[Point],
-        options: Any,
-        *,
-        plan: MeasurementPlan,
-        key_of: Mapping[int, PointKey],
-        known: Mapping[PointKey, tuple[float, ...] | None],
-        workdir: Path,
-        on_results: Callable[[list[ItemResult]], None],
+        self, work: Work, run: PlanRun, *, on_results: OnResults
     ) -> dict[str, Any]: ...
 
 
@@ -138,38 +142,33 @@ def kernel_info(
 
 
 def time_points(
-    spec: KernelSpec,
-    points: Sequence[Point],
-    options: Any,
+    work: Work,
     *,
-    workdir: Path,
     env: Mapping[str, str],
     on_result: Callable[[ItemResult], None],
     wrap: Callable[[list[str]], list[str]] = list,
 ) -> dict[str, Any]:
-    """Time `points` in isolated worker subprocesses (`process.run_isolated`); the runner's
-    statistics. `wrap` may prefix each worker's command line (e.g. with a parent-death guard)."""
-    return _isolated_session(
-        spec, points, options, "time", workdir=workdir, env=env, on_result=on_result, wrap=wrap
-    )
+    """Time the points of `work` in isolated worker subprocesses (`process.run_isolated`); the
+    runner's statistics. `wrap` may prefix each worker's command line (e.g. with a parent-death
+    guard)."""
+    return _isolated_session(work, "time", env=env, on_result=on_result, wrap=wrap)
 
 
 def _isolated_session(
-    spec: KernelSpec,
-    points: Sequence[Point],
-    options: Any,
+    work: Work,
     mode: str,
     *,
-    workdir: Path,
     env: Mapping[str, str],
     on_result: Callable[[ItemResult], None],
     wrap: Callable[[list[str]], list[str]],
     extra: Callable[[list[int]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """`points` measured by worker subprocesses of `mode` under `process.run_isolated` (a
-    replaced worker gets the points not done yet, and `extra(remaining)` in its job); the
-    runner's statistics, its workers counted under `<mode>_workers`."""
-    by_id = {p.id: p for p in points}
+    """The points of `work` measured by worker subprocesses of `mode` under
+    `process.run_isolated` (a replaced worker gets the points not done yet, and
+    `extra(remaining)` in its job); the runner's statistics, its workers counted under
+    `<mode>_workers`."""
+    spec, options = work.spec, work.options
+    by_id = {p.id: p for p in work.points}
 
     def command(remaining: list[int], events: Path) -> list[str]:
         job = events.with_suffix(".job")
@@ -186,10 +185,10 @@ def _isolated_session(
 
     stats = run_isolated(
         command,
-        [p.id for p in points],
+        [p.id for p in work.points],
         on_result=on_result,
         timeout_s=options.timeout_s,
-        workdir=workdir,
+        workdir=work.workdir,
         startup_timeout_s=options.startup_timeout_s,
         env=env,
     )
@@ -202,22 +201,18 @@ def _isolated_session(
 
 
 def plan_session(
-    spec: KernelSpec,
-    points: Sequence[Point],
-    options: Any,
+    work: Work,
+    run: PlanRun,
     *,
-    plan: MeasurementPlan,
-    key_of: Mapping[int, PointKey],
-    known: Mapping[PointKey, tuple[float, ...] | None],
-    workdir: Path,
     env: Mapping[str, str],
     on_result: Callable[[ItemResult], None],
     wrap: Callable[[list[str]], list[str]] = list,
 ) -> dict[str, Any]:
-    """Run `plan` over `points` (plan key `key_of[id]`; `known`: results measured before) in one
-    isolated worker session; a worker replaced after a crash or hang resumes the same plan from
-    every result so far. The runner's statistics."""
-    results = dict(known)
+    """Run `run.plan` over the points of `work` (plan key `run.key_of[id]`; `run.known`: results
+    measured before) in one isolated worker session; a worker replaced after a crash or hang
+    resumes the same plan from every result so far. The runner's statistics."""
+    key_of = run.key_of
+    results = dict(run.known)
 
     def handle(r: ItemResult) -> None:
         if r.status == "ok":
@@ -227,16 +222,13 @@ def plan_session(
         on_result(r)
 
     return _isolated_session(
-        spec,
-        points,
-        options,
+        work,
         "plan",
-        workdir=workdir,
         env=env,
         on_result=handle,
         wrap=wrap,
         extra=lambda remaining: {
-            "plan": plan,
+            "plan": run.plan,
             "keys": {i: key_of[i] for i in remaining},
             "known": dict(results),
         },
@@ -289,62 +281,19 @@ class LocalExecutor:
     ) -> dict[str, Any]:
         return kernel_info(spec, options, workdir, worker_env(), sizes=sizes)
 
-    def time_points(
-        self,
-        spec: KernelSpec,
-        points: Sequence[Point],
-        options: Any,
-        *,
-        workdir: Path,
-        on_results: Callable[[list[ItemResult]], None],
-    ) -> dict[str, Any]:
-        # One result per call: each point is committed as soon as it is measured.
-        return time_points(
-            spec,
-            points,
-            options,
-            workdir=workdir,
-            env=worker_env(),
-            on_result=lambda r: on_results([r]),
-        )
+    # One result per call below: each point is committed as soon as it is measured.
+    def time_points(self, work: Work, *, on_results: OnResults) -> dict[str, Any]:
+        return time_points(work, env=worker_env(), on_result=lambda r: on_results([r]))
 
-    def plan_session(
-        self,
-        spec: KernelSpec,
-        points: Sequence[Point],
-        options: Any,
-        *,
-        plan: MeasurementPlan,
-        key_of: Mapping[int, PointKey],
-        known: Mapping[PointKey, tuple[float, ...] | None],
-        workdir: Path,
-        on_results: Callable[[list[ItemResult]], None],
-    ) -> dict[str, Any]:
-        # One result per call: each point is committed as soon as it is measured.
-        return plan_session(
-            spec,
-            points,
-            options,
-            plan=plan,
-            key_of=key_of,
-            known=known,
-            workdir=workdir,
-            env=worker_env(),
-            on_result=lambda r: on_results([r]),
-        )
+    def plan_session(self, work: Work, run: PlanRun, *, on_results: OnResults) -> dict[str, Any]:
+        return plan_session(work, run, env=worker_env(), on_result=lambda r: on_results([r]))
 
     def profile_points(
-        self,
-        spec: KernelSpec,
-        points: Sequence[Point],
-        device: DeviceProfile,
-        options: Any,
-        *,
-        workdir: Path,
-        on_batch: Callable[[CounterBatch], None],
-        on_progress: Callable[[int], None],
+        self, work: Work, device: DeviceProfile, *, on_batch: OnBatch, on_progress: OnProgress
     ) -> CounterRun:
         from klaraptor.collect import ncu
+
+        spec, points, options, workdir = work.spec, work.points, work.options, work.workdir
 
         exe = ncu.find_ncu(options.ncu)
         if exe is None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from klaraptor.collect import warm
+from klaraptor.collect.warm import kill_group as kill_group  # re-exported: ncu and Dask use it
 from klaraptor.core.errors import CollectError, CompileError, MissingDependencyError
 
 NVTX_PREFIX = "kp:"
@@ -28,15 +28,6 @@ EXIT_OK = 0
 EXIT_FATAL = 1
 EXIT_CONTEXT_LOST = 3
 WORKER_MODULE = "klaraptor.collect.worker"
-
-
-def kill_group(proc: subprocess.Popen[Any]) -> None:
-    """Kill a worker (or ncu) process and everything it started: it leads its own session."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
 
 
 def describe_returncode(rc: int | None) -> str:

@@ -36,12 +36,29 @@ IDLE_REUSE_S = 90.0  # the pool hands out only workers idle for less than this
 WARM_ENV = "KLARAPTOR_WARM_WORKERS"
 
 
-def _kill(proc: subprocess.Popen[Any]) -> None:
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """Kill a worker (or ncu) process and everything it started: it leads its own session."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     proc.wait()
+
+
+def _spawn(
+    argv: Sequence[str], log_path: Path, mode: str, stdin: int, env: Mapping[str, str] | None
+) -> subprocess.Popen[Any]:
+    """`argv` in a session of its own (its group is killed on a hang), its output to `log_path`
+    (opened with `mode`)."""
+    with open(log_path, mode) as log:
+        return subprocess.Popen(
+            list(argv),
+            stdin=stdin,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
+        )
 
 
 def _tail_from(path: Path, offset: int, limit: int) -> str:
@@ -72,15 +89,7 @@ class FreshRun:
 
     def __init__(self, argv: Sequence[str], log_path: Path, env: Mapping[str, str] | None) -> None:
         self.log_path = log_path
-        with open(log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env=dict(env) if env is not None else None,
-            )
+        self.proc = _spawn(argv, log_path, "wb", subprocess.DEVNULL, env)
 
     def poll(self) -> int | None:
         return self.proc.poll()
@@ -90,14 +99,14 @@ class FreshRun:
         return self.proc.returncode
 
     def kill(self) -> None:
-        _kill(self.proc)
+        kill_group(self.proc)
 
     def tail(self, limit: int = 1500) -> str:
         return _tail_from(self.log_path, 0, limit)
 
     def release(self) -> None:
         if self.proc.poll() is None:
-            _kill(self.proc)
+            kill_group(self.proc)
 
 
 class WarmWorker:
@@ -105,15 +114,7 @@ class WarmWorker:
 
     def __init__(self, argv: Sequence[str], env: Mapping[str, str] | None, log_path: Path) -> None:
         self.log_path = log_path
-        with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                list(argv),
-                stdin=subprocess.PIPE,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its group is killed on a hang
-                env=dict(env) if env is not None else None,
-            )
+        self.proc = _spawn(argv, log_path, "ab", subprocess.PIPE, env)
         self.jobs = 0
         self.idle_since = time.monotonic()
 
@@ -129,7 +130,7 @@ class WarmWorker:
         except (OSError, subprocess.TimeoutExpired):
             pass
         if self.proc.poll() is None:
-            _kill(self.proc)
+            kill_group(self.proc)
 
 
 class WarmRun:
@@ -176,7 +177,7 @@ class WarmRun:
         return self.poll()
 
     def kill(self) -> None:
-        _kill(self.worker.proc)
+        kill_group(self.worker.proc)
         self._ended_worker = True
         if self._rc is None:
             self._rc = self.worker.proc.returncode

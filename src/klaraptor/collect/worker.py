@@ -305,6 +305,23 @@ def _arg_bytes(job: Job, be: CupyBackend, steps: dict[str, float] | None = None)
     return out
 
 
+# The collect options that `Timer.measure` takes under the same names.
+_TIMING_SETTINGS = (
+    "warmup",
+    "min_time_ms",
+    "min_repeats",
+    "max_repeats",
+    "target_sample_ms",
+    "max_inner",
+)
+
+
+def _timed(timer: Timer, launch: Callable[[], None], opts: Any) -> dict[str, Any]:
+    """`timer.measure` of one launch under the collect options' timing protocol."""
+    settings = {name: getattr(opts, name) for name in _TIMING_SETTINGS}
+    return timer.measure(launch, max_wall_s=opts.max_point_s, **settings)
+
+
 def _measure_point(k: _Kernel, cache: _ArgsCache, timer: Timer, p: Point, opts: Any) -> dict:
     be = k.backend
     spec = k.spec
@@ -333,18 +350,7 @@ def _measure_point(k: _Kernel, cache: _ArgsCache, timer: Timer, p: Point, opts: 
                 value,
             )
     args = cache.get(p.D)
-    value.update(
-        timer.measure(
-            k.launcher(p, args),
-            warmup=opts.warmup,
-            min_time_ms=opts.min_time_ms,
-            min_repeats=opts.min_repeats,
-            max_repeats=opts.max_repeats,
-            target_sample_ms=opts.target_sample_ms,
-            max_inner=opts.max_inner,
-            max_wall_s=opts.max_point_s,
-        )
-    )
+    value.update(_timed(timer, k.launcher(p, args), opts))
     value["setup_s"] = cache.take_setup()  # a new size's arguments and reference outputs
     return value
 
@@ -696,16 +702,7 @@ def time_on_inputs(
         rounds: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
         for _ in range(INPUT_ROUNDS):
             for key, s in zip(("a", "b"), seeds):
-                m = timer.measure(
-                    k.launcher(p, args[s]),
-                    warmup=opts.warmup,
-                    min_time_ms=opts.min_time_ms,
-                    min_repeats=opts.min_repeats,
-                    max_repeats=opts.max_repeats,
-                    target_sample_ms=opts.target_sample_ms,
-                    max_inner=opts.max_inner,
-                    max_wall_s=opts.max_point_s,
-                )
+                m = _timed(timer, k.launcher(p, args[s]), opts)
                 rounds[key].append({"median_ms": m["median_ms"], "spread": m["spread"]})
         timings.append({"block": list(p.block), **rounds})
     args.clear()

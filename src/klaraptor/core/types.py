@@ -238,14 +238,7 @@ class KernelAttributes:
     max_dynamic_smem: int
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "num_regs": self.num_regs,
-            "static_smem": self.static_smem,
-            "const_size": self.const_size,
-            "local_size": self.local_size,
-            "max_threads_per_block": self.max_threads_per_block,
-            "max_dynamic_smem": self.max_dynamic_smem,
-        }
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> KernelAttributes:

@@ -13,7 +13,6 @@ from klaraptor.core.errors import FitError
 from klaraptor.fit.common import (
     ErrorSummary,
     Exps,
-    as_samples,
     eval_inputs,
     filter_outliers,
     poly_expr,
@@ -23,12 +22,9 @@ from klaraptor.fit.common import (
 from klaraptor.fit.search import (
     FitSettings,
     FitSettingsKeywords,
-    Problem,
-    box,
-    check_holdout,
     degree_candidates,
-    holdout_rows,
-    resolve_settings,
+    make_problem,
+    prepare,
     search,
     setup,
 )
@@ -190,9 +186,7 @@ def fit_rational(
     docstring for the method and the selection rule.
     """
     what = "fit_rational"
-    settings = resolve_settings(settings, options, what)
-    xa, ya, names_t = as_samples(X, y, names, what)
-    check_holdout(settings.holdout, settings.holdout_fraction, what)
+    settings, xa, ya, names_t = prepare(settings, options, X, y, names, what)
     k = len(names_t)
     cands = degree_candidates(settings, k)
     if settings.outlier_filter:
@@ -200,13 +194,7 @@ def fit_rational(
         xa, ya = xa[keep], ya[keep]
     scales, data_idx, floor = setup(xa, ya, names_t, data_vars, settings.pole_factor, what)
     xs = xa / scales
-    test = (
-        holdout_rows(xs, data_idx, settings.holdout_fraction)
-        if settings.holdout == "largest"
-        else None
-    )
-    lo, hi = box(xs, data_idx, settings.pole_factor)
-    problem = Problem(xs, ya, floor, test, lo, hi)
+    problem = make_problem(xs, ya, floor, data_idx, settings)
     found = search(problem, cands, settings.rtol_accept, settings.atol_accept)
     if found is None:
         raise FitError(

@@ -16,6 +16,7 @@ from klaraptor.fit.common import (
     ZERO_FLOOR,
     ErrorSummary,
     Exps,
+    as_samples,
     monomials,
     predict,
     rel_err,
@@ -83,6 +84,22 @@ def resolve_settings(
     elif not isinstance(settings, FitSettings):
         raise FitError(f"{what}: settings must be a FitSettings, got {type(settings).__name__}")
     return replace(settings, **options) if options else settings
+
+
+def prepare(
+    settings: FitSettings | None,
+    options: Mapping[str, Any],
+    X: Any,
+    y: Any,
+    names: Sequence[str] | None,
+    what: str,
+) -> tuple[FitSettings, np.ndarray, np.ndarray, tuple[str, ...]]:
+    """What every fit starts from: its settings (`resolve_settings`), checked, and the samples
+    as arrays with the variable names (`as_samples`)."""
+    settings = resolve_settings(settings, options, what)
+    xa, ya, names_t = as_samples(X, y, names, what)
+    check_holdout(settings.holdout, settings.holdout_fraction, what)
+    return settings, xa, ya, names_t
 
 
 def degree_candidates(settings: FitSettings, k: int) -> list[Candidate]:
@@ -323,6 +340,20 @@ def box(xs: np.ndarray, data_idx: list[int], factor: float) -> tuple[np.ndarray,
         if hi[v] > 0:
             hi[v] *= factor
     return lo, hi
+
+
+def make_problem(
+    xs: np.ndarray, y: np.ndarray, floor: float, data_idx: list[int], settings: FitSettings
+) -> Problem:
+    """The fit of scaled samples `xs`: its held-out rows (the largest data values, when
+    `settings.holdout` is "largest") and the box its denominator must not vanish in."""
+    test = (
+        holdout_rows(xs, data_idx, settings.holdout_fraction)
+        if settings.holdout == "largest"
+        else None
+    )
+    lo, hi = box(xs, data_idx, settings.pole_factor)
+    return Problem(xs, y, floor, test, lo, hi)
 
 
 def check_holdout(holdout: str, fraction: float, what: str) -> None:

@@ -15,7 +15,6 @@ from klaraptor.fit.common import (
     ZERO_FLOOR,
     ErrorSummary,
     Exps,
-    as_samples,
     eval_inputs,
     filter_outliers,
     monomials,
@@ -29,11 +28,9 @@ from klaraptor.fit.search import (
     FitSettingsKeywords,
     Problem,
     accepted,
-    box,
-    check_holdout,
     degree_candidates,
-    holdout_rows,
-    resolve_settings,
+    make_problem,
+    prepare,
     search,
     setup,
 )
@@ -186,9 +183,7 @@ def fit_rational_table(
     ``[0, n_cfg)``), sharing the degree choice; see the `klaraptor.fit` docstring. Options
     as for `fit_rational`: `FitSettings` fields as keywords, or ``settings``."""
     what = "fit_rational_table"
-    settings = resolve_settings(settings, options, what)
-    xa, ya, names_t = as_samples(X_data, y, names, what)
-    check_holdout(settings.holdout, settings.holdout_fraction, what)
+    settings, xa, ya, names_t = prepare(settings, options, X_data, y, names, what)
     if "cfg" in names_t:
         raise FitError(f"{what}: 'cfg' is reserved for the configuration index")
     if isinstance(n_cfg, bool) or not isinstance(n_cfg, int | np.integer) or n_cfg < 1:
@@ -214,15 +209,9 @@ def fit_rational_table(
         rows = cfg_i == c
         yc = ya[rows]
         ymax = float(np.max(np.abs(yc)))
-        xc = xs[rows]
-        test = (
-            holdout_rows(xc, data_idx, settings.holdout_fraction)
-            if settings.holdout == "largest"
-            else None
-        )
-        lo, hi = box(xc, data_idx, settings.pole_factor)
         # A configuration whose samples are all zero is fitted with a unit floor (it is exactly 0).
-        problems[int(c)] = Problem(xc, yc, ZERO_FLOOR * ymax if ymax > 0 else 1.0, test, lo, hi)
+        floor = ZERO_FLOOR * ymax if ymax > 0 else 1.0
+        problems[int(c)] = make_problem(xs[rows], yc, floor, data_idx, settings)
 
     # Validation errors of every candidate on every configuration it can be fitted to without a
     # pole; a candidate competes if it fits at least half of the configurations.

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor.core.errors import KlaraptorError, ProgramError, SpecError
+from klaraptor.isa.operands import matching
 from klaraptor.program import parse_expr
 from klaraptor.spec import Data, DataParam, KernelSpec
 from klaraptor.spec.csource import blank_comments
@@ -514,15 +515,10 @@ def _device_source(
 
 
 def _matching(text: str, i: int, open_ch: str, close_ch: str) -> int:
-    depth = 0
-    for j in range(i, len(text)):
-        if text[j] == open_ch:
-            depth += 1
-        elif text[j] == close_ch:
-            depth -= 1
-            if depth == 0:
-                return j
-    raise SpecError(f"unbalanced {open_ch!r} in the CUDA source")
+    end = matching(text, i, open_ch, close_ch)
+    if end is None:
+        raise SpecError(f"unbalanced {open_ch!r} in the CUDA source")
+    return end
 
 
 def _parse_params(

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from klaraptor.core.errors import LaunchError, MissingDependencyError, SpecError
-from klaraptor.frontends.torch import TorchBridge, is_tensor, stream_handle
+from klaraptor.core.types import Block, Grid
+from klaraptor.frontends.torch import Launchers, TorchBridge, is_tensor, stream_handle
 from klaraptor.spec import KernelSpec
 from klaraptor.spec.cuda_source import c_param_names
 
@@ -212,13 +213,8 @@ class CoreAdapter:
         return s
 
     def launcher(
-        self,
-        grid: tuple[int, int, int],
-        block: tuple[int, int, int],
-        smem: int,
-        torch: TorchBridge | None,
-        args: Sequence[Any],
-    ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
+        self, grid: Grid, block: Block, smem: int, torch: TorchBridge | None, args: Sequence[Any]
+    ) -> Launchers:
         """(launch on the current stream, launch on a given stream) for one configuration."""
         core = self.core
         config = self._launch_configs.get((grid, block, smem))

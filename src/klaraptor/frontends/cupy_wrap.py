@@ -14,11 +14,12 @@ process: a RawKernel with the variant's defines, or a RawModule's template insta
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from klaraptor.core.errors import SpecError
-from klaraptor.frontends.torch import TorchBridge, stream_handle
+from klaraptor.core.types import Block, Grid
+from klaraptor.frontends.torch import Launchers, TorchBridge, stream_handle
 from klaraptor.spec import KernelSpec
 from klaraptor.spec.cuda_source import c_param_names
 
@@ -123,13 +124,13 @@ class CupyAdapter:
 
     def launcher(
         self,
-        grid: tuple[int, int, int],
-        block: tuple[int, int, int],
+        grid: Grid,
+        block: Block,
         smem: int,
         torch: TorchBridge | None,
         args: Sequence[Any],
         params: Any = None,
-    ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
+    ) -> Launchers:
         """(launch on the current stream, launch on a given stream) for one configuration (of
         the compiled variant `params`, for a kernel with program parameters)."""
         raw = self.variant(params) if params else self.raw

@@ -47,7 +47,8 @@ import numpy as np
 
 from klaraptor.backends.numba_backend import is_simulator, numba_cuda
 from klaraptor.core.errors import SpecError
-from klaraptor.frontends.torch import TorchBridge, is_tensor, stream_handle
+from klaraptor.core.types import Block, Grid
+from klaraptor.frontends.torch import Launchers, TorchBridge, is_tensor, stream_handle
 from klaraptor.spec import KernelSpec
 
 # Numba options that change the generated code (the others are bookkeeping).
@@ -292,13 +293,13 @@ class NumbaAdapter:
 
     def launcher(
         self,
-        grid: tuple[int, int, int],
-        block: tuple[int, int, int],
+        grid: Grid,
+        block: Block,
         smem: int,
         torch: TorchBridge | None,
         args: Sequence[Any],
         params: Any = None,
-    ) -> tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]:
+    ) -> Launchers:
         """(launch on the current stream, launch on a given stream) for one configuration (of
         the factory's kernel for `params`, for a kernel with program parameters)."""
         kernel = self.variant(params) if params else self.kernel

@@ -43,6 +43,11 @@ class TensorDeviceError(LaunchError):
     """A tensor argument is not on the GPU the kernel runs on."""
 
 
+# What an adapter's `launcher` gives for one configuration: (launch on the current stream,
+# launch on a given stream), each taking the call's arguments.
+Launchers = tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]
+
+
 class TorchBridge:
     """What a tuned kernel needs to launch on torch tensors: pointers, the stream, checks.
 

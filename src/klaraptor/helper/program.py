@@ -24,7 +24,7 @@ The choice rule (the same in every backend):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -396,6 +396,20 @@ class HelperProgram:
     def c_name(self) -> str:
         return "".join(c if c.isalnum() else "_" for c in self.kernel)
 
+    def _read_input(
+        self, name: str, reads: Sequence[str], constant: Callable[[str, float], str]
+    ) -> str:
+        """How an exported program reads its input `name`: `reads` are the templates (`{j}` the
+        index, `{name}` the name) of a data size, a block variable, a program parameter, a
+        variant attribute, and `cfg`; a hardware constant is `constant(name, value)`."""
+        tables = (self.data_names, BLOCK_VARS, self.param_names, VARIANT_ATTR_VARS)
+        for template, names in zip(reads, tables):
+            if name in names:
+                return template.format(j=list(names).index(name), name=name)
+        if name == "cfg":
+            return reads[4]
+        return constant(name, float(self.hw[name]))
+
     def to_c_header(self) -> str:
         """A self-contained C header exporting `klaraptor_<kernel>_best(D, grid, block)`."""
         k = self.c_name
@@ -410,18 +424,16 @@ class HelperProgram:
 
         P = len(self.param_names)
 
+        reads = (
+            "(double)D[{j}]",
+            f"(double)kp_{k}_cand[i][{{j}}]",
+            f"(double)kp_{k}_par[i][{{j}}]",
+            f"(double)kp_{k}_vat[i][{{j}}]",
+            "(double)i",
+        )
+
         def arg(name: str) -> str:
-            if name in self.data_names:
-                return f"(double)D[{self.data_names.index(name)}]"
-            if name in BLOCK_VARS:
-                return f"(double)kp_{k}_cand[i][{BLOCK_VARS.index(name)}]"
-            if name in self.param_names:
-                return f"(double)kp_{k}_par[i][{self.param_names.index(name)}]"
-            if name in VARIANT_ATTR_VARS:
-                return f"(double)kp_{k}_vat[i][{VARIANT_ATTR_VARS.index(name)}]"
-            if name == "cfg":
-                return "(double)i"
-            return float.hex(float(self.hw[name]))
+            return self._read_input(name, reads, lambda _, v: float.hex(v))
 
         margs = ", ".join(arg(x) for x in self.model.inputs)
         aargs = ", ".join(arg(x) for x in self.admit.inputs)
@@ -510,18 +522,16 @@ static int {signature} {{
         afun = "admit_" + _c_ident(self.admit.name)
         occ_idx = self.model.outputs.index(self._occ_name) if self._occ_name else -1
 
+        reads = (
+            "{name}=float(D[{j}])",
+            "{name}=float(c[{j}])",
+            "{name}=float(PARAMS[i][{j}])",
+            "{name}=float(VARIANT_ATTRS[i][{j}])",
+            "cfg=float(i)",
+        )
+
         def arg(name: str) -> str:
-            if name in self.data_names:
-                return f"{name}=float(D[{self.data_names.index(name)}])"
-            if name in BLOCK_VARS:
-                return f"{name}=float(c[{BLOCK_VARS.index(name)}])"
-            if name in self.param_names:
-                return f"{name}=float(PARAMS[i][{self.param_names.index(name)}])"
-            if name in VARIANT_ATTR_VARS:
-                return f"{name}=float(VARIANT_ATTRS[i][{VARIANT_ATTR_VARS.index(name)}])"
-            if name == "cfg":
-                return "cfg=float(i)"
-            return f"{name}={float(self.hw[name])!r}"
+            return self._read_input(name, reads, lambda n, v: f"{n}={v!r}")
 
         margs = ", ".join(arg(x) for x in self.model.inputs)
         aargs = ", ".join(arg(x) for x in self.admit.inputs)

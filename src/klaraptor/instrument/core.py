@@ -27,7 +27,7 @@ from klaraptor.instrument.emit import (
     program_header,
     runtime_header,
 )
-from klaraptor.instrument.parse import Launch, ParsedSource, parse_source
+from klaraptor.instrument.parse import Launch, ParsedSource, parse_source, read_source
 
 # A kernel's helper program by store name (`<stem>.<K>`), or a KlaraptorError saying why none.
 HelperLookup = Callable[[str], HelperProgram]
@@ -216,16 +216,7 @@ def check_source(source: Path) -> None:
         raise InstrumentError(f"{source}: no such file")
     if not source.is_file():
         raise InstrumentError(f"{source}: not a regular file")
-    try:
-        data = source.read_bytes()
-    except OSError as exc:
-        raise InstrumentError(f"{source}: cannot read the file ({exc.strerror or exc})") from None
-    if b"\0" in data:
-        raise InstrumentError(f"{source}: not a text file (it contains NUL bytes)")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InstrumentError(f"{source}: not UTF-8 text ({exc})") from None
+    read_source(source)
 
 
 def _as_lookup(helpers: HelperLookup | Mapping[str, HelperProgram]) -> HelperLookup:

@@ -156,6 +156,21 @@ def clang_args(
     return args
 
 
+def read_source(path: Path) -> bytes:
+    """The bytes of a source file that is readable UTF-8 text; an InstrumentError otherwise."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InstrumentError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    if b"\0" in data:
+        raise InstrumentError(f"{path}: not a text file (it contains NUL bytes)")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InstrumentError(f"{path}: not UTF-8 text ({exc})") from None
+    return data
+
+
 def parse_source(
     path: str | Path,
     *,
@@ -167,16 +182,7 @@ def parse_source(
     from clang import cindex
 
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InstrumentError(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    if b"\0" in data:
-        raise InstrumentError(f"{path}: not a text file (it contains NUL bytes)")
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InstrumentError(f"{path}: not UTF-8 text ({exc})") from None
+    data = read_source(path)
     index = clang_index()
     args = clang_args(include_dirs, defines, extra_args)
     tu = None

@@ -181,17 +181,33 @@ def _assign_region(blocks: list[Block], root: int) -> list[int]:
     return order
 
 
-def _postorder(blocks: list[Block], root: int, region: set[int]) -> list[int]:
-    post, seen, stack = [], {root}, [(root, iter(blocks[root].succs))]
+def _postorder(
+    blocks: list[Block],
+    root: int,
+    region: set[int],
+    retreating: list[tuple[int, int]] | None = None,
+) -> list[int]:
+    """The blocks of `region` reached from `root` depth first (successors in order), in
+    postorder; with `retreating`, each edge to a block still on the DFS stack is added to it."""
+    post: list[int] = []
+    seen, on_stack = {root}, {root}
+    stack = [(root, iter(blocks[root].succs))]
     while stack:
         node, it = stack[-1]
         for s in it:
-            if s in region and s not in seen:
+            if s not in region:
+                continue
+            if s in on_stack:
+                if retreating is not None:
+                    retreating.append((node, s))
+            elif s not in seen:
                 seen.add(s)
+                on_stack.add(s)
                 stack.append((s, iter(blocks[s].succs)))
                 break
         else:
             post.append(node)
+            on_stack.discard(node)
             stack.pop()
     return post
 
@@ -246,26 +262,8 @@ def _natural_loops(
 ) -> list[Loop]:
     region = set(order)
     # Retreating edges: to a block still on the DFS stack.
-    on_stack: set[int] = set()
     retreating: list[tuple[int, int]] = []
-    seen = {root}
-    stack = [(root, iter(blocks[root].succs))]
-    on_stack.add(root)
-    while stack:
-        node, it = stack[-1]
-        for s in it:
-            if s not in region:
-                continue
-            if s in on_stack:
-                retreating.append((node, s))
-            elif s not in seen:
-                seen.add(s)
-                on_stack.add(s)
-                stack.append((s, iter(blocks[s].succs)))
-                break
-        else:
-            on_stack.discard(node)
-            stack.pop()
+    _postorder(blocks, root, region, retreating)
     by_header: dict[int, set[int]] = {}
     latches: dict[int, list[int]] = {}
     for u, h in retreating:

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 
 from klaraptor.isa.errors import DisassemblyError
-from klaraptor.isa.operands import split_operands
+from klaraptor.isa.operands import matching, split_instruction
 
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _HEAD = re.compile(r"\.(entry|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$]*)\s*\(")
@@ -98,15 +98,10 @@ def parse_ptx(text: str) -> dict[str, PtxFunction]:
 
 
 def _matching(src: str, start: int, open_: str, close: str) -> int:
-    depth = 0
-    for i in range(start, len(src)):
-        if src[i] == open_:
-            depth += 1
-        elif src[i] == close:
-            depth -= 1
-            if depth == 0:
-                return i
-    raise DisassemblyError(f"unbalanced {open_!r} in the PTX at offset {start}")
+    end = matching(src, start, open_, close)
+    if end is None:
+        raise DisassemblyError(f"unbalanced {open_!r} in the PTX at offset {start}")
+    return end
 
 
 def _parse_body(fn: PtxFunction, body: str) -> None:
@@ -145,14 +140,7 @@ def _parse_body(fn: PtxFunction, body: str) -> None:
 
 
 def _instruction(stmt: str, labels: tuple[str, ...]) -> PtxInstruction:
-    pred, neg = None, False
-    g = _GUARD.match(stmt)
-    if g:
-        neg, pred = g.group(1) == "!", g.group(2)
-        stmt = stmt[g.end() :]
-    head, _, rest = stmt.partition(" ")
-    parts = head.split(".")
-    operands = tuple(split_operands(rest, "([{", ")]}"))
+    pred, neg, stmt, parts, operands = split_instruction(stmt, _GUARD, "([{", ")]}")
     target = None
     if parts[0] == "bra" and operands:
         target = operands[-1]

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from klaraptor.isa.errors import DisassemblyError
-from klaraptor.isa.operands import split_operands
+from klaraptor.isa.operands import split_instruction
 
 # ---------------------------------------------------------------------------------------------
 # Control code
@@ -234,15 +234,8 @@ class Instruction:
 def parse_instruction(addr: int, text: str, ctrl: Control) -> Instruction:
     """Parse one instruction's text (as cuobjdump prints it, ';' optional)."""
     body = text.strip().rstrip(";").strip()
-    pred, neg = None, False
-    m = _GUARD.match(body)
-    if m:
-        neg, pred = m.group(1) == "!", m.group(2)
-        body = body[m.end() :]
-    head, _, rest = body.partition(" ")
-    parts = head.split(".")
+    pred, neg, body, parts, operands = split_instruction(body, _GUARD, "[(", "])")
     opcode, mods = parts[0], tuple(p for p in parts[1:] if p)
-    operands = tuple(split_operands(rest, "[(", "])"))
     dst, src = _registers(opcode, mods, operands)
     if pred is not None and pred not in ("PT", "UPT"):
         src = (pred, *src)

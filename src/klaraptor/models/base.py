@@ -167,6 +167,21 @@ class HelperJob:
                 best, t_best = index[b], t
         return best
 
+    def fitted_helper(
+        self,
+        model_name: str,
+        program: Program,
+        hw: Mapping[str, float],
+        report: dict[str, Any],
+        **more: Any,
+    ) -> HelperProgram:
+        """`helper_program` of a model of fitted metrics: within the noise band, with its fits'
+        `report`, the kernel attributes and the device in the info, then `more`."""
+        info = {"fits": report, "attributes": self.attrs.to_dict(), "device": self.profile.key}
+        return self.helper_program(
+            model_name, program, hw=hw, band=self.noise_band(), info={**info, **more}
+        )
+
     def helper_program(
         self,
         model_name: str,
@@ -358,18 +373,7 @@ class TemplateModel(Model):
             raise BuildError(
                 f"device profile {job.profile.key!r} lacks {missing} needed by {self.name}"
             )
-        helper = job.helper_program(
-            self.name,
-            bound,
-            hw=hw,
-            band=job.noise_band(),
-            info={
-                "fits": report,
-                "attributes": job.attrs.to_dict(),
-                "device": job.profile.key,
-                "tune_once": job.tune_once(),
-            },
-        )
+        helper = job.fitted_helper(self.name, bound, hw, report, tune_once=job.tune_once())
         return helper, report
 
 

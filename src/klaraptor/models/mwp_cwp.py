@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from klaraptor.core.errors import KlaraptorError
+from klaraptor.core.metrics import CANONICAL
 from klaraptor.device.occupancy import HW_INPUTS, occupancy_program
 from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, ModelTags, TemplateModel
 from klaraptor.program import Expr, Program, call, ceil, const, minimum, var, where
@@ -65,14 +66,9 @@ MODEL_HARDWARE: tuple[str, ...] = (
     "hw_dep_del_uncoal",
     "hw_issue_cycles",
 )
-_DERIVED = (
-    "inst_per_warp",
-    "gld_per_warp",
-    "gst_per_warp",
-    "gld_sectors_per_req",
-    "gst_sectors_per_req",
-    "l2_sectors_per_warp",
-    "sync_per_warp",
+# The measured inputs: every canonical per-warp and per-request metric but shared memory's.
+_DERIVED = tuple(
+    m for m in CANONICAL if m.endswith(("_per_warp", "_per_req")) and m != "shared_per_warp"
 )
 OUTPUTS: tuple[str, ...] = (
     "cycles",

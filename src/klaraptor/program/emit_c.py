@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from klaraptor.program.expr import float_key
-from klaraptor.program.lower import CodeGen, Names, ProgramLike, sanitize
+from klaraptor.program.lower import CodeGen, Names, ProgramLike
 
 
 def _c_float(v: float) -> str:
@@ -62,12 +62,7 @@ def c_source(prog: ProgramLike, prefix: str) -> str:
 class _CGen(CodeGen):
     def __init__(self, prog: ProgramLike, prefix: str) -> None:
         super().__init__(prog)
-        names = Names(_C_RESERVED)
-        top = sanitize(prog.name)
-        self.fname: dict[str | None, str] = {None: names.take(prefix + top)}
-        for k in sorted(self.subs):
-            self.fname[k] = names.take(f"{prefix}{top}__{sanitize(k)}")
-        self.names = names
+        self.name_functions(Names(_C_RESERVED), prefix, prefix)
 
     def source(self) -> str:
         prog = self.prog

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from klaraptor.program.expr import float_key
-from klaraptor.program.lower import CodeGen, Names, ProgramLike, sanitize
+from klaraptor.program.lower import CodeGen, Names, ProgramLike
 
 # The scalar semantics in Python: exec'd here for `specialize`, emitted verbatim by `to_python`.
 _PY_HELPERS = '''
@@ -100,12 +100,7 @@ def python_module(prog: ProgramLike, prefix: str) -> str:
 class _PyGen(CodeGen):
     def __init__(self, prog: ProgramLike, prefix: str) -> None:
         super().__init__(prog)
-        names = Names(_PY_RESERVED)
-        top = sanitize(prog.name)
-        self.fname: dict[str | None, str] = {None: names.take(prefix + top)}
-        for k in sorted(self.subs):
-            self.fname[k] = names.take(f"_kp_f_{top}__{sanitize(k)}", internal=True)
-        self.names = names
+        self.name_functions(Names(_PY_RESERVED), prefix, "_kp_f_", internal=True)
         self.tables: dict[tuple, str] = {}
         self.table_defs: list[str] = []
 

@@ -176,3 +176,14 @@ class CodeGen:
         visit(None)
         # Callees before callers, so C needs no prototypes; only sub-programs still live.
         self.subs = order
+
+    def name_functions(
+        self, names: Names, prefix: str, sub_prefix: str, *, internal: bool = False
+    ) -> None:
+        """Names each generated function from `names`: the program `<prefix><name>`, each
+        sub-program `<sub_prefix><name>__<sub-program>` (`internal` names for those)."""
+        top = sanitize(self.prog.name)
+        self.fname: dict[str | None, str] = {None: names.take(prefix + top)}
+        for k in sorted(self.subs):
+            self.fname[k] = names.take(f"{sub_prefix}{top}__{sanitize(k)}", internal)
+        self.names = names

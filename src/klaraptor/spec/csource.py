@@ -68,3 +68,30 @@ def _digit_separator(source: str, i: int) -> bool:
 
 
 __all__ = ["blank_comments"]
+
+
+def split_top_level(
+    text: str, opening: str, closing: str, *, until: str | None = None
+) -> tuple[list[str], str] | None:
+    """The pieces of `text` between commas outside brackets (any of the `opening` / `closing`
+    characters), stripped: those before the last comma, then the last piece. With `until` (a
+    closing character), the text ends at the first `until` outside brackets, and None means it
+    never came."""
+    pieces: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch in opening:
+            depth += 1
+        elif ch in closing:
+            if ch == until and depth == 0:
+                return pieces, "".join(cur).strip()
+            depth -= 1
+        if ch == "," and depth == 0:
+            pieces.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if until is not None:
+        return None
+    return pieces, "".join(cur).strip()

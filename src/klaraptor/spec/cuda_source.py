@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from klaraptor.spec.csource import blank_comments
+from klaraptor.spec.csource import blank_comments, split_top_level
 
 
 def strip_comments(source: str) -> str:
@@ -72,24 +72,10 @@ def kernel_parameters(source: str, kernel: str) -> list[str] | None:
         start = max(text.rfind(ch, 0, m.start()) for ch in ";{}#")
         if not re.search(r"\b__global__\b", text[start + 1 : m.start()]):
             continue
-        params: list[str] = []
-        depth = 0
-        word: list[str] = []
-        for ch in text[m.end() :]:
-            if ch in "(<[":
-                depth += 1
-            elif ch in ")>]":
-                if depth == 0 and ch == ")":
-                    break
-                depth -= 1
-            if ch == "," and depth == 0:
-                params.append("".join(word).strip())
-                word = []
-            else:
-                word.append(ch)
-        else:
+        split = split_top_level(text[m.end() :], "(<[", ")>]", until=")")
+        if split is None:
             continue  # no closing parenthesis: not a declaration we can read
-        last = "".join(word).strip()
+        params, last = split
         if last and last != "void":
             params.append(last)
         elif params:

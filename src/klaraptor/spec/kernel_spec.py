@@ -61,6 +61,10 @@ _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+# Values by name: a data size D, program parameter values.
+Named = Mapping[str, Any]
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """Everything klaraptor needs to compile, measure, model and launch one kernel.
@@ -522,12 +526,7 @@ class KernelSpec:
     # -- evaluation ---------------------------------------------------------------------------
 
     def _env(
-        self,
-        D: Mapping[str, Any],
-        bx: Any,
-        by: Any,
-        bz: Any,
-        params: Mapping[str, Any] | None = None,
+        self, D: Named, bx: Any, by: Any, bz: Any, params: Named | None = None
     ) -> dict[str, Any]:
         if not isinstance(D, Mapping):
             D = self.size(D)
@@ -549,12 +548,7 @@ class KernelSpec:
         return env
 
     def grid_arrays(
-        self,
-        D: Mapping[str, Any],
-        bx: Any,
-        by: Any,
-        bz: Any,
-        params: Mapping[str, Any] | None = None,
+        self, D: Named, bx: Any, by: Any, bz: Any, params: Named | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The grid over arrays of block dims (and D values), as float64 arrays of one shape.
 
@@ -601,12 +595,7 @@ class KernelSpec:
         return (int(vals[0]), int(vals[1]), int(vals[2]))
 
     def dynamic_smem_arrays(
-        self,
-        D: Mapping[str, Any],
-        bx: Any,
-        by: Any,
-        bz: Any,
-        params: Mapping[str, Any] | None = None,
+        self, D: Named, bx: Any, by: Any, bz: Any, params: Named | None = None
     ) -> np.ndarray:
         """Dynamic shared memory (bytes) over arrays of block dims, as float64 (0 when None)."""
         env = self._env(D, bx, by, bz, params)
@@ -632,12 +621,7 @@ class KernelSpec:
         return int(v)
 
     def constraint_masks(
-        self,
-        D: Mapping[str, Any],
-        bx: Any,
-        by: Any,
-        bz: Any,
-        params: Mapping[str, Any] | None = None,
+        self, D: Named, bx: Any, by: Any, bz: Any, params: Named | None = None
     ) -> list[tuple[str, np.ndarray]]:
         """(label, satisfied mask) per constraint, over arrays of block dims."""
         return constraint_masks(self.constraint_items(), self._env(D, bx, by, bz, params))

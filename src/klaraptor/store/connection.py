@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from klaraptor.core.errors import StoreError
+from klaraptor.core.paths import home_path
 from klaraptor.store import schema
 from klaraptor.store.records import now
 
@@ -30,12 +31,7 @@ _T = TypeVar("_T")
 
 def default_store_path() -> Path:
     """`$KLARAPTOR_HOME/klaraptor.sqlite`, else `$XDG_CACHE_HOME/klaraptor/…`, else `~/.cache/…`."""
-    home = os.environ.get("KLARAPTOR_HOME")
-    if home:
-        return Path(home).expanduser() / "klaraptor.sqlite"
-    cache = os.environ.get("XDG_CACHE_HOME")
-    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
-    return base / "klaraptor" / "klaraptor.sqlite"
+    return home_path("klaraptor.sqlite")
 
 
 def _is_locked(exc: BaseException) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from klaraptor.core.errors import KlaraptorError, StoreError
@@ -76,6 +76,9 @@ def _canon_d(D: Any, names: tuple[str, ...], kernel: str) -> str:
             f"{list(names)}"
         )
     return json.dumps(list(D.values()), separators=(",", ":"))
+
+
+_NEWEST = "created DESC, id DESC LIMIT 1"  # the order that reads the newest row only
 
 
 class Store(StoreFile):
@@ -343,6 +346,18 @@ class Store(StoreFile):
             self._write(lambda c: c.executemany(self._PUT_MEASUREMENT, rows))
         return len(rows)
 
+    def _read_where(
+        self, sql: str, args: Sequence[Any], order: str, **equal: str | None
+    ) -> list[tuple[Any, ...]]:
+        """The rows of `sql` (a SELECT ending in a WHERE clause over `args`) whose columns in
+        `equal` also hold the given values (a None value: any), ordered by `order`."""
+        values = list(args)
+        for column, value in equal.items():
+            if value is not None:
+                sql += f" AND {column} = ?"
+                values.append(value)
+        return self._read(f"{sql} ORDER BY {order}", values)
+
     def measurements(
         self,
         kernel: str,
@@ -355,14 +370,7 @@ class Store(StoreFile):
             "SELECT d, bx, by, bz, kind, status, value, reason, created, params "
             "FROM measurements WHERE kernel = ? AND device = ?"
         )
-        params: list[Any] = [kernel, device]
-        if kind is not None:
-            sql += " AND kind = ?"
-            params.append(kind)
-        if status is not None:
-            sql += " AND status = ?"
-            params.append(status)
-        rows = self._read(sql + " ORDER BY id", params)
+        rows = self._read_where(sql, (kernel, device), "id", kind=kind, status=status)
         if not rows:
             return []
         names = self.data_names(kernel)
@@ -457,14 +465,7 @@ class Store(StoreFile):
         sql = (
             "SELECT id, kernel, device, model, created, helper, report FROM builds WHERE kernel = ?"
         )
-        params: list[Any] = [kernel]
-        if device is not None:
-            sql += " AND device = ?"
-            params.append(device)
-        if model is not None:
-            sql += " AND model = ?"
-            params.append(model)
-        rows = self._read(sql + " ORDER BY created DESC, id DESC LIMIT 1", params)
+        rows = self._read_where(sql, (kernel,), _NEWEST, device=device, model=model)
         if not rows:
             return None
         r = rows[0]
@@ -599,11 +600,7 @@ class Store(StoreFile):
             "SELECT id, name, device, feature_version, sklearn_version, created, info, blob "
             "FROM stat_models WHERE name = ?"
         )
-        params: list[Any] = [name]
-        if device is not None:
-            sql += " AND device = ?"
-            params.append(device)
-        rows = self._read(sql + " ORDER BY created DESC, id DESC LIMIT 1", params)
+        rows = self._read_where(sql, (name,), _NEWEST, device=device)
         if not rows:
             return None
         r = rows[0]
@@ -658,11 +655,7 @@ class Store(StoreFile):
             "SELECT d, bx, by, bz, gx, gy, gz, predicted_ms, measured_ms, source, created, model, "
             "params FROM history WHERE kernel = ? AND device = ?"
         )
-        params: list[Any] = [kernel, device]
-        if model is not None:
-            sql += " AND model = ?"
-            params.append(model)
-        rows = self._read(sql + " ORDER BY created, id", params)
+        rows = self._read_where(sql, (kernel, device), "created, id", model=model)
         if not rows:
             return []
         names = self.data_names(kernel)

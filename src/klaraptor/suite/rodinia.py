@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor.spec import Block, Data, DataParam, KernelSpec
-from klaraptor.suite.args import launch_args
+from klaraptor.suite.args import launch_args, sizes_meta
 
 ArgsFactory = Callable[..., tuple[Any, ...]]
 Reference = Callable[[Data, tuple[Any, ...]], dict[int, np.ndarray]]
@@ -1058,20 +1058,11 @@ def _spec(
     rodinia_block: Block | None = None,
 ) -> KernelSpec:
     """One Rodinia kernel; N is read from argument `n_arg`."""
-    train, evals, ncu = _SIZES[sizes]
-    meta: dict[str, Any] = {
-        "benchmark": app,
-        "suite": "rodinia",
-        "complexity": complexity,
-        "train_sizes": train,
-        "eval_sizes": evals,
-        "ncu_sizes": ncu,
-        "flops": flops,
-        "min_bytes": min_bytes,
-        "overwrites": overwrites,
-        "layout": "NxN" if sizes == "grid" else "N",
-        "features": features,
-    }
+    layout = "NxN" if sizes == "grid" else "N"
+    meta = sizes_meta(
+        app, "rodinia", complexity, _SIZES[sizes], flops, min_bytes, overwrites, layout
+    )
+    meta["features"] = features
     if rodinia_block is not None:
         meta["rodinia_block"] = rodinia_block
     return KernelSpec(

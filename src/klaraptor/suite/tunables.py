@@ -48,7 +48,7 @@ import numpy as np
 from klaraptor.core.types import ParamStyle, ParamValues
 from klaraptor.space.configspace import default_candidates
 from klaraptor.spec import Block, Data, DataParam, KernelSpec, ProgramParam
-from klaraptor.suite.args import launch_args, rand_f32
+from klaraptor.suite.args import launch_args, rand_f32, sizes_meta
 from klaraptor.suite.patterns import matmul_args as sgemm_args
 
 # The arguments of the kernels shaped as the patterns' (the same arrays, the same draws).
@@ -831,6 +831,7 @@ def _spec(
     overwrites: tuple[int, ...] | None = None,
 ) -> KernelSpec:
     train, evals, ncu, layout, check = _SIZES[sizes]
+    written = outputs if overwrites is None else overwrites
     return KernelSpec(
         name=f"tunables.{benchmark}.{kernel}",
         source=source,
@@ -851,16 +852,16 @@ def _spec(
         rtol=rtol,
         description=description,
         meta={
-            "benchmark": benchmark,
-            "suite": "tunables",
-            "complexity": complexity,
-            "train_sizes": train,
-            "eval_sizes": evals,
-            "ncu_sizes": ncu,
-            "flops": flops,
-            "min_bytes": min_bytes,
-            "overwrites": outputs if overwrites is None else overwrites,
-            "layout": layout,
+            **sizes_meta(
+                benchmark,
+                "tunables",
+                complexity,
+                (train, evals, ncu),
+                flops,
+                min_bytes,
+                written,
+                layout,
+            ),
             "check_sizes": check,
         },
     )

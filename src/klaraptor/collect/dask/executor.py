@@ -18,7 +18,7 @@ import time
 import uuid
 import warnings
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,13 +27,20 @@ from klaraptor.collect.dask import tasks
 from klaraptor.collect.dask.admission import WorkerProbe, admit, group_by_device
 from klaraptor.collect.dask.cluster import require_dask
 from klaraptor.collect.dask.partition import PER_WORKER, partition
-from klaraptor.collect.executor import NCU_MISSING, CounterBatch, CounterRun
-from klaraptor.collect.process import ItemResult
+from klaraptor.collect.executor import (
+    NCU_MISSING,
+    CounterBatch,
+    CounterRun,
+    OnBatch,
+    OnProgress,
+    OnResults,
+    PlanRun,
+    Work,
+)
 from klaraptor.collect.worker import Point
 from klaraptor.core.errors import CollectError, KlaraptorError
 
 if TYPE_CHECKING:
-    from klaraptor.collect.plan import MeasurementPlan, PointKey
     from klaraptor.core.types import DataSize
     from klaraptor.device.profile import DeviceProfile
     from klaraptor.spec import KernelSpec
@@ -475,15 +482,8 @@ class DaskExecutor:
             return info
         raise CollectError(f"no Dask worker could compile {spec.name}: {'; '.join(errors)}")
 
-    def time_points(
-        self,
-        spec: KernelSpec,
-        points: Sequence[Point],
-        options: Any,
-        *,
-        workdir: Path,
-        on_results: Callable[[list[ItemResult]], None],
-    ) -> dict[str, Any]:
+    def time_points(self, work: Work, *, on_results: OnResults) -> dict[str, Any]:
+        spec, points, options = work.spec, work.points, work.options
         check_transportable(spec)
         runner = {"timing_workers": 0, "crashes": 0, "timeouts": 0, "worker_startup_s": 0.0}
 
@@ -503,23 +503,13 @@ class DaskExecutor:
         )
         return {**runner, **self.stats.summary()}
 
-    def plan_session(
-        self,
-        spec: KernelSpec,
-        points: Sequence[Point],
-        options: Any,
-        *,
-        plan: MeasurementPlan,
-        key_of: Mapping[int, PointKey],
-        known: Mapping[PointKey, tuple[float, ...] | None],
-        workdir: Path,
-        on_results: Callable[[list[ItemResult]], None],
-    ) -> dict[str, Any]:
+    def plan_session(self, work: Work, run: PlanRun, *, on_results: OnResults) -> dict[str, Any]:
         """The plan in one session on one worker's GPU (it is sequential); its results are
         written when the session returns. A worker that leaves loses the session: the next
         admitted worker runs the plan again from the results known before."""
+        spec, points = work.spec, work.points
         check_transportable(spec)
-        opts = self.worker_options(options)
+        opts = self.worker_options(work.options)
         # Each point is bounded by the timeout; the session by all of them and a start-up.
         limit = opts.startup_timeout_s + opts.timeout_s * max(1, len(points))
         tried: list[str] = []
@@ -541,9 +531,7 @@ class DaskExecutor:
                     spec,
                     list(points),
                     opts,
-                    plan,
-                    dict(key_of),
-                    dict(known),
+                    PlanRun(run.plan, dict(run.key_of), dict(run.known)),
                     label="plan",
                     timeout_s=limit,
                 )
@@ -568,16 +556,9 @@ class DaskExecutor:
             return {**answer["stats"], "dask_worker": addr, **self.stats.summary()}
 
     def profile_points(
-        self,
-        spec: KernelSpec,
-        points: Sequence[Point],
-        device: DeviceProfile,
-        options: Any,
-        *,
-        workdir: Path,
-        on_batch: Callable[[CounterBatch], None],
-        on_progress: Callable[[int], None],
+        self, work: Work, device: DeviceProfile, *, on_batch: OnBatch, on_progress: OnProgress
     ) -> CounterRun:
+        spec, points, options = work.spec, work.points, work.options
         check_transportable(spec)
         run = CounterRun("ran")
         skipped: list[str] = []

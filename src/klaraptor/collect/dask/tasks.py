@@ -171,15 +171,12 @@ def _measured(kind: str, run: Any) -> dict[str, Any]:
 
 def time_chunk(spec: Any, points: Sequence[Point], options: Any) -> dict[str, Any]:
     """Time one chunk of points in isolated worker subprocesses; one result per point."""
-    from klaraptor.collect.executor import time_points
+    from klaraptor.collect.executor import Work, time_points
 
     return _measured(
         "time",
         lambda workdir, on_result: time_points(
-            spec,
-            points,
-            options,
-            workdir=workdir,
+            Work(spec, points, options, workdir),
             env=worker_env(),
             on_result=on_result,
             wrap=guarded,
@@ -187,27 +184,16 @@ def time_chunk(spec: Any, points: Sequence[Point], options: Any) -> dict[str, An
     )
 
 
-def plan_task(
-    spec: Any,
-    points: Sequence[Point],
-    options: Any,
-    plan: Any,
-    key_of: dict[int, Any],
-    known: dict[Any, Any],
-) -> dict[str, Any]:
-    """A budgeted measurement plan in one session on this worker's GPU; every result of it."""
-    from klaraptor.collect.executor import plan_session
+def plan_task(spec: Any, points: Sequence[Point], options: Any, run: Any) -> dict[str, Any]:
+    """A budgeted measurement plan (a `PlanRun`) in one session on this worker's GPU; every
+    result of it."""
+    from klaraptor.collect.executor import Work, plan_session
 
     return _measured(
         "plan",
         lambda workdir, on_result: plan_session(
-            spec,
-            points,
-            options,
-            plan=plan,
-            key_of=key_of,
-            known=known,
-            workdir=workdir,
+            Work(spec, points, options, workdir),
+            run,
             env=worker_env(),
             on_result=on_result,
             wrap=guarded,

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from klaraptor.core.paths import home_path
 from klaraptor.isa.analysis import KernelISA, analyze, load_recorded_raw
 from klaraptor.isa.errors import ToolMissingError
 
@@ -28,12 +29,7 @@ ARCH = "sm_90"
 
 def cache_dir() -> Path:
     """The folder of cached analyses (created on first write)."""
-    home = os.environ.get("KLARAPTOR_HOME")
-    if home:
-        return Path(home).expanduser() / "isa"
-    cache = os.environ.get("XDG_CACHE_HOME")
-    base = Path(cache).expanduser() if cache else Path.home() / ".cache"
-    return base / "klaraptor" / "isa"
+    return home_path("isa")
 
 
 @functools.lru_cache(maxsize=1)

@@ -325,21 +325,16 @@ class SaakeModel(Model):
         bound = template.bind({k: v for k, v in subs.items() if k in template.unbound_calls()})
         hw_all = hardware_inputs(job.profile, allow_missing=True)
         hw = {k: hw_all[k] for k in HARDWARE if k in bound.inputs}
-        return job.helper_program(
+        return job.fitted_helper(
             self.name,
             bound,
-            hw=hw,
-            band=job.noise_band(),
-            info={
-                "fits": report,
-                "attributes": job.attrs.to_dict(),
-                "device": job.profile.key,
-                "saake": {
-                    "cache_term": self.cache_term,
-                    "calibrated": calibrated,
-                    "emulated_sizes": [list(s) for s in sizes],
-                    "l2_regimes": bool(split),
-                },
+            hw,
+            report,
+            saake={
+                "cache_term": self.cache_term,
+                "calibrated": calibrated,
+                "emulated_sizes": [list(s) for s in sizes],
+                "l2_regimes": bool(split),
             },
         )
 
