@@ -1,0 +1,330 @@
+"""SAAKE's bottleneck-driven search over program parameters and block shape (SAAKE §5, Alg. 3),
+on emulated times only: every configuration it looks at is a compiled variant emulated from its
+SASS at the actual size D (`KernelEmulator.from_variant`), never run.
+
+From the author's configuration (default variant, default block), the emulator names the
+bottleneck (`sensitivity.analyse`); the neighbours (one program parameter one value up or down,
+or one block dimension doubled or halved) are ordered by the move that relieves it:
+
+- latency-bound: more resident warps per SM first (more concurrency hides the latency);
+- throughput-bound: least emulated time spent on the named resource first (less demand on it).
+
+The walk moves to the first neighbour, in that order, whose emulated time is lower, and stops
+where none is. `search` returns the path (`SearchPath`), each step with the reason it was taken.
+The compiled attributes of each variant (registers, static shared memory) are the compiler's
+(`compiled_attributes`: cuobjdump's resource usage of the variant's cubin), unless given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from klaraptor.core.errors import KlaraptorError
+from klaraptor.core.types import Block, DataSize, KernelAttributes, ParamValues
+
+ATTRIBUTES_FROM_COMPILER = (
+    "compiled attributes: registers and static shared memory as the compiler reports them "
+    "(cuobjdump -res-usage of each variant's cubin; no GPU queried)"
+)
+MAX_STEPS = 64  # a walk strictly decreases the emulated time; this only bounds a pathology
+
+
+class SearchError(KlaraptorError):
+    """The search cannot run: a kernel without program parameters, or an author's configuration
+    that cannot be emulated."""
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """One point of the joint space: a compiled variant and a block."""
+
+    variant: ParamValues
+    block: Block
+
+    def text(self) -> str:
+        vals = ", ".join(f"{k}={v}" for k, v in self.variant.items())
+        return f"{vals}, block {self.block}"
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    """One configuration on the path: its emulated time, the bottleneck emulation names there,
+    and why the walk moved on from it or stopped at it (`moved_to`: None where it stopped)."""
+
+    config: SearchConfig
+    ms: float
+    bottleneck: str
+    meaning: str  # what the bottleneck resource is, in one line
+    why: str
+    moved_to: SearchConfig | None
+    neighbours_emulated: int
+
+
+@dataclass(frozen=True)
+class SearchPath:
+    """The walk: the steps from the author's configuration to the chosen one."""
+
+    kernel: str
+    D: DataSize
+    steps: tuple[SearchStep, ...]
+    attributes_source: str
+    configurations_emulated: int
+
+    @property
+    def chosen(self) -> SearchStep:
+        return self.steps[-1]
+
+    @property
+    def speedup(self) -> float:
+        """The author's emulated time over the chosen one's."""
+        return self.steps[0].ms / self.chosen.ms
+
+
+class VariantEmulator(Protocol):
+    """What the walk reads of a variant's emulator (`KernelEmulator`)."""
+
+    candidates: tuple[Block, ...]
+
+    def cycles(self, D: Sequence[int], j: int) -> float: ...
+    def shape(self, D: Sequence[int], j: int) -> Any: ...
+    def utilisation(self, D: Sequence[int], j: int) -> dict[str, float]: ...
+
+
+def neighbours(
+    spec: Any, config: SearchConfig, blocks_of: Callable[[ParamValues], Sequence[Block]]
+) -> list[tuple[SearchConfig, str]]:
+    """The moves of Alg. 3 from `config`, each with its description: one program parameter one
+    value down or up (same block), or one block dimension halved or doubled (same variant);
+    only configurations in the space (`blocks_of(variant)`: the variant's launchable blocks)."""
+    out: list[tuple[SearchConfig, str]] = []
+    values = dict(config.variant.items())
+    for prm in spec.params:
+        i = prm.values.index(values[prm.name])
+        for nb in (i - 1, i + 1):
+            if 0 <= nb < len(prm.values):
+                pv = spec.param_values({**values, prm.name: prm.values[nb]})
+                if config.block in blocks_of(pv):
+                    move = f"{prm.name} {values[prm.name]} -> {prm.values[nb]}"
+                    out.append((SearchConfig(pv, config.block), move))
+    own = set(blocks_of(config.variant))
+    for axis, name in enumerate("xyz"):
+        for factor, verb in ((2, "doubled"), (0.5, "halved")):
+            b = list(config.block)
+            b[axis] = int(b[axis] * factor)
+            block = (b[0], b[1], b[2])
+            if b[axis] >= 1 and block != config.block and block in own:
+                out.append((SearchConfig(config.variant, block), f"block {name} {verb}"))
+    return out
+
+
+def relief_key(
+    mode: str, bottleneck: str, em: VariantEmulator, j: int, *, d: Sequence[int], cycles: float
+) -> tuple[float, float]:
+    """The sort key of a neighbour (smaller first): latency-bound, more resident warps per SM
+    first; throughput-bound, least time on the bottleneck resource first; ties by emulated time."""
+    if mode == "latency":
+        w = em.shape(d, j)
+        resident = min(w.active_blocks, max(w.blocks, 1)) * w.warps_per_block
+        return (-float(resident), cycles)
+    return (em.utilisation(d, j).get(bottleneck, 0.0) * cycles, cycles)
+
+
+def compiled_attributes(spec: Any, variant: ParamValues, profile: Any) -> KernelAttributes:
+    """A variant's attributes as the compiler states them (its SASS analysis, compiled with the
+    CUDA toolkit when not cached): registers, static shared memory, local memory."""
+    from klaraptor.models.saake.isa_source import kernel_isa
+    from klaraptor.models.snowpack.features import attributes_from, from_isa_features
+
+    isa, _ = kernel_isa(spec, variant=variant)
+    return attributes_from(from_isa_features(isa.features, spec.name), profile)
+
+
+def search(
+    spec: Any,
+    D: Any,
+    profile: Any,
+    attrs_of_variant: Callable[[ParamValues], KernelAttributes] | None = None,
+    *,
+    emulator_of: Callable[[ParamValues, Sequence[Block]], VariantEmulator] | None = None,
+    analyse: Callable[[Any, Sequence[int], int], Any] | None = None,
+    attributes_source: str | None = None,
+) -> SearchPath:
+    """Alg. 3 on emulated times (module docstring) from the author's configuration at D.
+
+    `attrs_of_variant`: a variant's compiled attributes (default `compiled_attributes`);
+    `emulator_of(variant, blocks)`: its emulator over those blocks (default
+    `KernelEmulator.from_variant` at D); `analyse(em, d, j)`: its sensitivity (default
+    `sensitivity.analyse`)."""
+    from klaraptor.space.configspace import ConfigSpace
+
+    if not spec.params:
+        raise SearchError(
+            f"kernel {spec.name!r} has no program parameters: `search` walks program parameters "
+            "and block shape (for the block alone use `klaraptor explain`)"
+        )
+    size = spec.size(D)
+    d = tuple(int(v) for v in size.values())
+    clock_khz = float(profile.sm_clock_mhz) * 1e3
+    if attrs_of_variant is None:
+        attrs_of_variant = lambda pv: compiled_attributes(spec, pv, profile)  # noqa: E731
+        attributes_source = attributes_source or ATTRIBUTES_FROM_COMPILER
+    if emulator_of is None:
+
+        def emulator_of(pv: ParamValues, blocks: Sequence[Block]) -> VariantEmulator:
+            from klaraptor.models.saake.emulator import KernelEmulator
+
+            return KernelEmulator.from_variant(
+                spec, pv, profile, attrs_of_variant(pv), blocks, [size]
+            )
+
+    if analyse is None:
+        from klaraptor.models.saake import sensitivity
+
+        analyse = sensitivity.analyse  # type: ignore[assignment]  # takes a KernelEmulator
+    analyse_at: Callable[[Any, Sequence[int], int], Any] = analyse
+
+    space = ConfigSpace.for_spec(spec)
+    default = SearchConfig(spec.default_variant, tuple(spec.default_block or (256, 1, 1)))
+    blocks: dict[ParamValues, list[Block]] = {}
+    ems: dict[ParamValues, VariantEmulator] = {}
+
+    def blocks_of(pv: ParamValues) -> list[Block]:
+        if pv not in blocks:
+            cands = list(dict.fromkeys([*space.candidates, default.block]))
+            ok, _ = space.admissible(size, cands, spec=spec, params=pv)
+            ok, _ = space.filter_launchable(ok, size, attrs_of_variant(pv), profile, params=pv)
+            blocks[pv] = ok
+        return blocks[pv]
+
+    def where(c: SearchConfig) -> tuple[VariantEmulator, int]:
+        if c.variant not in ems:
+            ems[c.variant] = emulator_of(c.variant, blocks_of(c.variant))
+        em = ems[c.variant]
+        return em, em.candidates.index(c.block)
+
+    emulated: set[SearchConfig] = set()
+
+    def ms(c: SearchConfig) -> float:
+        em, j = where(c)
+        emulated.add(c)
+        return em.cycles(d, j) / clock_khz
+
+    if default.block not in blocks_of(default.variant):
+        raise SearchError(
+            f"kernel {spec.name!r}: the author's configuration ({default.text()}) cannot launch "
+            f"at {size}"
+        )
+    current, current_ms = default, ms(default)
+    if not math.isfinite(current_ms):
+        raise SearchError(
+            f"kernel {spec.name!r}: the author's configuration ({default.text()}) cannot be "
+            f"emulated at {size}"
+        )
+    steps: list[SearchStep] = []
+    visited = {current}
+    for _ in range(MAX_STEPS):
+        em, j = where(current)
+        s = analyse_at(em, d, j)
+        headline = s.headline()
+        meaning = s.meaning(s.bottleneck)
+        cands = [(c, m) for c, m in neighbours(spec, current, blocks_of) if c not in visited]
+        timed = {c: ms(c) for c, _ in cands}
+        cands = [(c, m) for c, m in cands if math.isfinite(timed[c])]
+        relief = (
+            "more resident warps first"
+            if s.mode == "latency"
+            else f"least time on {s.name(s.bottleneck)} first"
+        )
+
+        keys = {
+            c: relief_key(s.mode, s.bottleneck, *where(c), d=d, cycles=timed[c] * clock_khz)
+            for c, _ in cands
+        }
+        ordered = sorted(cands, key=lambda cm: keys[cm[0]])
+        visited.update(c for c, _ in ordered)
+        nxt = next(
+            ((k, c, m) for k, (c, m) in enumerate(ordered, 1) if timed[c] < current_ms), None
+        )
+        if nxt is None:
+            why = (
+                f"stop: none of its {len(ordered)} neighbours emulates faster"
+                if ordered
+                else "stop: no neighbour can launch"
+            )
+            steps.append(
+                SearchStep(current, current_ms, headline, meaning, why, None, len(ordered))
+            )
+            break
+        k, c, move = nxt
+        why = (
+            f"move: {move} ({s.mode}-bound: {relief}; neighbour {k} of {len(ordered)} in that "
+            f"order, the first that emulates faster: {current_ms:.4g} -> {timed[c]:.4g} ms)"
+        )
+        steps.append(SearchStep(current, current_ms, headline, meaning, why, c, len(ordered)))
+        current, current_ms = c, timed[c]
+    return SearchPath(
+        spec.name,
+        size,
+        tuple(steps),
+        attributes_source or "compiled attributes: given by the caller",
+        len(emulated),
+    )
+
+
+def format_path(path: SearchPath) -> str:
+    """The path as lines for a terminal: one per step, then the choice."""
+    lines = [f"{path.kernel} {path.D}: SAAKE's walk (Alg. 3) on emulated times", ""]
+    for i, st in enumerate(path.steps):
+        lines.append(f"{i}. {st.config.text()}: {st.ms:.4g} ms emulated")
+        lines.append(f"   {st.bottleneck}; {st.meaning}")
+        lines.append(f"   {st.why}")
+    ch = path.chosen
+    lines += [
+        "",
+        f"{path.configurations_emulated} configurations emulated; {path.attributes_source}.",
+        f"chosen: {ch.config.text()} at {ch.ms:.4g} ms ({path.speedup:.2f}x the author's "
+        f"{path.steps[0].ms:.4g} ms): emulated, not measured",
+    ]
+    return "\n".join(lines)
+
+
+def path_to_dict(path: SearchPath) -> dict[str, Any]:
+    def cfg(c: SearchConfig) -> Mapping[str, Any]:
+        return {"params": dict(c.variant.items()), "block": list(c.block)}
+
+    return {
+        "kernel": path.kernel,
+        "D": dict(path.D),
+        "steps": [
+            {
+                "config": cfg(s.config),
+                "emulated_ms": s.ms,
+                "bottleneck": s.bottleneck,
+                "meaning": s.meaning,
+                "why": s.why,
+                "moved_to": cfg(s.moved_to) if s.moved_to else None,
+            }
+            for s in path.steps
+        ],
+        "attributes_source": path.attributes_source,
+        "configurations_emulated": path.configurations_emulated,
+        "emulated_not_measured": True,
+    }
+
+
+__all__ = [
+    "ATTRIBUTES_FROM_COMPILER",
+    "SearchConfig",
+    "SearchError",
+    "SearchPath",
+    "SearchStep",
+    "compiled_attributes",
+    "format_path",
+    "neighbours",
+    "path_to_dict",
+    "relief_key",
+    "search",
+]
