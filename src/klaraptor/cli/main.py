@@ -1,5 +1,5 @@
 """The `klaraptor` command line: build, select, explain, list, show, export, instrument, prune, rm,
-device, demo, bench, import-recorded, import-kt, export-kt."""
+device, demo, bench, import-recorded, import-kt, export-kt, search."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from klaraptor.cli.common import (
 from klaraptor.cli.instrument import add_parser as add_instrument
 from klaraptor.cli.kernel_tuner import add_parser as add_kernel_tuner
 from klaraptor.cli.recorded import add_parser as add_recorded
+from klaraptor.cli.search import add_parser as add_search
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.core.validate import (
     arg_budget,
@@ -241,6 +242,7 @@ def make_parser() -> argparse.ArgumentParser:
     add_bench(sub)
     add_kernel_tuner(sub)
     add_recorded(sub)
+    add_search(sub)
     return p
 
 

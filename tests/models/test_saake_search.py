@@ -1,0 +1,149 @@
+"""SAAKE's bottleneck-driven walk (Alg. 3) in the product (models/saake/search, issue 37 item
+4): the moves, their order by the bottleneck, where it stops; on a fake emulator (no CUDA
+toolkit) and end to end on a compiled tunables kernel (needs the toolkit)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from klaraptor import suite
+from klaraptor.core.types import KernelAttributes, ParamValues
+from klaraptor.device.profile import recorded_profile
+from klaraptor.models.saake.emulate import GridShape
+from klaraptor.models.saake.search import (
+    SearchConfig,
+    SearchError,
+    format_path,
+    neighbours,
+    search,
+)
+from tests.isa.helpers import needs_tools
+
+GSMAP = "tunables.gsmap.gsmap"  # VEC (1, 2, 4), EPT (1, 2, 4, 8), 1D blocks
+ATTRS = KernelAttributes(32, 0, 0, 0, 1024, 232448)
+
+
+def _cycles(pv: ParamValues, block: tuple[int, int, int]) -> float:
+    """A separable bowl with its minimum at VEC=2, EPT=4, 128 threads (1000 cycles)."""
+    return 1000.0 * (
+        (abs(math.log2(pv["VEC"]) - 1) + 1)
+        * (abs(math.log2(pv["EPT"]) - 2) + 1)
+        * (abs(math.log2(block[0]) - 7) + 1)
+    )
+
+
+@dataclass
+class FakeEmulator:
+    pv: ParamValues
+    candidates: tuple[tuple[int, int, int], ...]
+
+    def cycles(self, D: Sequence[int], j: int) -> float:
+        return _cycles(self.pv, self.candidates[j])
+
+    def shape(self, D: Sequence[int], j: int) -> GridShape:
+        # One resident block per SM: resident warps grow with the block.
+        return GridShape(1000, 1, self.candidates[j][0] // 32, 132)
+
+    def utilisation(self, D: Sequence[int], j: int) -> dict[str, float]:
+        # DRAM is busy less of the time the more vectors a thread handles.
+        return {"dram": 1.0 / self.pv["EPT"] ** 2}
+
+
+@dataclass
+class FakeSensitivity:
+    mode: str
+    bottleneck: str = "dram"
+
+    def headline(self) -> str:
+        return f"bottleneck: {self.bottleneck} ({self.mode}-bound)"
+
+    def name(self, resource: str) -> str:
+        return resource
+
+    def meaning(self, resource: str) -> str:
+        return f"{resource}: device memory"
+
+
+def _walk(mode: str) -> Any:
+    spec = suite.get(GSMAP)
+    return search(
+        spec,
+        "N=1048576",
+        recorded_profile("h200"),
+        lambda pv: ATTRS,
+        emulator_of=lambda pv, blocks: FakeEmulator(pv, tuple(blocks)),
+        analyse=lambda em, d, j: FakeSensitivity(mode),
+    )
+
+
+def test_neighbours_are_one_parameter_one_value_or_one_block_dimension_doubled_or_halved() -> None:
+    spec = suite.get(GSMAP)
+    start = SearchConfig(spec.param_values({"VEC": 2, "EPT": 1}), (256, 1, 1))
+    got = neighbours(spec, start, lambda pv: [(128, 1, 1), (256, 1, 1), (512, 1, 1)])
+    moves = {m: (dict(c.variant.items()), c.block) for c, m in got}
+    assert moves == {
+        "VEC 2 -> 1": ({"VEC": 1, "EPT": 1}, (256, 1, 1)),
+        "VEC 2 -> 4": ({"VEC": 4, "EPT": 1}, (256, 1, 1)),
+        "EPT 1 -> 2": ({"VEC": 2, "EPT": 2}, (256, 1, 1)),
+        "block x doubled": ({"VEC": 2, "EPT": 1}, (512, 1, 1)),
+        "block x halved": ({"VEC": 2, "EPT": 1}, (128, 1, 1)),
+    }
+    # A block the variant cannot launch is no neighbour.
+    assert len(neighbours(spec, start, lambda pv: [(256, 1, 1)])) == 3
+
+
+def test_throughput_bound_tries_least_time_on_the_resource_first_not_the_fastest() -> None:
+    path = _walk("throughput")
+    first = path.steps[0]
+    assert dict(first.config.variant.items()) == {"VEC": 1, "EPT": 1}
+    assert first.config.block == (256, 1, 1) and first.ms == pytest.approx(12000 / 1.98e6)
+    # VEC 1 -> 2 and 128 threads emulate faster (6000 cycles) than EPT 1 -> 2 (8000), but EPT 2
+    # spends the least time on DRAM (1/4 of 8000): the walk takes it.
+    assert "EPT 1 -> 2" in first.why and dict(first.moved_to.variant.items())["EPT"] == 2
+    _check_descends_to_the_minimum(path)
+
+
+def test_latency_bound_tries_more_resident_warps_first() -> None:
+    path = _walk("latency")
+    # 512 threads (16 resident warps) come first but emulate slower (18000); of the rest, same
+    # warps, the faster VEC 1 -> 2 (6000) precedes EPT 1 -> 2 (8000); 128 threads come last.
+    assert "VEC 1 -> 2" in path.steps[0].why and "neighbour 2 of 4" in path.steps[0].why
+    _check_descends_to_the_minimum(path)
+
+
+def _check_descends_to_the_minimum(path: Any) -> None:
+    times = [s.ms for s in path.steps]
+    assert all(b < a for a, b in zip(times, times[1:]))
+    last = path.chosen
+    assert last.moved_to is None and last.why.startswith("stop: none of its")
+    assert dict(last.config.variant.items()) == {"VEC": 2, "EPT": 4}
+    assert last.config.block == (128, 1, 1)
+    for s, nxt in zip(path.steps, path.steps[1:]):
+        assert s.moved_to == nxt.config
+    text = format_path(path)
+    assert text.splitlines()[-1].endswith("emulated, not measured")
+    assert "bottleneck: dram" in text
+
+
+def test_a_kernel_without_program_parameters_is_refused() -> None:
+    with pytest.raises(SearchError, match="no program parameters"):
+        search(suite.get("polybench.gemm.gemm"), "N=1024", recorded_profile("h200"))
+
+
+@needs_tools
+def test_search_walks_a_compiled_kernel_on_emulated_times() -> None:
+    spec = suite.get("tunables.transpose.transpose_tiles")
+    path = search(spec, "N=1024", recorded_profile("h200"))
+    assert path.steps[0].config == SearchConfig(spec.default_variant, spec.default_block)
+    times = [s.ms for s in path.steps]
+    assert all(math.isfinite(t) and t > 0 for t in times)
+    assert all(b < a for a, b in zip(times, times[1:]))
+    assert path.chosen.why.startswith("stop")
+    assert all(s.bottleneck.startswith("bottleneck:") for s in path.steps)
+    assert "cuobjdump" in path.attributes_source
+    assert path.configurations_emulated >= len(path.steps)
