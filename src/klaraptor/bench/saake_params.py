@@ -110,28 +110,17 @@ def _timed_until(
 
 
 def _neighbours(spec: Any, key: Key, space: set[Key]) -> list[Key]:
-    """One program parameter one value up or down (same block), or one block dimension doubled
-    or halved (same variant): the moves of Alg. 3 (coarsening, tiling, unrolling, block)."""
+    """The moves of Alg. 3 (`models.saake.search.neighbours`) from `key` within `space`."""
+    from klaraptor.models.saake.search import SearchConfig, neighbours
+
     text, block = key
-    values = dict(kv.split("=") for kv in text.split(",")) if text else {}
-    out = []
-    for prm in spec.params:
-        cur = int(values[prm.name])
-        i = prm.values.index(cur)
-        for nb in (i - 1, i + 1):
-            if 0 <= nb < len(prm.values):
-                vals = {**values, prm.name: str(prm.values[nb])}
-                cand = (",".join(f"{p.name}={vals[p.name]}" for p in spec.params), block)
-                if cand in space:
-                    out.append(cand)
-    for axis in range(3):
-        for f in (2.0, 0.5):
-            b = list(block)
-            b[axis] = int(b[axis] * f)
-            cand = (text, tuple(b))
-            if b[axis] >= 1 and cand in space and cand != key:
-                out.append(cand)  # type: ignore[arg-type]
-    return out
+    values = {k: int(v) for k, v in (kv.split("=") for kv in text.split(","))} if text else {}
+    blocks: dict[str, set[tuple[int, int, int]]] = {}
+    for t, b in space:
+        blocks.setdefault(t, set()).add(b)
+    start = SearchConfig(spec.param_values(values), block)
+    moves = neighbours(spec, start, lambda pv: blocks.get(_variant_text(pv), set()))
+    return [(_variant_text(c.variant), c.block) for c, _ in moves]
 
 
 def walk(
@@ -142,6 +131,7 @@ def walk(
     start: Key,
 ) -> list[dict[str, Any]]:
     """The timed configurations of the bottleneck-driven walk (module docstring), in order."""
+    from klaraptor.models.saake.search import relief_key
     from klaraptor.models.saake.sensitivity import analyse
 
     d = (int(N),)
@@ -154,16 +144,7 @@ def walk(
         if not cands:
             break
         pred = {n: ems[n][0].cycles(d, ems[n][1]) for n in cands}
-        if s.mode == "latency":
-            key = {}
-            for n in cands:
-                w = ems[n][0].shape(d, ems[n][1])
-                key[n] = (-min(w.active_blocks, max(w.blocks, 1)) * w.warps_per_block, pred[n])
-        else:
-            key = {
-                n: (ems[n][0].utilisation(d, ems[n][1]).get(s.bottleneck, 0.0) * pred[n], pred[n])
-                for n in cands
-            }
+        key = {n: relief_key(s.mode, s.bottleneck, *ems[n], d=d, cycles=pred[n]) for n in cands}
         improved = False
         for n in sorted(cands, key=key.__getitem__):
             visited.add(n)

@@ -18,7 +18,7 @@ The compiled attributes of each variant (registers, static shared memory) are th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -94,7 +94,7 @@ class VariantEmulator(Protocol):
 
 
 def neighbours(
-    spec: Any, config: SearchConfig, blocks_of: Callable[[ParamValues], Sequence[Block]]
+    spec: Any, config: SearchConfig, blocks_of: Callable[[ParamValues], Collection[Block]]
 ) -> list[tuple[SearchConfig, str]]:
     """The moves of Alg. 3 from `config`, each with its description: one program parameter one
     value down or up (same block), or one block dimension halved or doubled (same variant);
