@@ -250,9 +250,11 @@ def search(
         )
         if nxt is None:
             why = (
-                f"stop: none of its {len(ordered)} neighbours emulates faster"
-                if ordered
-                else "stop: no neighbour can launch"
+                "stop: no neighbour can launch"
+                if not ordered
+                else "stop: its only neighbour does not emulate faster"
+                if len(ordered) == 1
+                else f"stop: none of its {len(ordered)} neighbours emulates faster"
             )
             steps.append(
                 SearchStep(current, current_ms, headline, meaning, why, None, len(ordered))
