@@ -20,14 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from klaraptor.collect import warm
+from klaraptor.collect.protocol import (  # re-exported: the worker and the executors use them
+    EXIT_CONTEXT_LOST as EXIT_CONTEXT_LOST,
+)
+from klaraptor.collect.protocol import EXIT_FATAL as EXIT_FATAL
+from klaraptor.collect.protocol import EXIT_OK as EXIT_OK
+from klaraptor.collect.protocol import WORKER_MODULE as WORKER_MODULE
+from klaraptor.collect.protocol import worker_env as worker_env
 from klaraptor.collect.warm import kill_group as kill_group  # re-exported: ncu and Dask use it
 from klaraptor.core.errors import CollectError, CompileError, MissingDependencyError
 
 NVTX_PREFIX = "kp:"
-EXIT_OK = 0
-EXIT_FATAL = 1
-EXIT_CONTEXT_LOST = 3
-WORKER_MODULE = "klaraptor.collect.worker"
 
 
 def describe_returncode(rc: int | None) -> str:
@@ -318,17 +321,6 @@ def run_once(
             f"{proc.tail()}"
         )
     return events
-
-
-def worker_env() -> dict[str, str]:
-    """The environment of worker processes: ours, with klaraptor importable by `-m`."""
-    env = dict(os.environ)
-    # src/ (or site-packages): three levels above this file, klaraptor/collect/process.py
-    root = str(Path(__file__).resolve().parents[2])
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if root not in paths:
-        env["PYTHONPATH"] = os.pathsep.join([root, *paths])
-    return env
 
 
 def worker_command(job_file: Path, python: str | None = None) -> list[str]:

@@ -187,7 +187,7 @@ class WarmRun:
 
     def release(self) -> None:
         """Back to the pool if the job ended normally and the worker lives; else it is ended."""
-        from klaraptor.collect.process import EXIT_CONTEXT_LOST
+        from klaraptor.collect.protocol import EXIT_CONTEXT_LOST
 
         if self._rc is None:
             self.poll()
@@ -281,7 +281,7 @@ class WarmPool:
 
 
 def _serve_argv(python: str) -> list[str]:
-    from klaraptor.collect.process import WORKER_MODULE
+    from klaraptor.collect.protocol import WORKER_MODULE
 
     return [python, "-m", WORKER_MODULE, "--serve"]
 
@@ -302,7 +302,7 @@ def prestart(pool: WarmPool | None = None) -> WarmWorker | None:
         return None
     import sys
 
-    from klaraptor.collect.process import worker_env
+    from klaraptor.collect.protocol import worker_env
 
     return (pool or POOL).prestart(sys.executable, worker_env())
 
@@ -316,7 +316,7 @@ def start(
     """Run a worker command: the plain worker command (`python -m klaraptor.collect.worker
     JOBFILE`) on a warm worker when enabled, anything else (a wrapped command) in its own
     process."""
-    from klaraptor.collect.process import WORKER_MODULE
+    from klaraptor.collect.protocol import WORKER_MODULE
 
     argv = list(argv)
     plain = len(argv) == 4 and argv[1:3] == ["-m", WORKER_MODULE] and argv[3] != "--serve"
@@ -362,7 +362,7 @@ def serve(run_job: Callable[[str], int]) -> int:
     import sys
     import traceback
 
-    from klaraptor.collect.process import EXIT_CONTEXT_LOST, EXIT_FATAL, EXIT_OK
+    from klaraptor.collect.protocol import EXIT_CONTEXT_LOST, EXIT_FATAL, EXIT_OK
 
     try:  # every job needs it: import it while the parent prepares the first job
         import cupy  # noqa: F401
