@@ -38,6 +38,14 @@ from klaraptor.core.enums import MeasurementStatus
 from klaraptor.core.errors import BuildError, KlaraptorError, SpecError
 from klaraptor.core.types import DataSize, ParamValues
 from klaraptor.frontends.triton_choice import Chooser, grid_dims, programs_vector, vector_meta
+from klaraptor.frontends.triton_extend import (
+    MAX_EXTRA_KEYS,
+    AddedKey,
+    ExtensionOutcome,
+    SizeExtension,
+    flat_check,
+    next_size,
+)
 from klaraptor.models.wave_time import WaveFit, choose_wave_fit, full_waves, wave_fill
 
 __all__ = ["TritonBuild", "TritonTuner", "autotune"]
@@ -89,6 +97,9 @@ class TritonBuild:
     from_store: bool
     active: np.ndarray  # programs resident per SM, per config (occupancy of its compiled variant)
     report: dict[str, Any] = field(default_factory=dict)
+    # the training keys the build added where some configs never left a flat regime (None:
+    # none added; `report["growth"]` has the rule's verdict either way)
+    extension: SizeExtension | None = None
     # what a new key's choice needs that does not depend on the key (made on first use)
     chooser: Chooser | None = field(default=None, repr=False, compare=False)
 
@@ -116,6 +127,7 @@ class TritonTuner:
         store: Any = None,
         refine: int = 0,
         progress: bool | None = None,
+        extend_sizes: bool = True,
     ) -> None:
         fix_interpreter_index()
         self.fn = fn
@@ -168,6 +180,7 @@ class TritonTuner:
                 "number >= 0 (how many configs beyond the model's best to time on a new key)"
             )
         self.refine = int(refine)
+        self.extend_sizes = _flag(self.name, "extend_sizes", extend_sizes)
         self.progress = sys.stderr.isatty() if progress is None else bool(progress)
         self._device: TritonDevice | None = None
         self._builds: dict[tuple[str, ...], TritonBuild] = {}
@@ -572,11 +585,21 @@ class TritonTuner:
         sample: Sample | None = None,
         *,
         dtypes: Sequence[str] | None = None,
+        extend_sizes: bool | None = None,
     ) -> TritonBuild:
         """Measure every config at each training size (key values) and fit the model.
 
         `sample(**key_values)` returns the call for a size: `(grid, args, kwargs)`, as a launch
-        `kernel[grid](*args, **kwargs)` takes them."""
+        `kernel[grid](*args, **kwargs)` takes them. Every size given is measured. Where some
+        configs then show no growth with a key parameter while most configs grow, the build adds
+        up to two larger keys for that parameter (`frontends.triton_extend`; the build's
+        `extension` says which and why); `extend_sizes=False` measures the given sizes only
+        (None: the tuner's `extend_sizes`)."""
+        extend = (
+            self.extend_sizes
+            if extend_sizes is None
+            else _flag(self.name, "extend_sizes", extend_sizes)
+        )
         sample = sample or self.sample
         if sample is None:
             raise SpecError(
@@ -595,29 +618,33 @@ class TritonTuner:
             if dtypes is not None
             else tuple(str(v) for v in self._key_of(calls[0][1], calls[0][2])[len(self.key) :])
         )
-        return self._build(sig, calls)
+        return self._build(sig, calls, sample if extend else None)
 
     def _build(
-        self, dtypes: tuple[str, ...], calls: Sequence[tuple[Any, Sequence[Any], Mapping[str, Any]]]
+        self,
+        dtypes: tuple[str, ...],
+        calls: Sequence[tuple[Any, Sequence[Any], Mapping[str, Any]]],
+        extend_with: Sample | None = None,
     ) -> TritonBuild:
+        """Measure the calls, then (with `extend_with`, the sample) the keys the growth rule
+        asks for, and fit."""
         t0 = time.perf_counter()
         kernel = self.kernel_name(dtypes)
         store = self._open_store()
         from klaraptor.store import KernelRecord
 
-        store.put_kernel(
-            KernelRecord(
-                kernel,
-                kernel.rsplit(".", 1)[1],
-                tuple(self.key),
-                {
-                    "frontend": "triton",
-                    "function": self.name,
-                    "configs": [str(c) for c in self.configs],
-                    "dtypes": list(dtypes),
-                },
-            )
+        record = KernelRecord(
+            kernel,
+            kernel.rsplit(".", 1)[1],
+            tuple(self.key),
+            {
+                "frontend": "triton",
+                "function": self.name,
+                "configs": [str(c) for c in self.configs],
+                "dtypes": list(dtypes),
+            },
         )
+        store.put_kernel(record)
         progress = None
         if self.progress:
             from rich.progress import Progress
@@ -626,29 +653,133 @@ class TritonTuner:
             progress.start()
             task = progress.add_task(f"klaraptor: building {self.name}", total=len(calls))
         resources: dict[int, CompiledResources] = {}
+        extension = None
         try:
             for grid, args, kwargs in calls:
-                key = self._key_of(args, kwargs)
-                D = self._size(key[: len(self.key)])
-                cand = self._candidates(self._named(args, kwargs), kwargs)
-                for i, r in self._measure_key(grid, args, kwargs, D, cand, kernel, store).items():
-                    resources.setdefault(i, r)
+                self._measure_call(grid, args, kwargs, kernel, store, resources)
                 if progress is not None:
                     progress.advance(task)
+            if extend_with is not None:
+                extension = self._extend(kernel, store, resources, extend_with)
         finally:
             if progress is not None:
                 progress.stop()
-        build = self._fit(kernel, store, resources, from_store=False)
+        if extension is not None:  # stored beside the kernel: a reload reports it too
+            store.put_kernel(
+                KernelRecord(
+                    record.name,
+                    record.fingerprint,
+                    record.data_names,
+                    {**record.spec, "size_extension": extension.to_dict()},
+                )
+            )
+        build = self._fit(kernel, store, resources, from_store=False, extension=extension)
         build.seconds = time.perf_counter() - t0
         self._builds[dtypes] = build
         self._cache.clear()
         return build
 
+    def _measure_call(
+        self,
+        grid: Any,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        kernel: str,
+        store: Any,
+        resources: dict[int, CompiledResources],
+    ) -> None:
+        key = self._key_of(args, kwargs)
+        D = self._size(key[: len(self.key)])
+        cand = self._candidates(self._named(args, kwargs), kwargs)
+        for i, r in self._measure_key(grid, args, kwargs, D, cand, kernel, store).items():
+            resources.setdefault(i, r)
+
+    def _extend(
+        self,
+        kernel: str,
+        store: Any,
+        resources: dict[int, CompiledResources],
+        sample: Sample,
+    ) -> SizeExtension | None:
+        """Add keys while the growth rule names flat configs (`frontends.triton_extend`)."""
+        points = self._points(kernel, store)
+        check = flat_check(
+            points.D, points.cfg, points.t, points.programs, len(self.configs), self.key
+        )
+        if check is None or not check.flat:
+            return None
+        parameter = check.parameter
+        checks, added = [check], []
+        outcome, reason = ExtensionOutcome.CAP, ""
+        for _ in range(MAX_EXTRA_KEYS):
+            size = next_size(points.sizes, parameter)
+            before = self._ok_count(kernel, store)
+            try:
+                grid, args, kwargs = sample(**dict(size))
+                self._measure_call(grid, tuple(args), dict(kwargs), kernel, store, resources)
+            except Exception as exc:  # too large for the device, or refused by the kernel
+                outcome, reason = ExtensionOutcome.FAILED, f"{size}: {type(exc).__name__}: {exc}"
+                break
+            measured = self._ok_count(kernel, store) - before
+            added.append(AddedKey(size, check.flat, measured))
+            if measured == 0:
+                outcome, reason = ExtensionOutcome.FAILED, f"{size}: no config ran"
+                break
+            points = self._points(kernel, store)
+            check = flat_check(
+                points.D,
+                points.cfg,
+                points.t,
+                points.programs,
+                len(self.configs),
+                self.key,
+                parameter,
+            )
+            if check is None:
+                break
+            checks.append(check)
+            if not check.flat:
+                outcome = ExtensionOutcome.GREW
+                break
+        return SizeExtension(parameter, tuple(added), outcome, tuple(checks), reason[:500])
+
+    def _ok_count(self, kernel: str, store: Any) -> int:
+        return sum(
+            m.status == MeasurementStatus.OK.value
+            for m in store.measurements(kernel, self.device.name, _KIND)
+        )
+
     def _from_store(self, kernel: str) -> TritonBuild | None:
         store = self._open_store()
-        if store.kernel(kernel) is None or not store.measurements(kernel, self.device.name, _KIND):
+        record = store.kernel(kernel)
+        if record is None or not store.measurements(kernel, self.device.name, _KIND):
             return None
-        return self._fit(kernel, store, None, from_store=True)
+        stored = record.spec.get("size_extension")
+        extension = SizeExtension.from_dict(stored) if isinstance(stored, dict) else None
+        return self._fit(kernel, store, None, from_store=True, extension=extension)
+
+    def _points(self, kernel: str, store: Any) -> _Points:
+        """The store's timings of this kernel that ran (configs of this tuner only)."""
+        index = {pv: i for i, pv in enumerate(self.params)}
+        pts = _Points([], [], [], [], [], [], {})
+        for m in store.measurements(kernel, self.device.name, _KIND):
+            i = index.get(m.params)
+            if i is None or m.status != MeasurementStatus.OK.value:
+                if m.reason:
+                    pts.reasons.append(m.reason)
+                continue
+            v = m.value
+            if "num_regs" in v and i not in pts.resources:
+                pts.resources[i] = CompiledResources(
+                    int(v["num_regs"]), int(v["shared"]), int(self.configs[i].num_warps)
+                )
+            pts.D_rows.append(list(m.D.values()))
+            pts.cfg_rows.append(i)
+            pts.t_rows.append(float(v["median_ms"]))
+            pts.program_rows.append(float(v["programs"]))
+            if m.D not in pts.sizes:
+                pts.sizes.append(m.D)
+        return pts
 
     def _fit(
         self,
@@ -657,60 +788,89 @@ class TritonTuner:
         resources: dict[int, CompiledResources] | None,
         *,
         from_store: bool,
+        extension: SizeExtension | None = None,
     ) -> TritonBuild:
-        index = {pv: i for i, pv in enumerate(self.params)}
-        rows = store.measurements(kernel, self.device.name, _KIND)
-        D, cfg, waves, t, sizes = [], [], [], [], []
-        res = dict(resources or {})
-        for m in rows:
-            i = index.get(m.params)
-            if i is None or m.status != MeasurementStatus.OK.value:
-                continue
-            v = m.value
-            if "num_regs" in v and i not in res:
-                res[i] = CompiledResources(
-                    int(v["num_regs"]), int(v["shared"]), int(self.configs[i].num_warps)
-                )
-            D.append(list(m.D.values()))
-            cfg.append(i)
-            t.append(float(v["median_ms"]))
-            waves.append(float(v["programs"]))  # programs now, waves below (needs resources)
-            if m.D not in sizes:
-                sizes.append(m.D)
-        if not t:
-            reasons = sorted({m.reason for m in rows if m.reason})
-            raise BuildError(f"{self.name}: no config could be measured: {reasons[:3]}")
+        pts = self._points(kernel, store)
+        if not pts.t_rows:
+            raise BuildError(
+                f"{self.name}: no config could be measured: {sorted(set(pts.reasons))[:3]}"
+            )
+        res = {**pts.resources, **(resources or {})}
         active = np.array(
             [self._active(res.get(i)) for i in range(len(self.configs))], dtype=np.float64
         )
-        programs = np.array(waves)
-        cfg_a = np.array(cfg)
-        D_a = np.array(D, dtype=np.float64)
+        programs, cfg_a, D_a = pts.programs, pts.cfg, pts.D
         w = full_waves(programs, active[cfg_a], self.device.sm_count)
         fill = wave_fill(programs, w, active[cfg_a] * float(self.device.sm_count))
         fit = choose_wave_fit(
             D_a,
             cfg_a,
             w,
-            np.array(t),
+            pts.t,
             len(self.configs),
             data_names=self.key,
             fill=fill,
             grid_dims=grid_dims(D_a, cfg_a, programs),
         )
+        check = flat_check(D_a, cfg_a, pts.t, programs, len(self.configs), self.key)
+        report: dict[str, Any] = {
+            "fit": fit.to_dict(),
+            "active_per_sm": active.tolist(),
+            "growth": None if check is None else check.to_dict(),
+            "size_extension": None if extension is None else extension.to_dict(),
+        }
         return TritonBuild(
             kernel,
             self.device.name,
-            sizes,
+            pts.sizes,
             fit,
             res,
-            len(t),
+            len(pts.t_rows),
             0.0,
             from_store,
             active,
-            {"fit": fit.to_dict(), "active_per_sm": active.tolist()},
+            report,
+            extension,
             Chooser(fit, active, self.device.sm_count),
         )
+
+
+@dataclass
+class _Points:
+    """A kernel's stored timings that ran, as the fit and the growth rule read them."""
+
+    D_rows: list[list[int]]
+    cfg_rows: list[int]
+    t_rows: list[float]
+    program_rows: list[float]
+    sizes: list[DataSize]
+    reasons: list[str]  # why the points that did not run failed
+    resources: dict[int, CompiledResources]
+
+    @property
+    def D(self) -> np.ndarray:
+        return np.array(self.D_rows, dtype=np.float64).reshape(len(self.D_rows), -1)
+
+    @property
+    def cfg(self) -> np.ndarray:
+        return np.array(self.cfg_rows, dtype=np.int64)
+
+    @property
+    def t(self) -> np.ndarray:
+        return np.array(self.t_rows, dtype=np.float64)
+
+    @property
+    def programs(self) -> np.ndarray:
+        return np.array(self.program_rows, dtype=np.float64)
+
+
+def _flag(name: str, what: str, value: Any) -> bool:
+    """A yes/no argument: a bool, nothing else (a string "False" would read as true)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise SpecError(
+            f"klaraptor.triton.autotune({name}): {what}={value!r} must be True or False"
+        )
+    return bool(value)
 
 
 def _non_negative(name: str, what: str, value: Any) -> float:
@@ -746,6 +906,7 @@ def autotune(
     store: Any = None,
     refine: int = 0,
     progress: bool | None = None,
+    extend_sizes: bool = True,
 ) -> Callable[[Any], TritonTuner]:
     """Decorate a `@triton.jit` function as `triton.autotune` does (same arguments), choosing the
     config of each new key from a model built once instead of benchmarking every config.
@@ -754,7 +915,9 @@ def autotune(
     a training size (the first call then builds at its key scaled down by 2..16; without it, the
     first call's own key is measured, which is tuning once); `sizes` the training key values;
     `store` the store's path (or a `Store`); `refine=k` times the model's k best configs at each
-    new key and keeps the fastest; `progress` shows the build's progress bar."""
+    new key and keeps the fastest; `progress` shows the build's progress bar; `extend_sizes`
+    (default True) lets a build add up to two larger keys where some configs showed no growth
+    with a key parameter over the training keys while most configs grew (`TritonTuner.build`)."""
     if pre_hook is not None or post_hook is not None:
         raise SpecError(
             "klaraptor.triton.autotune: pre_hook/post_hook are not supported; use "
@@ -784,6 +947,7 @@ def autotune(
             store=store,
             refine=refine,
             progress=progress,
+            extend_sizes=extend_sizes,
         )
 
     return decorator
