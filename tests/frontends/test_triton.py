@@ -553,3 +553,30 @@ def test_the_opt_out_measures_the_given_sizes_alone(interpret, tmp_path) -> None
             _tuned_rowloop(tmp_path / "c.db", extend_sizes=bad)
         with pytest.raises(SpecError, match="extend_sizes"):
             tuned.build(ROWLOOP_TRAIN, extend_sizes=bad if bad is not None else "off")
+
+
+def test_the_bench_scores_r_above_the_largest_training_key_used() -> None:
+    """bench_triton: where the build added training keys for a parameter, r counts only at the
+    workload keys above every training value of it; without added keys, at every key."""
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from klaraptor.core.types import DataSize
+    from klaraptor.frontends.triton_extend import AddedKey, ExtensionOutcome, SizeExtension
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_triton.py"
+    if not path.exists():
+        pytest.skip("benchmarks/ is not beside the tests (an installed package)")
+    spec = importlib.util.spec_from_file_location("bench_triton_under_test", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    sizes = [DataSize(["N"], [n]) for n in (256, 512, 768, 1024, 2048, 4096)]
+    added = tuple(AddedKey(s, (9,), 12) for s in sizes[4:])
+    ext = SizeExtension("N", added, ExtensionOutcome.CAP, ())
+    workload = [{"N": 1280 + 256 * i} for i in range(50)]
+    scored = bench._scored(workload, SimpleNamespace(extension=ext, sizes=sizes))
+    kept = [w["N"] for w in workload if scored(w)]
+    assert len(kept) == 38 and min(kept) == 4352
+    plain = bench._scored(workload, SimpleNamespace(extension=None, sizes=sizes[:4]))
+    assert all(plain(w) for w in workload)

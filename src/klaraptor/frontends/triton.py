@@ -36,15 +36,16 @@ from klaraptor.backends.triton_backend import (
 )
 from klaraptor.core.enums import MeasurementStatus
 from klaraptor.core.errors import BuildError, KlaraptorError, SpecError
-from klaraptor.core.types import DataSize, ParamValues
+from klaraptor.core.types import DataSize
+from klaraptor.frontends.triton_args import flag, key_values, non_negative, param_values
 from klaraptor.frontends.triton_choice import Chooser, grid_dims, programs_vector, vector_meta
 from klaraptor.frontends.triton_extend import (
-    MAX_EXTRA_KEYS,
-    AddedKey,
-    ExtensionOutcome,
     SizeExtension,
+    TrainingPoints,
+    extend_keys,
     flat_check,
-    next_size,
+    read_points,
+    scaled_down_keys,
 )
 from klaraptor.models.wave_time import WaveFit, choose_wave_fit, full_waves, wave_fill
 
@@ -52,7 +53,6 @@ __all__ = ["TritonBuild", "TritonTuner", "autotune"]
 
 Sample = Callable[..., tuple[Any, Sequence[Any], Mapping[str, Any]]]
 _KIND = "time"
-_DEFAULT_SCALES = (16, 8, 4, 2)  # the first call's key divided by these: the training sizes
 
 
 def _triton() -> Any:
@@ -65,22 +65,6 @@ def _triton() -> Any:
             "klaraptor.triton needs triton and torch: pip install 'klaraptor[triton]'"
         ) from exc
     return triton
-
-
-def _param_values(config: Any, where: str) -> ParamValues:
-    """A Triton config's program parameters: its kwargs (integers), num_warps, num_stages."""
-    names, values = [], []
-    for name, value in config.kwargs.items():
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise SpecError(
-                f"{where}: kwarg {name!r} = {value!r} is not an integer; klaraptor.triton models "
-                "integer meta-parameters only"
-            )
-        names.append(str(name))
-        values.append(int(value))
-    names += ["num_warps", "num_stages"]
-    values += [int(config.num_warps), int(config.num_stages)]
-    return ParamValues(names, values)
 
 
 @dataclass
@@ -138,7 +122,7 @@ class TritonTuner:
             raise SpecError(f"klaraptor.triton.autotune({self.name}): configs is empty")
         self.configs = list(configs)
         self.params = [
-            _param_values(c, f"klaraptor.triton.autotune({self.name}) config {i}")
+            param_values(c, f"klaraptor.triton.autotune({self.name}) config {i}")
             for i, c in enumerate(self.configs)
         ]
         self._all_kwargs = [c.all_kwargs() for c in self.configs]
@@ -168,8 +152,8 @@ class TritonTuner:
             bad = [n for n in names if n not in self.arg_names]
             if bad:
                 raise SpecError(f"{what}: {bad} names no argument of {self.name}")
-        self.warmup = 25.0 if warmup is None else _non_negative(self.name, "warmup", warmup)
-        self.rep = 100.0 if rep is None else _non_negative(self.name, "rep", rep)
+        self.warmup = 25.0 if warmup is None else non_negative(self.name, "warmup", warmup)
+        self.rep = 100.0 if rep is None else non_negative(self.name, "rep", rep)
         self.sample = sample
         self.sizes = list(sizes) if sizes is not None else None
         self._store_arg = store
@@ -180,7 +164,7 @@ class TritonTuner:
                 "number >= 0 (how many configs beyond the model's best to time on a new key)"
             )
         self.refine = int(refine)
-        self.extend_sizes = _flag(self.name, "extend_sizes", extend_sizes)
+        self.extend_sizes = flag(self.name, "extend_sizes", extend_sizes)
         self.progress = sys.stderr.isatty() if progress is None else bool(progress)
         self._device: TritonDevice | None = None
         self._builds: dict[tuple[str, ...], TritonBuild] = {}
@@ -537,33 +521,10 @@ class TritonTuner:
     def _train_sizes(self, call_key: Sequence[Any]) -> list[tuple[int, ...]]:
         if self.sizes is not None:
             return [tuple(self._size(self._as_values(s)).values()) for s in self.sizes]
-        out = []
-        for f in _DEFAULT_SCALES:
-            vals = []
-            for v in call_key:
-                v = int(v)
-                if v <= 1:
-                    vals.append(v)
-                    continue
-                s = max(1, v // f)
-                vals.append(s - s % 16 if s >= 32 else s)
-            if tuple(vals) not in out:
-                out.append(tuple(vals))
-        return out
+        return scaled_down_keys(call_key)
 
     def _as_values(self, size: Any) -> tuple[Any, ...]:
-        if isinstance(size, Mapping):
-            missing = [k for k in self.key if k not in size]
-            if missing:
-                raise SpecError(f"{self.name}: size {dict(size)} lacks key values {missing}")
-            return tuple(size[k] for k in self.key)
-        if isinstance(size, (int, np.integer)) and len(self.key) == 1:
-            return (size,)
-        if isinstance(size, Sequence) and not isinstance(size, str) and len(size) == len(self.key):
-            return tuple(size)
-        raise SpecError(
-            f"{self.name}: size {size!r} must give the key {self.key} (mapping or tuple)"
-        )
+        return key_values(self.name, self.key, size)
 
     def _build_for_call(
         self, dtypes: tuple[str, ...], args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any
@@ -590,15 +551,14 @@ class TritonTuner:
         """Measure every config at each training size (key values) and fit the model.
 
         `sample(**key_values)` returns the call for a size: `(grid, args, kwargs)`, as a launch
-        `kernel[grid](*args, **kwargs)` takes them. Every size given is measured. Where some
-        configs then show no growth with a key parameter while most configs grow, the build adds
-        up to two larger keys for that parameter (`frontends.triton_extend`; the build's
-        `extension` says which and why); `extend_sizes=False` measures the given sizes only
-        (None: the tuner's `extend_sizes`)."""
+        `kernel[grid](*args, **kwargs)` takes them. Every size given is measured; where some
+        configs then show no growth with a key parameter while most grow, up to two larger keys
+        are added (`frontends.triton_extend`, `TritonBuild.extension`). `extend_sizes=False`:
+        the given sizes only (None: the tuner's `extend_sizes`)."""
         extend = (
             self.extend_sizes
             if extend_sizes is None
-            else _flag(self.name, "extend_sizes", extend_sizes)
+            else flag(self.name, "extend_sizes", extend_sizes)
         )
         sample = sample or self.sample
         if sample is None:
@@ -608,8 +568,7 @@ class TritonTuner:
             )
         calls = []
         for s in sizes:
-            vals = self._as_values(s)
-            grid, args, kwargs = sample(**dict(zip(self.key, vals)))
+            grid, args, kwargs = sample(**dict(zip(self.key, self._as_values(s))))
             calls.append((grid, tuple(args), dict(kwargs)))
         if not calls:
             raise SpecError(f"{self.name}: build needs at least one size")
@@ -665,14 +624,7 @@ class TritonTuner:
             if progress is not None:
                 progress.stop()
         if extension is not None:  # stored beside the kernel: a reload reports it too
-            store.put_kernel(
-                KernelRecord(
-                    record.name,
-                    record.fingerprint,
-                    record.data_names,
-                    {**record.spec, "size_extension": extension.to_dict()},
-                )
-            )
+            store.put_kernel(extension.recorded(record))
         build = self._fit(kernel, store, resources, from_store=False, extension=extension)
         build.seconds = time.perf_counter() - t0
         self._builds[dtypes] = build
@@ -701,52 +653,23 @@ class TritonTuner:
         resources: dict[int, CompiledResources],
         sample: Sample,
     ) -> SizeExtension | None:
-        """Add keys while the growth rule names flat configs (`frontends.triton_extend`)."""
-        points = self._points(kernel, store)
-        check = flat_check(
-            points.D, points.cfg, points.t, points.programs, len(self.configs), self.key
-        )
-        if check is None or not check.flat:
-            return None
-        parameter = check.parameter
-        checks, added = [check], []
-        outcome, reason = ExtensionOutcome.CAP, ""
-        for _ in range(MAX_EXTRA_KEYS):
-            size = next_size(points.sizes, parameter)
-            before = self._ok_count(kernel, store)
-            try:
-                grid, args, kwargs = sample(**dict(size))
-                self._measure_call(grid, tuple(args), dict(kwargs), kernel, store, resources)
-            except Exception as exc:  # too large for the device, or refused by the kernel
-                outcome, reason = ExtensionOutcome.FAILED, f"{size}: {type(exc).__name__}: {exc}"
-                break
-            measured = self._ok_count(kernel, store) - before
-            added.append(AddedKey(size, check.flat, measured))
-            if measured == 0:
-                outcome, reason = ExtensionOutcome.FAILED, f"{size}: no config ran"
-                break
-            points = self._points(kernel, store)
-            check = flat_check(
-                points.D,
-                points.cfg,
-                points.t,
-                points.programs,
-                len(self.configs),
-                self.key,
-                parameter,
-            )
-            if check is None:
-                break
-            checks.append(check)
-            if not check.flat:
-                outcome = ExtensionOutcome.GREW
-                break
-        return SizeExtension(parameter, tuple(added), outcome, tuple(checks), reason[:500])
+        """The keys the growth rule asks for, measured (`frontends.triton_extend`)."""
 
-    def _ok_count(self, kernel: str, store: Any) -> int:
-        return sum(
-            m.status == MeasurementStatus.OK.value
-            for m in store.measurements(kernel, self.device.name, _KIND)
+        def measure(size: DataSize) -> int:
+            before = len(self._points(kernel, store).t_rows)
+            grid, args, kwargs = sample(**dict(size))
+            self._measure_call(grid, tuple(args), dict(kwargs), kernel, store, resources)
+            return len(self._points(kernel, store).t_rows) - before
+
+        return extend_keys(
+            lambda: self._points(kernel, store), measure, len(self.configs), self.key
+        )
+
+    def _points(self, kernel: str, store: Any) -> TrainingPoints:
+        return read_points(
+            store.measurements(kernel, self.device.name, _KIND),
+            self.params,
+            [int(c.num_warps) for c in self.configs],
         )
 
     def _from_store(self, kernel: str) -> TritonBuild | None:
@@ -754,32 +677,8 @@ class TritonTuner:
         record = store.kernel(kernel)
         if record is None or not store.measurements(kernel, self.device.name, _KIND):
             return None
-        stored = record.spec.get("size_extension")
-        extension = SizeExtension.from_dict(stored) if isinstance(stored, dict) else None
+        extension = SizeExtension.from_record(record)
         return self._fit(kernel, store, None, from_store=True, extension=extension)
-
-    def _points(self, kernel: str, store: Any) -> _Points:
-        """The store's timings of this kernel that ran (configs of this tuner only)."""
-        index = {pv: i for i, pv in enumerate(self.params)}
-        pts = _Points([], [], [], [], [], [], {})
-        for m in store.measurements(kernel, self.device.name, _KIND):
-            i = index.get(m.params)
-            if i is None or m.status != MeasurementStatus.OK.value:
-                if m.reason:
-                    pts.reasons.append(m.reason)
-                continue
-            v = m.value
-            if "num_regs" in v and i not in pts.resources:
-                pts.resources[i] = CompiledResources(
-                    int(v["num_regs"]), int(v["shared"]), int(self.configs[i].num_warps)
-                )
-            pts.D_rows.append(list(m.D.values()))
-            pts.cfg_rows.append(i)
-            pts.t_rows.append(float(v["median_ms"]))
-            pts.program_rows.append(float(v["programs"]))
-            if m.D not in pts.sizes:
-                pts.sizes.append(m.D)
-        return pts
 
     def _fit(
         self,
@@ -833,58 +732,6 @@ class TritonTuner:
             extension,
             Chooser(fit, active, self.device.sm_count),
         )
-
-
-@dataclass
-class _Points:
-    """A kernel's stored timings that ran, as the fit and the growth rule read them."""
-
-    D_rows: list[list[int]]
-    cfg_rows: list[int]
-    t_rows: list[float]
-    program_rows: list[float]
-    sizes: list[DataSize]
-    reasons: list[str]  # why the points that did not run failed
-    resources: dict[int, CompiledResources]
-
-    @property
-    def D(self) -> np.ndarray:
-        return np.array(self.D_rows, dtype=np.float64).reshape(len(self.D_rows), -1)
-
-    @property
-    def cfg(self) -> np.ndarray:
-        return np.array(self.cfg_rows, dtype=np.int64)
-
-    @property
-    def t(self) -> np.ndarray:
-        return np.array(self.t_rows, dtype=np.float64)
-
-    @property
-    def programs(self) -> np.ndarray:
-        return np.array(self.program_rows, dtype=np.float64)
-
-
-def _flag(name: str, what: str, value: Any) -> bool:
-    """A yes/no argument: a bool, nothing else (a string "False" would read as true)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise SpecError(
-            f"klaraptor.triton.autotune({name}): {what}={value!r} must be True or False"
-        )
-    return bool(value)
-
-
-def _non_negative(name: str, what: str, value: Any) -> float:
-    """`warmup` and `rep` (ms, as `triton.testing.do_bench` takes them) as a float >= 0."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = math.nan
-    if isinstance(value, bool) or not math.isfinite(v) or v < 0:
-        raise SpecError(
-            f"klaraptor.triton.autotune({name}): {what}={value!r} must be a number of "
-            "milliseconds >= 0"
-        )
-    return v
 
 
 def autotune(

@@ -1,4 +1,6 @@
-"""Training keys a Triton build adds where the given ones never left a config's flat regime.
+"""A Triton build's training keys: those a first call scales down from its own key
+(`scaled_down_keys`), and those a build adds where the given ones never left a config's flat
+regime.
 
 After measuring its training keys, a build (`klaraptor.frontends.triton`) asks
 `models.growth` whether some configs show no growth with a key parameter while most configs
@@ -13,30 +15,59 @@ the store beside the kernel's record.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
-from klaraptor.core.types import DataSize
+from klaraptor.backends.triton_backend import CompiledResources
+from klaraptor.core.enums import MeasurementStatus
+from klaraptor.core.types import DataSize, ParamValues
 from klaraptor.frontends.triton_choice import grid_dims
 from klaraptor.models.growth import GrowthCheck, growth_checks
+from klaraptor.store import KernelRecord
 
 __all__ = [
     "MAX_EXTRA_KEYS",
     "AddedKey",
     "ExtensionOutcome",
     "SizeExtension",
+    "TrainingPoints",
+    "extend_keys",
     "flat_check",
     "next_size",
+    "read_points",
+    "scaled_down_keys",
 ]
 
 # One extra key doubles the parameter's range; two quadruple it. Each costs what one training
 # key costs (every config timed once, with the build's warmup/rep); more would turn a build of a
 # few small keys into a sweep of large ones.
 MAX_EXTRA_KEYS = 2
+_DEFAULT_SCALES = (16, 8, 4, 2)  # a first call's key divided by these: its training keys
+
+
+def scaled_down_keys(call_key: Sequence[Any]) -> list[tuple[int, ...]]:
+    """A first call's training keys: its key values divided by 16, 8, 4 and 2, rounded down to
+    multiples of 16 from 32 up (Triton's integer specialisation then matches larger keys)."""
+    out: list[tuple[int, ...]] = []
+    for f in _DEFAULT_SCALES:
+        vals = []
+        for v in call_key:
+            v = int(v)
+            if v <= 1:
+                vals.append(v)
+                continue
+            s = max(1, v // f)
+            vals.append(s - s % 16 if s >= 32 else s)
+        if tuple(vals) not in out:
+            out.append(tuple(vals))
+    return out
+
+
+_RECORD_KEY = "size_extension"  # where the kernel's store record keeps it
 
 
 class ExtensionOutcome(StrEnum):
@@ -98,6 +129,17 @@ class SizeExtension:
             "checks": [c.to_dict() for c in self.checks],
         }
 
+    def recorded(self, record: KernelRecord) -> KernelRecord:
+        """The kernel's store record with this extension beside its spec."""
+        spec = {**record.spec, _RECORD_KEY: self.to_dict()}
+        return KernelRecord(record.name, record.fingerprint, record.data_names, spec)
+
+    @classmethod
+    def from_record(cls, record: KernelRecord) -> SizeExtension | None:
+        """The extension stored with the kernel's record (None where its build added none)."""
+        stored = record.spec.get(_RECORD_KEY)
+        return cls.from_dict(stored) if isinstance(stored, Mapping) else None
+
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any]) -> SizeExtension:
         return cls(
@@ -148,3 +190,99 @@ def next_size(sizes: Sequence[DataSize], parameter: str) -> DataSize:
 
     top = max(sizes, key=order)
     return DataSize(top.names, [v * 2 if n == parameter else v for n, v in top.items()])
+
+
+@dataclass
+class TrainingPoints:
+    """A kernel's stored timings that ran, as the fit and the growth rule read them."""
+
+    D_rows: list[list[int]] = field(default_factory=list)
+    cfg_rows: list[int] = field(default_factory=list)
+    t_rows: list[float] = field(default_factory=list)
+    program_rows: list[float] = field(default_factory=list)
+    sizes: list[DataSize] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)  # why the points that did not run failed
+    resources: dict[int, CompiledResources] = field(default_factory=dict)
+
+    @property
+    def D(self) -> np.ndarray:
+        return np.array(self.D_rows, dtype=np.float64).reshape(len(self.D_rows), -1)
+
+    @property
+    def cfg(self) -> np.ndarray:
+        return np.array(self.cfg_rows, dtype=np.int64)
+
+    @property
+    def t(self) -> np.ndarray:
+        return np.array(self.t_rows, dtype=np.float64)
+
+    @property
+    def programs(self) -> np.ndarray:
+        return np.array(self.program_rows, dtype=np.float64)
+
+
+def read_points(
+    measurements: Iterable[Any], params: Sequence[ParamValues], num_warps: Sequence[int]
+) -> TrainingPoints:
+    """The measurements (the store's `Measurement`s of one kernel) of the configs whose program
+    parameters are `params` that ran; `num_warps` per config."""
+    index = {pv: i for i, pv in enumerate(params)}
+    pts = TrainingPoints()
+    for m in measurements:
+        i = index.get(m.params)
+        if i is None or m.status != MeasurementStatus.OK.value:
+            if m.reason:
+                pts.reasons.append(m.reason)
+            continue
+        v = m.value
+        if "num_regs" in v and i not in pts.resources:
+            pts.resources[i] = CompiledResources(
+                int(v["num_regs"]), int(v["shared"]), int(num_warps[i])
+            )
+        pts.D_rows.append(list(m.D.values()))
+        pts.cfg_rows.append(i)
+        pts.t_rows.append(float(v["median_ms"]))
+        pts.program_rows.append(float(v["programs"]))
+        if m.D not in pts.sizes:
+            pts.sizes.append(m.D)
+    return pts
+
+
+def extend_keys(
+    points: Callable[[], TrainingPoints],
+    measure: Callable[[DataSize], int],
+    n_cfg: int,
+    data_names: Sequence[str],
+) -> SizeExtension | None:
+    """Add keys while the growth rule names flat configs (see the module doc). `points()` reads
+    the training points so far; `measure(size)` times every config at a new key and returns how
+    many ran (it raises where the key's call cannot be made). None where the rule names no
+    config at the given keys."""
+    pts = points()
+    check = flat_check(pts.D, pts.cfg, pts.t, pts.programs, n_cfg, data_names)
+    if check is None or not check.flat:
+        return None
+    parameter = check.parameter
+    checks, added = [check], []
+    outcome, reason = ExtensionOutcome.CAP, ""
+    for _ in range(MAX_EXTRA_KEYS):
+        size = next_size(pts.sizes, parameter)
+        try:
+            measured = measure(size)
+        except Exception as exc:  # too large for the device, or refused by the kernel
+            outcome, reason = ExtensionOutcome.FAILED, f"{size}: {type(exc).__name__}: {exc}"
+            break
+        added.append(AddedKey(size, check.flat, measured))
+        if measured == 0:
+            outcome, reason = ExtensionOutcome.FAILED, f"{size}: no config ran"
+            break
+        pts = points()
+        again = flat_check(pts.D, pts.cfg, pts.t, pts.programs, n_cfg, data_names, parameter)
+        if again is None:
+            break
+        check = again
+        checks.append(check)
+        if not check.flat:
+            outcome = ExtensionOutcome.GREW
+            break
+    return SizeExtension(parameter, tuple(added), outcome, tuple(checks), reason[:500])
