@@ -580,3 +580,14 @@ def test_the_bench_scores_r_above_the_largest_training_key_used() -> None:
     assert len(kept) == 38 and min(kept) == 4352
     plain = bench._scored(workload, SimpleNamespace(extension=None, sizes=sizes[:4]))
     assert all(plain(w) for w in workload)
+
+
+def test_the_added_key_doubles_the_flat_parameter_of_the_largest_training_key() -> None:
+    from klaraptor.core.types import DataSize
+    from klaraptor.frontends.triton_extend import next_size, scaled_down_keys
+
+    names = ["n_rows", "n_cols"]
+    sizes = [DataSize(names, v) for v in ((1024, 256), (4096, 512), (1024, 512), (4096, 256))]
+    assert next_size(sizes, "n_cols") == DataSize(names, (4096, 1024))
+    assert next_size(sizes, "n_rows") == DataSize(names, (8192, 512))
+    assert scaled_down_keys((8192, 1)) == [(512, 1), (1024, 1), (2048, 1), (4096, 1)]
