@@ -9,7 +9,10 @@ Per kernel (benchmarks/triton_cases.py; the kernels are byte-identical tutorial 
    the compile seconds are reported apart, and the ratio with them added to both sides too);
 2. klaraptor: `build(train)` at the training keys (all smaller than every workload key), then the
    first call at each workload key (model choice, no benchmark): tuning time = build + first
-   calls;
+   calls. Where the build adds training keys (configs that showed no growth with a key
+   parameter: `klaraptor.frontends.triton_extend`), their measurements are part of the build's
+   time, and r is scored only at the workload keys whose value of that parameter is above every
+   training key the build used (the others are reported, left out of r);
 3. triton.autotune: the first call at each workload key (it benchmarks every config): tuning
    time = first calls. Its per-key best is the ground truth, and its timings of every config at
    that key (the same do_bench run) give r = time(klaraptor's choice) / time(best);
@@ -86,6 +89,17 @@ def _cfg_text(c: Any) -> dict[str, Any]:
 def _geomean(xs: list[float]) -> float:
     xs = [x for x in xs if math.isfinite(x) and x > 0]
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.nan
+
+
+def _scored(workload: list[dict[str, int]], build: Any) -> Any:
+    """Whether r counts at a workload key: always, unless the build added training keys for a
+    parameter; then only above the largest value of it that training used (r is scored at
+    unseen keys only)."""
+    ext = build.extension
+    if ext is None or not ext.added:
+        return lambda shape: True
+    top = max(D[ext.parameter] for D in build.sizes)
+    return lambda shape: shape[ext.parameter] > top
 
 
 def _host_us_per_launch(launch: Any, n: int) -> float:
@@ -177,11 +191,16 @@ def run_case(
     build = tuned.build(train)
     _sync()
     build_s = time.perf_counter() - t0
+    used = [dict(D) for D in build.sizes]
     res["klaraptor_build"] = {
         "seconds": build_s,
         "measured_points": build.measured,
+        "sizes_used": used,
+        "size_extension": build.report.get("size_extension"),
+        "growth": build.report.get("growth"),
         "fit": build.report.get("fit"),
     }
+    scored = _scored(workload, build)
     k_first = 0.0
     chosen: list[int] = []
     select_us: list[float] = []
@@ -225,10 +244,12 @@ def run_case(
         t_best = timings[best]
         t_chosen = timings.get(ci, math.nan)
         r = t_chosen / t_best if t_best > 0 else math.nan
-        rs.append(r)
+        if scored(shape):
+            rs.append(r)
         shapes_out.append(
             {
                 "shape": shape,
+                "scored": scored(shape),
                 "chosen": _cfg_text(configs_t[ci]),
                 "best": _cfg_text(configs_t[best]),
                 "chosen_ms": t_chosen,
@@ -239,7 +260,16 @@ def run_case(
     res["shapes"] = shapes_out
     res["geomean_r"] = _geomean(rs)
     res["max_r"] = max((r for r in rs if math.isfinite(r)), default=math.nan)
-    res["exact_share"] = sum(1 for r in rs if r == 1.0) / len(rs)
+    res["exact_share"] = sum(1 for r in rs if r == 1.0) / len(rs) if rs else math.nan
+    res["shapes_scored"] = len(rs)
+    res["shapes_left_out"] = [s["shape"] for s in shapes_out if not s["scored"]]
+    if res["shapes_left_out"]:
+        ext = build.extension
+        res["left_out_why"] = (
+            f"at or below the largest training {ext.parameter} the build used "
+            f"({max(D[ext.parameter] for D in build.sizes)}; it added "
+            f"{[a.size[ext.parameter] for a in ext.added]})"
+        )
     k_total = build_s + k_first
     res["tuning"] = {
         "klaraptor_s": k_total,
@@ -330,7 +360,7 @@ def main() -> int:
 
     def write() -> None:
         ok = [v for v in out["kernels"].values() if "geomean_r" in v]
-        all_r = [s["r"] for v in ok for s in v["shapes"]]
+        all_r = [s["r"] for v in ok for s in v["shapes"] if s["scored"]]
         k_s = sum(v["tuning"]["klaraptor_s"] for v in ok)
         t_s = sum(v["tuning"]["autotune_s"] for v in ok)
         out["summary"] = {
@@ -338,6 +368,8 @@ def main() -> int:
             "max_r": max((r for r in all_r if math.isfinite(r)), default=math.nan),
             "tuning_time_ratio": k_s / t_s if t_s else math.nan,
             "select_us_max": max((v["select_us"]["max"] for v in ok), default=math.nan),
+            "shapes_scored": len(all_r),
+            "shapes_left_out": sum(len(v["shapes_left_out"]) for v in ok),
             "kernels_done": sorted(out["kernels"]),
             "seconds": time.perf_counter() - start,
         }
@@ -357,6 +389,7 @@ def main() -> int:
             out["kernels"][case.name] = res
             print(
                 f"{case.name}: geomean r {res['geomean_r']:.4f} max {res['max_r']:.3f} "
+                f"({res['shapes_scored']} of {res['workload_shapes']} shapes scored) "
                 f"tuning ratio {res['tuning_time_ratio']:.3f} select "
                 f"{res['select_us']['median']:.1f} us ({res['seconds']:.1f} s)",
                 flush=True,

@@ -452,3 +452,142 @@ def test_online_refinement_times_the_model_s_best_once_per_new_key(interpret, tm
                 autotune(configs=ADD_CONFIGS, key=["n_elements"], **{what: bad})(
                     triton.jit(add_kernel)
                 )
+
+
+def rowloop_kernel(x_ptr, out_ptr, stride, N, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for off in range(0, N, BLOCK):
+        cols = off + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + row * stride + cols, mask=cols < N, other=0.0)
+    tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+
+def _rowloop_sample(N: int):
+    x = torch.rand(1, N)
+    out = torch.empty(1)
+    return (1,), (x, out, x.stride(0), N), {}
+
+
+# BLOCK 8, 16 and 32 loop N / BLOCK times; 256 runs one masked iteration at every N <= 256
+ROWLOOP_CONFIGS = [triton.Config({"BLOCK": b}, num_warps=1) for b in (4, 8, 16, 256)]
+ROWLOOP_TRAIN = [16, 32, 64, 128, 256]
+
+
+def _tuned_rowloop(store, warmup=30, rep=200, **kw):
+    from klaraptor.triton import autotune
+
+    # warmup: the interpreter's first launches of a config are slow; rep: a few samples each
+    # (this machine's load moves the interpreter's timings by tens of percent)
+    return autotune(
+        configs=ROWLOOP_CONFIGS,
+        key=["N"],
+        warmup=warmup,
+        rep=rep,
+        store=str(store),
+        sample=_rowloop_sample,
+        progress=False,
+        **kw,
+    )(triton.jit(rowloop_kernel))
+
+
+def _times(tuned, build):
+    pts = tuned._points(build.kernel, tuned._open_store())
+    return sorted(zip(pts.cfg_rows, [d[0] for d in pts.D_rows], pts.t_rows))
+
+
+def test_flat_configs_make_the_build_add_larger_keys(interpret, tmp_path) -> None:
+    """The interpreter's time of the looping configs grows with N (4 to 64 iterations), that
+    of BLOCK 256 does not (one iteration at every training N): its growth is unidentified, so
+    the build adds N = 512, then 1024 unless it grew at 512, and says so; a reload from the
+    store reports the same. The interpreter's timings on a loaded CPU can hide the growth: a
+    build whose rule named nothing must then have added nothing, and the next attempt runs."""
+    from klaraptor.frontends.triton_extend import ExtensionOutcome
+
+    for attempt in range(3):
+        tuned = _tuned_rowloop(tmp_path / f"s{attempt}.db")
+        build = tuned.build(ROWLOOP_TRAIN)
+        if build.extension is not None:
+            break
+        assert build.report["growth"]["flat"] == [], _times(tuned, build)
+        assert [D["N"] for D in build.sizes] == ROWLOOP_TRAIN
+    else:
+        pytest.fail(f"3 builds and BLOCK 256 never named flat: {_times(tuned, build)}")
+    ext = build.extension
+    assert ext.parameter == "N"
+    assert ext.checks[0].flat == (3,) and set(ext.checks[0].growing) >= {0, 1, 2}
+    added = [a.size["N"] for a in ext.added]
+    assert added in ([512], [512, 1024])
+    assert ext.added[0].flat_before == (3,) and all(a.measured == 4 for a in ext.added)
+    assert len(ext.checks) == len(added) + 1
+    if ext.outcome is ExtensionOutcome.CAP:
+        assert added == [512, 1024] and ext.still_flat
+    else:
+        assert ext.outcome is ExtensionOutcome.GREW and ext.still_flat == ()
+    assert [D["N"] for D in build.sizes] == ROWLOOP_TRAIN + added
+    assert build.measured == 4 * len(build.sizes)
+    assert build.report["size_extension"] == ext.to_dict()
+    x = torch.rand(1, 3000)
+    out = torch.empty(1)
+    tuned[(1,)](x, out, x.stride(0), 3000)
+    torch.testing.assert_close(out, x.sum(dim=1))
+    again = _tuned_rowloop(tmp_path / f"s{attempt}.db")
+    again[(1,)](x, out, x.stride(0), 3000)
+    (reloaded,) = again._builds.values()
+    assert reloaded.from_store and reloaded.extension is not None
+    assert reloaded.extension.to_dict() == ext.to_dict()
+
+
+def test_the_opt_out_measures_the_given_sizes_alone(interpret, tmp_path) -> None:
+    """`extend_sizes=False`, on the build or on the tuner: the given sizes and nothing more
+    (whatever the growth rule says: it is still reported). A non-bool opt-out is refused."""
+    tuned = _tuned_rowloop(tmp_path / "a.db", warmup=0, rep=1)
+    build = tuned.build(ROWLOOP_TRAIN, extend_sizes=False)
+    assert [D["N"] for D in build.sizes] == ROWLOOP_TRAIN and build.measured == 20
+    assert build.extension is None and build.report["size_extension"] is None
+    assert build.report["growth"]["parameter"] == "N"
+    off = _tuned_rowloop(tmp_path / "b.db", warmup=0, rep=1, extend_sizes=False)
+    assert [D["N"] for D in off.build(ROWLOOP_TRAIN).sizes] == ROWLOOP_TRAIN
+    for bad in ("no", 0, None):
+        with pytest.raises(SpecError, match="extend_sizes"):
+            _tuned_rowloop(tmp_path / "c.db", extend_sizes=bad)
+        with pytest.raises(SpecError, match="extend_sizes"):
+            tuned.build(ROWLOOP_TRAIN, extend_sizes=bad if bad is not None else "off")
+
+
+def test_the_bench_scores_r_above_the_largest_training_key_used() -> None:
+    """bench_triton: where the build added training keys for a parameter, r counts only at the
+    workload keys above every training value of it; without added keys, at every key."""
+    import importlib.util
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from klaraptor.core.types import DataSize
+    from klaraptor.frontends.triton_extend import AddedKey, ExtensionOutcome, SizeExtension
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_triton.py"
+    if not path.exists():
+        pytest.skip("benchmarks/ is not beside the tests (an installed package)")
+    spec = importlib.util.spec_from_file_location("bench_triton_under_test", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    sizes = [DataSize(["N"], [n]) for n in (256, 512, 768, 1024, 2048, 4096)]
+    added = tuple(AddedKey(s, (9,), 12) for s in sizes[4:])
+    ext = SizeExtension("N", added, ExtensionOutcome.CAP, ())
+    workload = [{"N": 1280 + 256 * i} for i in range(50)]
+    scored = bench._scored(workload, SimpleNamespace(extension=ext, sizes=sizes))
+    kept = [w["N"] for w in workload if scored(w)]
+    assert len(kept) == 38 and min(kept) == 4352
+    plain = bench._scored(workload, SimpleNamespace(extension=None, sizes=sizes[:4]))
+    assert all(plain(w) for w in workload)
+
+
+def test_the_added_key_doubles_the_flat_parameter_of_the_largest_training_key() -> None:
+    from klaraptor.core.types import DataSize
+    from klaraptor.frontends.triton_extend import next_size, scaled_down_keys
+
+    names = ["n_rows", "n_cols"]
+    sizes = [DataSize(names, v) for v in ((1024, 256), (4096, 512), (1024, 512), (4096, 256))]
+    assert next_size(sizes, "n_cols") == DataSize(names, (4096, 1024))
+    assert next_size(sizes, "n_rows") == DataSize(names, (8192, 512))
+    assert scaled_down_keys((8192, 1)) == [(512, 1), (1024, 1), (2048, 1), (4096, 1)]

@@ -36,15 +36,23 @@ from klaraptor.backends.triton_backend import (
 )
 from klaraptor.core.enums import MeasurementStatus
 from klaraptor.core.errors import BuildError, KlaraptorError, SpecError
-from klaraptor.core.types import DataSize, ParamValues
+from klaraptor.core.types import DataSize
+from klaraptor.frontends.triton_args import flag, key_values, non_negative, param_values
 from klaraptor.frontends.triton_choice import Chooser, grid_dims, programs_vector, vector_meta
+from klaraptor.frontends.triton_extend import (
+    SizeExtension,
+    TrainingPoints,
+    extend_keys,
+    flat_check,
+    read_points,
+    scaled_down_keys,
+)
 from klaraptor.models.wave_time import WaveFit, choose_wave_fit, full_waves, wave_fill
 
 __all__ = ["TritonBuild", "TritonTuner", "autotune"]
 
 Sample = Callable[..., tuple[Any, Sequence[Any], Mapping[str, Any]]]
 _KIND = "time"
-_DEFAULT_SCALES = (16, 8, 4, 2)  # the first call's key divided by these: the training sizes
 
 
 def _triton() -> Any:
@@ -57,22 +65,6 @@ def _triton() -> Any:
             "klaraptor.triton needs triton and torch: pip install 'klaraptor[triton]'"
         ) from exc
     return triton
-
-
-def _param_values(config: Any, where: str) -> ParamValues:
-    """A Triton config's program parameters: its kwargs (integers), num_warps, num_stages."""
-    names, values = [], []
-    for name, value in config.kwargs.items():
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise SpecError(
-                f"{where}: kwarg {name!r} = {value!r} is not an integer; klaraptor.triton models "
-                "integer meta-parameters only"
-            )
-        names.append(str(name))
-        values.append(int(value))
-    names += ["num_warps", "num_stages"]
-    values += [int(config.num_warps), int(config.num_stages)]
-    return ParamValues(names, values)
 
 
 @dataclass
@@ -89,6 +81,9 @@ class TritonBuild:
     from_store: bool
     active: np.ndarray  # programs resident per SM, per config (occupancy of its compiled variant)
     report: dict[str, Any] = field(default_factory=dict)
+    # the training keys the build added where some configs never left a flat regime (None:
+    # none added; `report["growth"]` has the rule's verdict either way)
+    extension: SizeExtension | None = None
     # what a new key's choice needs that does not depend on the key (made on first use)
     chooser: Chooser | None = field(default=None, repr=False, compare=False)
 
@@ -116,6 +111,7 @@ class TritonTuner:
         store: Any = None,
         refine: int = 0,
         progress: bool | None = None,
+        extend_sizes: bool = True,
     ) -> None:
         fix_interpreter_index()
         self.fn = fn
@@ -126,7 +122,7 @@ class TritonTuner:
             raise SpecError(f"klaraptor.triton.autotune({self.name}): configs is empty")
         self.configs = list(configs)
         self.params = [
-            _param_values(c, f"klaraptor.triton.autotune({self.name}) config {i}")
+            param_values(c, f"klaraptor.triton.autotune({self.name}) config {i}")
             for i, c in enumerate(self.configs)
         ]
         self._all_kwargs = [c.all_kwargs() for c in self.configs]
@@ -156,8 +152,8 @@ class TritonTuner:
             bad = [n for n in names if n not in self.arg_names]
             if bad:
                 raise SpecError(f"{what}: {bad} names no argument of {self.name}")
-        self.warmup = 25.0 if warmup is None else _non_negative(self.name, "warmup", warmup)
-        self.rep = 100.0 if rep is None else _non_negative(self.name, "rep", rep)
+        self.warmup = 25.0 if warmup is None else non_negative(self.name, "warmup", warmup)
+        self.rep = 100.0 if rep is None else non_negative(self.name, "rep", rep)
         self.sample = sample
         self.sizes = list(sizes) if sizes is not None else None
         self._store_arg = store
@@ -168,6 +164,7 @@ class TritonTuner:
                 "number >= 0 (how many configs beyond the model's best to time on a new key)"
             )
         self.refine = int(refine)
+        self.extend_sizes = flag(self.name, "extend_sizes", extend_sizes)
         self.progress = sys.stderr.isatty() if progress is None else bool(progress)
         self._device: TritonDevice | None = None
         self._builds: dict[tuple[str, ...], TritonBuild] = {}
@@ -524,33 +521,10 @@ class TritonTuner:
     def _train_sizes(self, call_key: Sequence[Any]) -> list[tuple[int, ...]]:
         if self.sizes is not None:
             return [tuple(self._size(self._as_values(s)).values()) for s in self.sizes]
-        out = []
-        for f in _DEFAULT_SCALES:
-            vals = []
-            for v in call_key:
-                v = int(v)
-                if v <= 1:
-                    vals.append(v)
-                    continue
-                s = max(1, v // f)
-                vals.append(s - s % 16 if s >= 32 else s)
-            if tuple(vals) not in out:
-                out.append(tuple(vals))
-        return out
+        return scaled_down_keys(call_key)
 
     def _as_values(self, size: Any) -> tuple[Any, ...]:
-        if isinstance(size, Mapping):
-            missing = [k for k in self.key if k not in size]
-            if missing:
-                raise SpecError(f"{self.name}: size {dict(size)} lacks key values {missing}")
-            return tuple(size[k] for k in self.key)
-        if isinstance(size, (int, np.integer)) and len(self.key) == 1:
-            return (size,)
-        if isinstance(size, Sequence) and not isinstance(size, str) and len(size) == len(self.key):
-            return tuple(size)
-        raise SpecError(
-            f"{self.name}: size {size!r} must give the key {self.key} (mapping or tuple)"
-        )
+        return key_values(self.name, self.key, size)
 
     def _build_for_call(
         self, dtypes: tuple[str, ...], args: Sequence[Any], kwargs: Mapping[str, Any], grid: Any
@@ -572,11 +546,20 @@ class TritonTuner:
         sample: Sample | None = None,
         *,
         dtypes: Sequence[str] | None = None,
+        extend_sizes: bool | None = None,
     ) -> TritonBuild:
         """Measure every config at each training size (key values) and fit the model.
 
         `sample(**key_values)` returns the call for a size: `(grid, args, kwargs)`, as a launch
-        `kernel[grid](*args, **kwargs)` takes them."""
+        `kernel[grid](*args, **kwargs)` takes them. Every size given is measured; where some
+        configs then show no growth with a key parameter while most grow, up to two larger keys
+        are added (`frontends.triton_extend`, `TritonBuild.extension`). `extend_sizes=False`:
+        the given sizes only (None: the tuner's `extend_sizes`)."""
+        extend = (
+            self.extend_sizes
+            if extend_sizes is None
+            else flag(self.name, "extend_sizes", extend_sizes)
+        )
         sample = sample or self.sample
         if sample is None:
             raise SpecError(
@@ -585,8 +568,7 @@ class TritonTuner:
             )
         calls = []
         for s in sizes:
-            vals = self._as_values(s)
-            grid, args, kwargs = sample(**dict(zip(self.key, vals)))
+            grid, args, kwargs = sample(**dict(zip(self.key, self._as_values(s))))
             calls.append((grid, tuple(args), dict(kwargs)))
         if not calls:
             raise SpecError(f"{self.name}: build needs at least one size")
@@ -595,29 +577,33 @@ class TritonTuner:
             if dtypes is not None
             else tuple(str(v) for v in self._key_of(calls[0][1], calls[0][2])[len(self.key) :])
         )
-        return self._build(sig, calls)
+        return self._build(sig, calls, sample if extend else None)
 
     def _build(
-        self, dtypes: tuple[str, ...], calls: Sequence[tuple[Any, Sequence[Any], Mapping[str, Any]]]
+        self,
+        dtypes: tuple[str, ...],
+        calls: Sequence[tuple[Any, Sequence[Any], Mapping[str, Any]]],
+        extend_with: Sample | None = None,
     ) -> TritonBuild:
+        """Measure the calls, then (with `extend_with`, the sample) the keys the growth rule
+        asks for, and fit."""
         t0 = time.perf_counter()
         kernel = self.kernel_name(dtypes)
         store = self._open_store()
         from klaraptor.store import KernelRecord
 
-        store.put_kernel(
-            KernelRecord(
-                kernel,
-                kernel.rsplit(".", 1)[1],
-                tuple(self.key),
-                {
-                    "frontend": "triton",
-                    "function": self.name,
-                    "configs": [str(c) for c in self.configs],
-                    "dtypes": list(dtypes),
-                },
-            )
+        record = KernelRecord(
+            kernel,
+            kernel.rsplit(".", 1)[1],
+            tuple(self.key),
+            {
+                "frontend": "triton",
+                "function": self.name,
+                "configs": [str(c) for c in self.configs],
+                "dtypes": list(dtypes),
+            },
         )
+        store.put_kernel(record)
         progress = None
         if self.progress:
             from rich.progress import Progress
@@ -626,29 +612,73 @@ class TritonTuner:
             progress.start()
             task = progress.add_task(f"klaraptor: building {self.name}", total=len(calls))
         resources: dict[int, CompiledResources] = {}
+        extension = None
         try:
             for grid, args, kwargs in calls:
-                key = self._key_of(args, kwargs)
-                D = self._size(key[: len(self.key)])
-                cand = self._candidates(self._named(args, kwargs), kwargs)
-                for i, r in self._measure_key(grid, args, kwargs, D, cand, kernel, store).items():
-                    resources.setdefault(i, r)
+                self._measure_call(grid, args, kwargs, kernel, store, resources)
                 if progress is not None:
                     progress.advance(task)
+            if extend_with is not None:
+                extension = self._extend(kernel, store, resources, extend_with)
         finally:
             if progress is not None:
                 progress.stop()
-        build = self._fit(kernel, store, resources, from_store=False)
+        if extension is not None:  # stored beside the kernel: a reload reports it too
+            store.put_kernel(extension.recorded(record))
+        build = self._fit(kernel, store, resources, from_store=False, extension=extension)
         build.seconds = time.perf_counter() - t0
         self._builds[dtypes] = build
         self._cache.clear()
         return build
 
+    def _measure_call(
+        self,
+        grid: Any,
+        args: Sequence[Any],
+        kwargs: Mapping[str, Any],
+        kernel: str,
+        store: Any,
+        resources: dict[int, CompiledResources],
+    ) -> None:
+        key = self._key_of(args, kwargs)
+        D = self._size(key[: len(self.key)])
+        cand = self._candidates(self._named(args, kwargs), kwargs)
+        for i, r in self._measure_key(grid, args, kwargs, D, cand, kernel, store).items():
+            resources.setdefault(i, r)
+
+    def _extend(
+        self,
+        kernel: str,
+        store: Any,
+        resources: dict[int, CompiledResources],
+        sample: Sample,
+    ) -> SizeExtension | None:
+        """The keys the growth rule asks for, measured (`frontends.triton_extend`)."""
+
+        def measure(size: DataSize) -> int:
+            before = len(self._points(kernel, store).t_rows)
+            grid, args, kwargs = sample(**dict(size))
+            self._measure_call(grid, tuple(args), dict(kwargs), kernel, store, resources)
+            return len(self._points(kernel, store).t_rows) - before
+
+        return extend_keys(
+            lambda: self._points(kernel, store), measure, len(self.configs), self.key
+        )
+
+    def _points(self, kernel: str, store: Any) -> TrainingPoints:
+        return read_points(
+            store.measurements(kernel, self.device.name, _KIND),
+            self.params,
+            [int(c.num_warps) for c in self.configs],
+        )
+
     def _from_store(self, kernel: str) -> TritonBuild | None:
         store = self._open_store()
-        if store.kernel(kernel) is None or not store.measurements(kernel, self.device.name, _KIND):
+        record = store.kernel(kernel)
+        if record is None or not store.measurements(kernel, self.device.name, _KIND):
             return None
-        return self._fit(kernel, store, None, from_store=True)
+        extension = SizeExtension.from_record(record)
+        return self._fit(kernel, store, None, from_store=True, extension=extension)
 
     def _fit(
         self,
@@ -657,74 +687,51 @@ class TritonTuner:
         resources: dict[int, CompiledResources] | None,
         *,
         from_store: bool,
+        extension: SizeExtension | None = None,
     ) -> TritonBuild:
-        index = {pv: i for i, pv in enumerate(self.params)}
-        rows = store.measurements(kernel, self.device.name, _KIND)
-        D, cfg, waves, t, sizes = [], [], [], [], []
-        res = dict(resources or {})
-        for m in rows:
-            i = index.get(m.params)
-            if i is None or m.status != MeasurementStatus.OK.value:
-                continue
-            v = m.value
-            if "num_regs" in v and i not in res:
-                res[i] = CompiledResources(
-                    int(v["num_regs"]), int(v["shared"]), int(self.configs[i].num_warps)
-                )
-            D.append(list(m.D.values()))
-            cfg.append(i)
-            t.append(float(v["median_ms"]))
-            waves.append(float(v["programs"]))  # programs now, waves below (needs resources)
-            if m.D not in sizes:
-                sizes.append(m.D)
-        if not t:
-            reasons = sorted({m.reason for m in rows if m.reason})
-            raise BuildError(f"{self.name}: no config could be measured: {reasons[:3]}")
+        pts = self._points(kernel, store)
+        if not pts.t_rows:
+            raise BuildError(
+                f"{self.name}: no config could be measured: {sorted(set(pts.reasons))[:3]}"
+            )
+        res = {**pts.resources, **(resources or {})}
         active = np.array(
             [self._active(res.get(i)) for i in range(len(self.configs))], dtype=np.float64
         )
-        programs = np.array(waves)
-        cfg_a = np.array(cfg)
-        D_a = np.array(D, dtype=np.float64)
+        programs, cfg_a, D_a = pts.programs, pts.cfg, pts.D
         w = full_waves(programs, active[cfg_a], self.device.sm_count)
         fill = wave_fill(programs, w, active[cfg_a] * float(self.device.sm_count))
         fit = choose_wave_fit(
             D_a,
             cfg_a,
             w,
-            np.array(t),
+            pts.t,
             len(self.configs),
             data_names=self.key,
             fill=fill,
             grid_dims=grid_dims(D_a, cfg_a, programs),
         )
+        check = flat_check(D_a, cfg_a, pts.t, programs, len(self.configs), self.key)
+        report: dict[str, Any] = {
+            "fit": fit.to_dict(),
+            "active_per_sm": active.tolist(),
+            "growth": None if check is None else check.to_dict(),
+            "size_extension": None if extension is None else extension.to_dict(),
+        }
         return TritonBuild(
             kernel,
             self.device.name,
-            sizes,
+            pts.sizes,
             fit,
             res,
-            len(t),
+            len(pts.t_rows),
             0.0,
             from_store,
             active,
-            {"fit": fit.to_dict(), "active_per_sm": active.tolist()},
+            report,
+            extension,
             Chooser(fit, active, self.device.sm_count),
         )
-
-
-def _non_negative(name: str, what: str, value: Any) -> float:
-    """`warmup` and `rep` (ms, as `triton.testing.do_bench` takes them) as a float >= 0."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = math.nan
-    if isinstance(value, bool) or not math.isfinite(v) or v < 0:
-        raise SpecError(
-            f"klaraptor.triton.autotune({name}): {what}={value!r} must be a number of "
-            "milliseconds >= 0"
-        )
-    return v
 
 
 def autotune(
@@ -746,6 +753,7 @@ def autotune(
     store: Any = None,
     refine: int = 0,
     progress: bool | None = None,
+    extend_sizes: bool = True,
 ) -> Callable[[Any], TritonTuner]:
     """Decorate a `@triton.jit` function as `triton.autotune` does (same arguments), choosing the
     config of each new key from a model built once instead of benchmarking every config.
@@ -754,7 +762,9 @@ def autotune(
     a training size (the first call then builds at its key scaled down by 2..16; without it, the
     first call's own key is measured, which is tuning once); `sizes` the training key values;
     `store` the store's path (or a `Store`); `refine=k` times the model's k best configs at each
-    new key and keeps the fastest; `progress` shows the build's progress bar."""
+    new key and keeps the fastest; `progress` shows the build's progress bar; `extend_sizes`
+    (default True) lets a build add up to two larger keys where some configs showed no growth
+    with a key parameter over the training keys while most configs grew (`TritonTuner.build`)."""
     if pre_hook is not None or post_hook is not None:
         raise SpecError(
             "klaraptor.triton.autotune: pre_hook/post_hook are not supported; use "
@@ -784,6 +794,7 @@ def autotune(
             store=store,
             refine=refine,
             progress=progress,
+            extend_sizes=extend_sizes,
         )
 
     return decorator
