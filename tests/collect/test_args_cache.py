@@ -24,6 +24,10 @@ class _HostBackend:
     def to_host(args: Any) -> Any:
         return args
 
+    @staticmethod
+    def clone_args(args: Any) -> tuple[Any, ...]:
+        return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+
 
 class _Spec:
     def __init__(self, fail_beside_others: bool = False) -> None:
@@ -98,3 +102,22 @@ def test_a_failure_with_nothing_else_resident_is_raised() -> None:
 
     with pytest.raises(MemoryError, match="too large"):
         _ArgsCache(Broken(), 0, _HostBackend()).get(_D(8))
+
+
+def test_check_case_references_each_size_once_and_hands_out_pristine_copies() -> None:
+    """A kernel that changes its inputs is checked at every configuration of a sweep: its
+    inputs and reference are made once per size, and each check gets unchanged inputs."""
+    spec, be = _Spec(), _HostBackend()
+    cache = _ArgsCache(spec, 0, be, keep=3)
+    first, expected = cache.check_case(_D(64))
+    pristine = first[0].copy()
+    first[0][:] = -1.0  # what an in-place kernel does to its inputs
+    for _ in range(3):
+        again, expected_again = cache.check_case(_D(64))
+        np.testing.assert_array_equal(again[0], pristine)
+        assert expected_again is expected
+        again[0][:] = -1.0
+    assert spec.made == [64]
+    assert spec.references == [64]
+    # Its own random stream: not the timed arguments of the same size.
+    assert not np.array_equal(cache.get(_D(64))[0], pristine)

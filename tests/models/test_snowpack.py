@@ -33,7 +33,8 @@ from klaraptor.models.snowpack.features import (
     static_names,
 )
 from klaraptor.models.snowpack.learner import COST_NS, Regressor, fit_rows, suboptimality
-from klaraptor.models.snowpack.model import _nodes, save_regressor, shipped_path
+from klaraptor.models.snowpack.learner import save_regressor
+from klaraptor.models.snowpack.model import _nodes, shipped_path
 from klaraptor.models.snowpack.search import Candidate, choose, train
 from klaraptor.models.snowpack.train import corpus_from_store
 from klaraptor.space.configspace import ConfigSpace

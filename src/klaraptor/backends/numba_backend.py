@@ -398,6 +398,20 @@ class NumbaBackend(OutputCheck):
                 out.append(a)
         return tuple(out)
 
+    def clone_args(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        """Launch arguments with every device array copied on the GPU (scalars unchanged)."""
+        cuda = numba_cuda()
+        out = []
+        for a in args:
+            if hasattr(a, "copy_to_device") or hasattr(a, "__cuda_array_interface__"):
+                src = a if hasattr(a, "copy_to_device") else cuda.as_cuda_array(a)
+                dst = cuda.device_array_like(src)
+                dst.copy_to_device(src)
+                out.append(dst)
+            else:
+                out.append(a)
+        return tuple(out)
+
     def poison(self, args: Sequence[Any], indices: Sequence[int]) -> None:
         """Fill floating-point output arrays with NaN, so values a kernel fails to write show."""
         for i in indices:

@@ -97,6 +97,9 @@ class _ArgsCache:
         self.keep = max(1, int(keep))
         # D -> [arguments, reference outputs or None], least recently used first
         self._entries: OrderedDict[DataSize, list[Any]] = OrderedDict()
+        # D -> (pristine check inputs, their reference outputs), for kernels that change their
+        # inputs (`check_case`); least recently used first
+        self._checks: OrderedDict[DataSize, tuple[tuple[Any, ...], Any]] = OrderedDict()
         self._setup_s = 0.0  # building arguments and references since the last take_setup()
 
     def take_setup(self) -> float:
@@ -114,6 +117,7 @@ class _ArgsCache:
     def _drop(self, n: int) -> None:
         for _ in range(min(n, len(self._entries))):
             self._entries.popitem(last=False)
+        self._checks.clear()  # rebuilt on demand, at most one size at a time
         self.backend.free_memory()
 
     def get(self, D: DataSize) -> tuple[Any, ...]:
@@ -147,6 +151,26 @@ class _ArgsCache:
             entry[1] = self.spec.reference(D, self.backend.to_host(args))
             self._setup_s += time.perf_counter() - t
         return entry[1]
+
+    def check_case(self, D: DataSize) -> tuple[tuple[Any, ...], Any]:
+        """(inputs, reference outputs) for one output check of a kernel that changes its inputs.
+
+        The inputs (their own random stream) and their host reference are made once per D; each
+        check gets a GPU copy of those pristine inputs. Making and referencing fresh inputs for
+        every configuration of a sweep cost tens of milliseconds a point, more than its timing.
+        """
+        entry = self._checks.get(D)
+        if entry is None:
+            t = time.perf_counter()
+            if len(self._checks) >= self.keep:
+                self._checks.popitem(last=False)
+            pristine = self.fresh(D, stream=1)
+            expected = self.spec.reference(D, self.backend.to_host(pristine))
+            entry = self._checks[D] = (pristine, expected)
+            self._setup_s += time.perf_counter() - t
+        else:
+            self._checks.move_to_end(D)
+        return self.backend.clone_args(entry[0]), entry[1]
 
 
 class _Kernel:
@@ -330,9 +354,8 @@ def _measure_point(k: _Kernel, cache: _ArgsCache, timer: Timer, p: Point, opts: 
         if spec.idempotent:
             check_args, expected = cache.get(p.D), cache.expected(p.D)
         else:
-            # The kernel changes its inputs, so the check gets fresh ones of its own.
-            check_args = cache.fresh(p.D, stream=1)
-            expected = spec.reference(p.D, be.to_host(check_args))
+            # The kernel changes its inputs, so the check gets a copy of pristine ones.
+            check_args, expected = cache.check_case(p.D)
         poison_idx = spec.meta.get("overwrites", spec.outputs)
         fn = k.fn_for(p.params)
         value["check"] = be.check_outputs(

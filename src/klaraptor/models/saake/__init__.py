@@ -10,6 +10,16 @@ instruction costs), `trace` (one warp's instruction stream), `emulate` (Alg. 1 o
 
 from __future__ import annotations
 
-from klaraptor.models.saake.model import SaakeModel
+from typing import Any
 
 __all__ = ["SaakeModel"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use (PEP 562): the emulator and SciPy are not needed to read the
+    # `saake` model's tags, which every build does.
+    if name == "SaakeModel":
+        from klaraptor.models.saake.model import SaakeModel
+
+        return SaakeModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

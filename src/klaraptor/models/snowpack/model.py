@@ -34,11 +34,11 @@ from klaraptor.models.snowpack.features import (
     static_features,
     static_vector,
 )
-from klaraptor.models.snowpack.learner import Regressor, save_regressor
 from klaraptor.program import Program, const, maximum, minimum, table, var, where
 
 if TYPE_CHECKING:
     from klaraptor.device.profile import DeviceProfile
+    from klaraptor.models.snowpack.learner import Regressor
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
 
@@ -59,6 +59,8 @@ def load_shipped(path: str | Path | None = None) -> Regressor:
         raise SnowpackError(
             f"no shipped SNOWPACK model at {p} ({exc.strerror}); train one with " + RETRAIN
         ) from None
+    from klaraptor.models.snowpack.learner import Regressor
+
     return Regressor.from_bytes(blob, f"the shipped file {p}")
 
 
@@ -67,6 +69,10 @@ def load_regressor(store: Store | None = None, device_key: str | None = None) ->
 
     A shipped model made on another GPU than `device_key` is refused (its choices are that
     GPU's); a stored model of another feature set or scikit-learn version is refused too."""
+    # scikit-learn (seconds to import) only once a regressor is needed: reading this model's
+    # tags, as every build does, must not pay for it.
+    from klaraptor.models.snowpack.learner import Regressor
+
     if store is not None:
         rec = store.latest_stat_model(NAME, device_key)
         if rec is not None:
@@ -260,6 +266,5 @@ __all__ = [
     "load_regressor",
     "load_shipped",
     "rank_prior",
-    "save_regressor",
     "shipped_path",
 ]
