@@ -32,8 +32,13 @@ from klaraptor.models.snowpack.features import (
     static_features,
     static_names,
 )
-from klaraptor.models.snowpack.learner import COST_NS, Regressor, fit_rows, suboptimality
-from klaraptor.models.snowpack.learner import save_regressor
+from klaraptor.models.snowpack.learner import (
+    COST_NS,
+    Regressor,
+    fit_rows,
+    save_regressor,
+    suboptimality,
+)
 from klaraptor.models.snowpack.model import _nodes, shipped_path
 from klaraptor.models.snowpack.search import Candidate, choose, train
 from klaraptor.models.snowpack.train import corpus_from_store
