@@ -6,6 +6,7 @@ worker is never reused and every item gets exactly one result."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -73,10 +74,32 @@ def test_switched_off_each_job_gets_its_own_process(tmp_path: Path, monkeypatch,
     assert len(pids) == 2 and pool.started == 0
 
 
-def test_wrapped_commands_are_not_served_warm(tmp_path: Path, pool) -> None:  # noqa: ANN001
-    run = warm.start(["env", *kp.worker_command(tmp_path / "j")], tmp_path / "log", None, pool)
+def test_other_commands_are_not_served_warm(tmp_path: Path, pool) -> None:  # noqa: ANN001
+    run = warm.start(["env", "true"], tmp_path / "log", None, pool)
     run.release()
     assert isinstance(run, warm.FreshRun) and pool.started == 0
+
+
+def test_guarded_worker_commands_share_one_warm_worker_under_the_guard(
+    tmp_path: Path,
+    pool,  # noqa: ANN001
+) -> None:
+    """A Dask worker runs the collection worker under its parent-death guard: the jobs of every
+    chunk go to ONE warm worker started under that guard (issue 33 item 5: one persistent
+    worker per GPU, not one per chunk)."""
+    from klaraptor.collect.dask.tasks import guarded
+
+    pids = []
+    for name in ("a", "b", "c"):
+        job, ev = _probe_job(tmp_path, name)
+        (probe,) = kp.run_once(
+            guarded(kp.worker_command(job)), ev, timeout_s=120, env=kp.worker_env(), pool=pool
+        )
+        pids.append(probe["pid"])
+    assert len(set(pids)) == 1 and pool.started == 1
+    # The guard exec()s the worker: same process, its parent is this one.
+    status = Path(f"/proc/{pids[0]}/status").read_text()
+    assert f"PPid:\t{os.getpid()}" in status
 
 
 # A serve program speaking the warm protocol; each job file is JSON {"ids": [...]} and an item

@@ -56,6 +56,9 @@ if TYPE_CHECKING:
     from klaraptor.collect.collector import CollectOptions, CollectReport
     from klaraptor.collect.dask import DaskExecutor
 
+# A warm collection worker's start of a job on the H200 (0.04-0.09 s, bench_cost at b54eaa0).
+WARM_SESSION_S = 0.06
+
 # A kernel's attributes: one set, or (with program parameters) one per compiled variant.
 Attributes = KernelAttributes | dict[ParamValues, KernelAttributes]
 
@@ -208,7 +211,7 @@ class BudgetedPlan:
             req.sizes,
             arg_bytes=arg_bytes,
             budget=budget,
-            cost=req.cost,
+            cost=req.cost if req.cost is not None else session_cost(req.executor is None),
             prior=req.prior,
             prior_keep=req.prior_keep,
             store=req.store,
@@ -283,6 +286,20 @@ class BudgetedPlan:
         )
         job.train = planned_training(job.train, executed, job.candidates)
         return job
+
+
+def session_cost(local: bool) -> CostModel | None:
+    """The plan's cost model when the build does not give one: the default, with a warm
+    worker's session start-up where the session will run on one (a local collection with warm
+    workers on). The default prices a fresh worker process (0.65 s); a warm worker starts a job
+    in 0.04-0.09 s (H200, benchmarks/bench_cost.py at b54eaa0), and the budget, a multiple of
+    tune-once's cost, must not multiply a start-up nobody pays."""
+    from klaraptor.collect import warm
+    from klaraptor.collect.plan import H200_COST
+
+    if not (local and warm.enabled()):
+        return None
+    return replace(H200_COST, session_s=WARM_SESSION_S)
 
 
 def kernel_attributes(

@@ -197,6 +197,12 @@ def _isolated_session(
         "crashes": stats.crashes,
         "timeouts": stats.timeouts,
         "worker_startup_s": sum(float(ev.get("startup_s", 0.0)) for ev in stats.ready),
+        # The last worker's start-up: a plan session prices its own start with it (worker.py).
+        **(
+            {"session_startup_s": float(stats.ready[-1].get("startup_s", 0.0))}
+            if stats.ready
+            else {}
+        ),
     }
 
 

@@ -219,9 +219,18 @@ class WarmPool:
             self._logdir = Path(tempfile.mkdtemp(prefix="klaraptor-warm-"))
         return self._logdir / f"worker-{self.started}.log"
 
-    def run(self, python: str, job_file: str, env: Mapping[str, str] | None) -> WarmRun:
-        """Hand `job_file` to an idle worker of this Python and environment, or a new one."""
-        key = (python, tuple(sorted((env or os.environ).items())))
+    def run(
+        self,
+        python: str,
+        job_file: str,
+        env: Mapping[str, str] | None,
+        prefix: Sequence[str] = (),
+    ) -> WarmRun:
+        """Hand `job_file` to an idle worker of this Python and environment, or a new one.
+
+        `prefix`: the command the worker runs under (e.g. a Dask worker's parent-death guard);
+        workers of another prefix are not shared."""
+        key = (tuple(prefix), python, tuple(sorted((env or os.environ).items())))
         now = time.monotonic()
         worker = None
         with self._lock:
@@ -233,14 +242,15 @@ class WarmPool:
                     break
                 w.stop()
             if worker is None:
-                worker = WarmWorker(self._serve_argv(python), env, self._log_path())
+                argv = [*prefix, *self._serve_argv(python)]
+                worker = WarmWorker(argv, env, self._log_path())
                 self.started += 1
         return WarmRun(self, key, worker, job_file)
 
     def prestart(self, python: str, env: Mapping[str, str] | None) -> WarmWorker | None:
         """Start a worker for this Python and environment now, unless an idle one is there: it
         imports while the caller prepares its first job. None when one was there already."""
-        key = (python, tuple(sorted((env or os.environ).items())))
+        key = ((), python, tuple(sorted((env or os.environ).items())))
         now = time.monotonic()
         with self._lock:
             idle = self._idle.setdefault(key, [])
@@ -314,14 +324,17 @@ def start(
     pool: WarmPool | None = None,
 ) -> FreshRun | WarmRun:
     """Run a worker command: the plain worker command (`python -m klaraptor.collect.worker
-    JOBFILE`) on a warm worker when enabled, anything else (a wrapped command) in its own
-    process."""
+    JOBFILE`), alone or after a prefix, on a warm worker when enabled (one per prefix), anything
+    else in its own process."""
     from klaraptor.collect.protocol import WORKER_MODULE
 
     argv = list(argv)
-    plain = len(argv) == 4 and argv[1:3] == ["-m", WORKER_MODULE] and argv[3] != "--serve"
+    # The plain command may come under a prefix (a Dask worker's parent-death guard): the warm
+    # worker then runs under the same prefix, so it still dies with its parent.
+    prefix, body = argv[:-4], argv[-4:]
+    plain = len(body) == 4 and body[1:3] == ["-m", WORKER_MODULE] and body[3] != "--serve"
     if plain and enabled():
-        return (pool or POOL).run(argv[0], argv[3], env)
+        return (pool or POOL).run(body[0], body[3], env, prefix=prefix)
     return FreshRun(argv, log_path, env)
 
 
