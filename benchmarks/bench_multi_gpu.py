@@ -230,11 +230,13 @@ def calibrate(client: Any, spec: Any, device: Any, first: str, tmp: Path) -> dic
 
 
 def choose_sizes(cal: dict[str, Any]) -> list[int]:
-    """k sizes evenly spread over 256..2048 (multiples of 32), one GPU taking ~60 s (4 to 24)."""
-    # A point times at least 20 ms of kernel; never trust a calibration below 40 ms a point.
-    per_size = cal["blocks"] * max(cal["per_point_s"], 0.04) + 0.1  # + arguments, reference
-    k = int(np.clip(round(TARGET_1GPU_S / per_size), 4, 24))
-    sizes = sorted({int(round(x / 32) * 32) for x in np.linspace(256, 2048, k)})
+    """k sizes evenly spread over 256..2048 (multiples of 16), one GPU taking ~TARGET_1GPU_S
+    (4 to 113 sizes)."""
+    # Racing on warm workers costs about 10 ms a point (H200, f08957d); never trust a
+    # calibration below 5 ms a point.
+    per_size = cal["blocks"] * max(cal["per_point_s"], 0.005) + 0.05  # + arguments, reference
+    k = int(np.clip(round(TARGET_1GPU_S / per_size), 4, 113))
+    sizes = sorted({int(round(x / 16) * 16) for x in np.linspace(256, 2048, k)})
     return sizes
 
 
