@@ -69,8 +69,9 @@ _DERIVED_KEYS = frozenset({"key", "peak_dram_bandwidth_gbs"})
 
 
 @dataclass
-class DeviceProfile:
-    """Hardware parameters of one GPU (limits from the device query, latencies measured)."""
+class DeviceLimits:
+    """What the device query says: the GPU's identity, clocks and limits (one field per
+    cudaDeviceAttr read by `query_device`). The part of a profile occupancy and launch checks need."""
 
     name: str
     cc: tuple[int, int]
@@ -94,35 +95,6 @@ class DeviceProfile:
     l2_bytes: int
     mem_bus_width_bits: int
     total_mem_bytes: int | None = None
-    mem_latency_dram_cycles: float | None = None
-    mem_latency_l2_cycles: float | None = None
-    departure_delay_coal: float | None = None
-    departure_delay_uncoal: float | None = None
-    dram_bandwidth_gbs: float | None = None
-    issue_cycles: float | None = None
-    lat_fp32_cycles: float | None = None
-    gap_fp32_cycles: float | None = None
-    lat_fp64_cycles: float | None = None
-    gap_fp64_cycles: float | None = None
-    lat_sfu_cycles: float | None = None
-    gap_sfu_cycles: float | None = None
-    lat_alu_cycles: float | None = None
-    gap_alu_cycles: float | None = None
-    lat_imad_cycles: float | None = None
-    gap_imad_cycles: float | None = None
-    lat_smem_cycles: float | None = None
-    gap_smem_cycles: float | None = None
-    lat_issue_cycles: float | None = None
-    gap_issue_cycles: float | None = None
-    lat_l2_cycles: float | None = None
-    gap_l2_cycles: float | None = None
-    lat_l2_scatter_cycles: float | None = None
-    gap_l2_scatter_cycles: float | None = None
-    lat_dram_cycles: float | None = None
-    gap_dram_cycles: float | None = None
-    lat_launch_cycles: float | None = None
-    gap_launch_cycles: float | None = None
-    provenance: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -147,15 +119,87 @@ class DeviceProfile:
         """`sm_90` style architecture name."""
         return f"sm_{self.cc[0]}{self.cc[1]}"
 
+
+@dataclass
+class MwpCwpParams:
+    """The MWP-CWP model's measured inputs (`MODEL_INPUT_FIELDS`, by klaraptor.collect.microbench);
+    None until measured."""
+
+    mem_latency_dram_cycles: float | None = None
+    mem_latency_l2_cycles: float | None = None
+    departure_delay_coal: float | None = None
+    departure_delay_uncoal: float | None = None
+    dram_bandwidth_gbs: float | None = None
+    issue_cycles: float | None = None
+
+    @property
+    def missing_model_inputs(self) -> list[str]:
+        """MWP-CWP inputs not measured yet."""
+        return [f for f, _, _ in MODEL_INPUT_FIELDS if getattr(self, f) is None]
+
+
+@dataclass
+class SaakeResources:
+    """SAAKE's latency and gap per resource (`RESOURCE_FIELDS`, by klaraptor.collect.resources);
+    None until measured. `klaraptor.device.resources.resource_params` reads them for the
+    emulator."""
+
+    lat_fp32_cycles: float | None = None
+    gap_fp32_cycles: float | None = None
+    lat_fp64_cycles: float | None = None
+    gap_fp64_cycles: float | None = None
+    lat_sfu_cycles: float | None = None
+    gap_sfu_cycles: float | None = None
+    lat_alu_cycles: float | None = None
+    gap_alu_cycles: float | None = None
+    lat_imad_cycles: float | None = None
+    gap_imad_cycles: float | None = None
+    lat_smem_cycles: float | None = None
+    gap_smem_cycles: float | None = None
+    lat_issue_cycles: float | None = None
+    gap_issue_cycles: float | None = None
+    lat_l2_cycles: float | None = None
+    gap_l2_cycles: float | None = None
+    lat_l2_scatter_cycles: float | None = None
+    gap_l2_scatter_cycles: float | None = None
+    lat_dram_cycles: float | None = None
+    gap_dram_cycles: float | None = None
+    lat_launch_cycles: float | None = None
+    gap_launch_cycles: float | None = None
+
+
+def _part(cls: type[Any], profile: Any) -> Any:
+    return cls(**{f.name: getattr(profile, f.name) for f in dataclasses.fields(cls)})
+
+
+# The bases in reverse order of their fields: a dataclass lays out its bases' fields from the
+# last base to the first, so the flat field order (and `to_dict`'s) is limits, MWP-CWP inputs,
+# SAAKE resources, provenance.
+@dataclass
+class DeviceProfile(SaakeResources, MwpCwpParams, DeviceLimits):
+    """Hardware parameters of one GPU: its device limits (`DeviceLimits`), the MWP-CWP model's
+    inputs (`MwpCwpParams`) and SAAKE's resources (`SaakeResources`), measured once per device
+    key, with their provenance. A profile is each of the three (code that needs one part takes
+    that type); `limits`, `mwp_cwp` and `resources` give each part alone."""
+
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def limits(self) -> DeviceLimits:
+        return _part(DeviceLimits, self)  # type: ignore[no-any-return]
+
+    @property
+    def mwp_cwp(self) -> MwpCwpParams:
+        return _part(MwpCwpParams, self)  # type: ignore[no-any-return]
+
+    @property
+    def resources(self) -> SaakeResources:
+        return _part(SaakeResources, self)  # type: ignore[no-any-return]
+
     @property
     def missing_microbench(self) -> list[str]:
         """Microbenchmark fields not measured yet (MWP-CWP inputs and SAAKE resources)."""
         return [f for f, _, _ in MICROBENCH_FIELDS if getattr(self, f) is None]
-
-    @property
-    def missing_model_inputs(self) -> list[str]:
-        """MWP-CWP inputs (`hardware_params`) not measured yet."""
-        return [f for f, _, _ in MODEL_INPUT_FIELDS if getattr(self, f) is None]
 
     def with_microbench(
         self, provenance: dict[str, Any] | None = None, **values: float

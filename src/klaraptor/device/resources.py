@@ -5,7 +5,7 @@ emulator (`klaraptor.models.saake`)."""
 from __future__ import annotations
 
 from klaraptor.core.errors import CollectError
-from klaraptor.device.profile import RESOURCE_FIELDS, RESOURCES, DeviceProfile
+from klaraptor.device.profile import RESOURCE_FIELDS, RESOURCES, SaakeResources
 
 BENCHMARKS: tuple[str, ...] = tuple(r for r, _ in RESOURCES)
 FIELDS: tuple[str, ...] = tuple(f for f, _, _ in RESOURCE_FIELDS)
@@ -13,12 +13,14 @@ FIELDS: tuple[str, ...] = tuple(f for f, _, _ in RESOURCE_FIELDS)
 OPTIONAL_FIELDS: frozenset[str] = frozenset({"lat_l2_scatter_cycles", "gap_l2_scatter_cycles"})
 
 
-def resource_params(profile: DeviceProfile) -> dict[str, tuple[float, float]]:
-    """{resource: (latency, gap)} in SM cycles, for the emulator; raises naming what is missing."""
+def resource_params(profile: SaakeResources) -> dict[str, tuple[float, float]]:
+    """{resource: (latency, gap)} in SM cycles, for the emulator, from a profile's SAAKE part;
+    raises naming what is missing."""
     missing = [f for f in FIELDS if getattr(profile, f) is None and f not in OPTIONAL_FIELDS]
     if missing:
+        label = getattr(profile, "key", "this device")
         raise CollectError(
-            f"device profile {profile.key!r} lacks resource microbenchmarks {missing}; run "
+            f"device profile {label!r} lacks resource microbenchmarks {missing}; run "
             "scripts/device_resources.py on that GPU (or klaraptor.collect.microbench.measure_profile)"
         )
     return {

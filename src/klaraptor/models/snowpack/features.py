@@ -37,7 +37,7 @@ from klaraptor.program import Program
 from klaraptor.store.records import StaticFeatures
 
 if TYPE_CHECKING:
-    from klaraptor.device.profile import DeviceProfile
+    from klaraptor.device.profile import DeviceLimits, DeviceProfile
     from klaraptor.isa.analysis import KernelISA
     from klaraptor.spec import KernelSpec
     from klaraptor.store import Store
@@ -178,7 +178,7 @@ def from_isa(isa: KernelISA) -> dict[str, float]:
     return {**from_isa_features(isa.features, isa.name), **access_features(isa)}
 
 
-def attributes_from(static: Mapping[str, float], device: DeviceProfile) -> KernelAttributes:
+def attributes_from(static: Mapping[str, float], device: DeviceLimits) -> KernelAttributes:
     """Kernel attributes as the compiler states them (no GPU query): registers, static shared
     memory, local memory; the thread limit follows from the registers."""
     regs = int(static["registers"])
