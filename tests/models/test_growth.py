@@ -123,3 +123,21 @@ def test_round_trip_through_json() -> None:
     again = GrowthCheck.from_dict(json.loads(json.dumps(check.to_dict())))
     assert again.flat == check.flat and again.parameter == "N"
     np.testing.assert_allclose(again.growth, check.growth)
+
+
+def test_half_the_configs_growing_is_far_more_than_noise() -> None:
+    """Layer norm on the H200 at f8ca948: 6 of 12 configs grow with N over 256..1024, noise
+    would make about 0.7 of them pass. The wide blocks are named (the rule before, 'more than
+    half grow', named nothing and the build extrapolated BLOCK_SIZE 2048 flat: r 1.24)."""
+    obj = json.loads(
+        (Path(__file__).parents[1] / "data" / "triton_layer_norm_h200_f8ca948.json").read_text()
+    )
+    rows = obj["rows"]
+    D = np.array([[r["N"]] for r in rows], float)
+    cfg = np.array([r["config"] for r in rows])
+    t = np.array([r["median_ms"] for r in rows])
+    (check,) = growth_checks(D, cfg, t, len(obj["configs"]), data_names=("N",))
+    block = [int(c.split(",")[0].split("=")[1]) for c in obj["configs"]]
+    assert len(check.growing) == 6
+    named = {block[c] for c in check.flat}
+    assert {2048, 4096} <= named and 512 not in named
