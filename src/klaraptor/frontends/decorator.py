@@ -78,6 +78,7 @@ from klaraptor.core.validate import (
     check_store_name,
     check_text,
 )
+from klaraptor.frontends.adapters import TuneAdapter
 from klaraptor.frontends.inference import InferredArgs, describe_args
 from klaraptor.frontends.torch import TorchBridge, is_tensor
 from klaraptor.frontends.tune_rules import check_params, grid_dim, grid_rule
@@ -292,7 +293,9 @@ class Tuned(Launcher):
     and `name` describe it. The per-call path is `runtime.launcher.Launcher`'s, the one every
     front-end and `Kernel.tuned` share."""
 
-    def __init__(self, adapter: Any, options: TuneOptions, wrapped: Any) -> None:
+    _adapter: TuneAdapter
+
+    def __init__(self, adapter: TuneAdapter, options: TuneOptions, wrapped: Any) -> None:
         if options.on_missing not in ON_MISSING:
             raise SpecError(f"on_missing must be one of {ON_MISSING}, got {options.on_missing!r}")
         fname = adapter.function_name
@@ -558,7 +561,7 @@ def _dotted(name: str) -> str:
 # tune
 
 
-def adapter_for(kernel: Any, params: Mapping[str, Any] | None = None) -> Any:
+def adapter_for(kernel: Any, params: Mapping[str, Any] | None = None) -> TuneAdapter:
     """The front-end adapter of a kernel object (SpecError for anything else). With program
     parameters, a plain function is a Numba kernel factory (`frontends.numba`)."""
     from klaraptor.frontends.cuda_core import CoreAdapter, CoreKernel

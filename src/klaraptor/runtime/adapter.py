@@ -50,8 +50,10 @@ class LaunchAdapter(Protocol):
     (run per new size and when a launch fails). `clock(context)` gives the events that time
     launches on the streams this front-end launches on."""
 
-    frontend: str
-    function_name: str
+    @property
+    def frontend(self) -> str: ...
+    @property
+    def function_name(self) -> str: ...
 
     def launcher(
         self,

@@ -9,15 +9,15 @@ that D, the front-end's own launch. Everything else (evaluating the helper progr
 checks, history, making the launch function) runs once per new D.
 
 Online refinement (`refine=k`, opt-in): for a new D whose choice comes from the model, the
-first real calls launch the candidates of `Selector.refine_blocks(D, k)` in turn (the model's
-best and the next ones within its band at D, at most k, plus the one measured fastest at the
-largest training size), each bracketed by the front-end's CUDA events on the stream the call
-launches on; no extra launches and no synchronisation are added. Once every event has completed
-(checked without blocking on later calls, which launch the model's choice meanwhile), the
-fastest measured candidate is pinned for that D and persisted as a 'refined' history row, so
-the next process starts with it. While a D refines, its entry in the plan dict is a refining
-function; once pinned, it is the plain launch again, so refinement costs the cached path
-nothing.
+first real calls launch the model's choice and the candidates of `Selector.refine_blocks(D, k)`
+in turn (the best predictions within the model's band at D, at most k, plus the one measured
+fastest at the largest training size), each bracketed by the front-end's CUDA events on the
+stream the call launches on; no extra launches and no synchronisation are added. Once every
+event has completed (checked without blocking on later calls, which launch the model's choice
+meanwhile), the fastest measured candidate is pinned for that D and persisted as a 'refined'
+history row, so the next process starts with it. While a D refines, its entry in the plan dict
+is a refining function; once pinned, it is the plain launch again, so refinement costs the
+cached path nothing.
 """
 
 from __future__ import annotations
@@ -292,6 +292,13 @@ class Launcher(functools.partial):  # type: ignore[type-arg]
             return []
         D = planned.D
         candidates = sel.refine_blocks(D, self._refine)
+        if not candidates:
+            return []
+        # The model's choice first, whatever the ranking by raw prediction says: the choice rule
+        # may pick another candidate within the band (refine_blocks ranks by prediction alone).
+        launch = planned.launch
+        chosen: Any = launch.config if isinstance(candidates[0], Config) else launch.block
+        candidates = [chosen, *(c for c in candidates if c != chosen)]
         if len(candidates) < 2:
             return []
         out = []
