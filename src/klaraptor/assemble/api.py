@@ -24,7 +24,7 @@ from klaraptor.assemble.jobs import (
 )
 from klaraptor.assemble.kernel import Kernel
 from klaraptor.assemble.loading import load
-from klaraptor.assemble.pipeline import BuildRequest, build_unmeasured, run
+from klaraptor.assemble.pipeline import BuildRequest, run
 from klaraptor.assemble.planned import (
     DEFAULT_BUDGET,
     BuildPlan,
@@ -32,6 +32,7 @@ from klaraptor.assemble.planned import (
     make_plan,
     replay_from_store,
 )
+from klaraptor.assemble.storing import build_unmeasured, check_params_model
 from klaraptor.backends.cupy_backend import gpu_available
 from klaraptor.collect.plan import CostModel
 from klaraptor.core.errors import BuildError
@@ -195,9 +196,9 @@ def build(
     if collect_data is not None:
         check_bool(collect_data, "collect_data=")
     store = check_store(store) or Store()
-    _check_params_model(spec, model)
+    check_params_model(spec, model)
     if model != "auto" and not get_model(model).needs_measurements:
-        return build_unmeasured(spec, model, store, device, t0)
+        return build_unmeasured(spec, model, store, device, t0, loader=load)
     budget = _budget_for(spec, model, budget, prior, prior_keep)
     size_list = training_sizes(spec, sizes)
     executor = _executor(client, device)
@@ -229,15 +230,6 @@ def _executor(client: Any, device: DeviceProfile | None) -> DaskExecutor | None:
     from klaraptor.collect.dask import DaskExecutor
 
     return client if isinstance(client, DaskExecutor) else DaskExecutor(client, device=device)
-
-
-def _check_params_model(spec: KernelSpec, model: str) -> None:
-    """A spec with program parameters needs a model that models them."""
-    if spec.params and model != "auto" and not get_model(model).supports_params:
-        raise BuildError(
-            f"{spec.name} has program parameters {list(spec.param_names)}, which model {model!r} "
-            "does not model; use model='auto', 'scaling' or 'time_fit'"
-        )
 
 
 def _budget_for(

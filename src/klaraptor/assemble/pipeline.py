@@ -10,7 +10,8 @@
 6. `fit`: the model makes the helper program.
 7. `store_build`: the helper program and its report go to the store; the Kernel is returned.
 
-A model that needs no measurements (e.g. snowpack) skips steps 2-4 (`build_unmeasured`)."""
+A model that needs no measurements (e.g. snowpack) skips steps 2-4 (`build_unmeasured`, in
+`klaraptor.assemble.storing` with `store_build`, which `load` shares)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from klaraptor.assemble.jobs import (
     variant_attributes,
 )
 from klaraptor.assemble.kernel import Kernel
-from klaraptor.assemble.loading import load, profile_of
+from klaraptor.assemble.loading import load
 from klaraptor.assemble.model_selection import select_model
 from klaraptor.assemble.planned import (
     ladder_sizes,
@@ -41,13 +42,12 @@ from klaraptor.assemble.report import (
     PlanSummary,
     PriorOrder,
 )
-from klaraptor.backends.cupy_backend import gpu_available
+from klaraptor.assemble.storing import store_build
 from klaraptor.collect.plan import CostModel, MeasurementPlan, PlanResult
 from klaraptor.core.errors import BuildError
 from klaraptor.core.types import Block, Config, DataSize, KernelAttributes, ParamValues
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.fit.training import FitOptions
-from klaraptor.helper.program import HelperProgram
 from klaraptor.models import HelperJob, get_model, is_budgeted
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
@@ -127,7 +127,9 @@ def run(req: BuildRequest, t0: float) -> Kernel:
     )
     # also findable as the "auto" build when auto chose it
     names = (model, "auto") if selection is not None else (model,)
-    return store_build(req.spec, req.store, collected.device, names, helper, report, job.rejected)
+    return store_build(
+        req.spec, req.store, collected.device, names, helper, report, job.rejected, loader=load
+    )
 
 
 def resolve_device(req: BuildRequest) -> DeviceProfile:
@@ -320,55 +322,3 @@ def choose_model(model: str, job: HelperJob) -> tuple[str, ModelSelection | None
         # timed can be fitted (a prior's cut leaves the others without any point).
         job = job.measured_only()
     return chosen, selection, job
-
-
-def build_unmeasured(
-    spec: KernelSpec, model: str, store: Store, device: DeviceProfile | None, t0: float
-) -> Kernel:
-    """A model that needs no measurements (e.g. snowpack): no collection, no training sizes."""
-    from klaraptor.store import KernelRecord
-
-    mdl = get_model(model)
-    if device is None:
-        device = current_profile(store) if gpu_available() else profile_of(store, None)
-    if store.kernel(spec.name) is None:
-        store.put_kernel(
-            KernelRecord(spec.name, spec.fingerprint(), spec.data_names, spec.to_summary())
-        )
-    if store.cached_profile(device.key) is None:
-        store.save_profile(device)
-    job = mdl.static_job(spec, device, store)
-    helper, fits = mdl.make_helper(job)
-    report = BuildReport(
-        sizes=[],
-        model=model,
-        fit_wall_s=time.perf_counter() - t0,
-        total_wall_s=time.perf_counter() - t0,
-        fits=fits,
-        device_driver=device.driver,
-    )
-    return store_build(spec, store, device, (model,), helper, report, job.rejected)
-
-
-def store_build(
-    spec: KernelSpec,
-    store: Store,
-    device: DeviceProfile,
-    names: tuple[str, ...],
-    helper: HelperProgram,
-    report: BuildReport,
-    rejected: dict[Block | Config, str],
-) -> Kernel:
-    """Store the build under each model name in `names` and return its Kernel."""
-    helper_dict, report_dict = helper.to_dict(), report.to_dict()
-    for name in names:
-        store.put_build(spec.name, device.key, name, helper_dict, report_dict, rejected)
-    return Kernel(
-        helper,
-        spec=spec,
-        store=store,
-        device_key=device.key,
-        rejected=rejected,
-        report=report,
-        loader=load,
-    )
