@@ -24,14 +24,14 @@ from klaraptor.assemble.jobs import (
 )
 from klaraptor.assemble.kernel import Kernel
 from klaraptor.assemble.loading import load
-from klaraptor.assemble.pipeline import BuildRequest, run
+from klaraptor.assemble.pipeline import BudgetedPlan, BuildPlan, BuildRequest, FullSweep, run
 from klaraptor.assemble.planned import (
     DEFAULT_BUDGET,
-    BuildPlan,
     ladder_sizes,
     make_plan,
     replay_from_store,
 )
+from klaraptor.assemble.report import CollectionSummary
 from klaraptor.assemble.storing import build_unmeasured, check_params_model
 from klaraptor.backends.cupy_backend import gpu_available
 from klaraptor.collect.plan import CostModel
@@ -76,8 +76,8 @@ def plan(
     prior_keep: int | None = None,
     model: str = DEFAULT_MODEL,
 ) -> BuildPlan:
-    """What a build would measure, or refuse with the reason, without a GPU (iterates over the
-    points; `.format()` prints it).
+    """What a build would measure, or refuse with the reason, without a GPU: the pipeline's own
+    plan (`FullSweep` or `BudgetedPlan`; iterates over the points; `.format()` prints it).
 
     Device limits apply when `device` is given (e.g. `recorded_profile("h200")`). With a budget,
     the points are those at the plan's sizes and the plan's steps are described; when `store`
@@ -91,10 +91,11 @@ def plan(
     _check_prior(prior, prior_keep)
     if _model_measures_all(model):
         budget = None
-    space = space or ConfigSpace.for_spec(spec)
-    size_list = training_sizes(spec, sizes)
+    size_list = tuple(training_sizes(spec, sizes))
     if budget is None:
-        return BuildPlan(spec, space.dry_run(spec, size_list, device))
+        return FullSweep(spec, size_list, device, space)
+    space = space or ConfigSpace.for_spec(spec)
+    t0 = time.perf_counter()
     L, smaller = ladder_sizes(size_list)
     facts = None
     if store is not None and device is not None:
@@ -126,7 +127,20 @@ def plan(
     if store is not None and device is not None and store.kernel(spec.name) is not None:
         result = replay_from_store(mplan, spec, store, device.key, candidates)
         executed = result if result.points else None
-    return BuildPlan(spec, points, mplan, why, executed, candidates)
+    return BudgetedPlan(
+        spec=spec,
+        sizes=size_list,
+        plan=mplan,
+        candidates=candidates,
+        attrs=attrs,
+        info=None,
+        summary=CollectionSummary(budget=budget, cold_timings=why),
+        t0=t0,
+        device=device,
+        space=space,
+        executed=executed,
+        known_points=points,
+    )
 
 
 def _check_prior(prior: Any, prior_keep: Any) -> None:
