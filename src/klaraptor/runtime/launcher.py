@@ -238,9 +238,9 @@ class Launcher(functools.partial):  # type: ignore[type-arg]
             self._set_read(reader)
             self._configs[key] = planned
             self._refining.pop(key, None)
-            trials = self._trials(planned, args)
+            model = _Trial(None, planned.launch, go, go_on)
+            trials = self._trials(planned, model, args)
             if trials:
-                model = _Trial(None, planned.launch, go, go_on)
                 clock = self._clock or self._adapter.clock(self._context)
                 self._refining[key] = _Refinement(D, clock, trials, model)
                 go, go_on = self._refining_launchers(key)
@@ -284,9 +284,9 @@ class Launcher(functools.partial):  # type: ignore[type-arg]
 
     # -- online refinement -----------------------------------------------------------------------
 
-    def _trials(self, planned: Planned, args: Sequence[Any]) -> list[_Trial]:
+    def _trials(self, planned: Planned, model: _Trial, args: Sequence[Any]) -> list[_Trial]:
         """The candidates to time for a model's choice (none unless refine >= 2 and the band
-        at D holds more than one)."""
+        at D holds more than one); `model` is the choice's own launch."""
         sel = self._selector
         if self._refine < 2 or planned.source != "model" or sel is None:
             return []
@@ -303,6 +303,9 @@ class Launcher(functools.partial):  # type: ignore[type-arg]
             return []
         out = []
         for cand in candidates:
+            if cand == chosen:  # launched as planned: its launch functions are made already
+                out.append(_Trial(cand, model.launch, model.go, model.go_on))
+                continue
             c = cand if isinstance(cand, Config) else Config(ParamValues.NONE, cand)
             launch = self._launch(D, c, sel.grid_for(D, cand))
             out.append(_Trial(cand, launch, *self._launchers(launch, args)))
