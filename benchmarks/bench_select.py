@@ -48,7 +48,6 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT.parent))  # the repository root: `tests.helpers`
 
 from klaraptor.core.provenance import stamp  # noqa: E402
-from klaraptor.core.types import ParamValues  # noqa: E402
 from klaraptor.runtime.launcher import data_reader  # noqa: E402
 from klaraptor.runtime.selector import Selector  # noqa: E402
 from tests import helpers as hs  # noqa: E402
@@ -157,18 +156,27 @@ def bench_data_reader(spec: Any, n: int) -> dict[str, float]:
     return r
 
 
+def _no_launch(grid: Any, block: Any, args: Any, shared_mem: int = 0, stream: Any = None) -> None:
+    """Where cupy.RawKernel.__call__ would launch."""
+
+
+class _NoLaunchBackend:
+    """CupyBackend's compile, giving a kernel whose call does nothing."""
+
+    def compile(self, source: str, name: str, options: Any = ()) -> Any:
+        return _no_launch
+
+
 def bench_dispatch_stubbed(n: int) -> dict[str, float]:
     """`TunedKernel.__call__` with the CuPy launch replaced by a no-op: the per-call overhead the
     launcher adds (read D, plan lookup, checks), measurable without a GPU."""
     from klaraptor.runtime.launcher import TunedKernel
 
     spec = hs.empty_spec()
-    tuned = object.__new__(TunedKernel)  # skips NVRTC compilation (needs CuPy)
-    tuned.spec, tuned.selector, tuned.refine = spec, Selector(hs.tiny_1d_helper(spec), spec=spec), 0
-    tuned._fn = lambda grid, block, args, shared_mem=0: None
-    tuned._fns = {ParamValues.NONE: tuned._fn}
-    tuned._read, tuned._plans, tuned._opted_smem, tuned._opted = data_reader(spec), {}, 0, {}
-    tuned._multi = False
+    selector = Selector(hs.tiny_1d_helper(spec), spec=spec)
+    # The real launcher over the CuPy spec adapter; only the compiled kernel is a no-op (NVRTC
+    # and the launch need CuPy and a GPU).
+    tuned = TunedKernel(spec, selector, backend=_NoLaunchBackend())  # type: ignore[arg-type]
     a, nn = np.zeros(16, np.float32), np.int32(1 << 20)
     tuned(a, nn)  # the first call makes the plan
     batch = 100

@@ -5,6 +5,7 @@ too so that a plain `pytest` sees it."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -57,3 +58,72 @@ def test_the_layer_contract_holds() -> None:
         pytest.skip("klaraptor is installed, not a checkout: no pyproject.toml beside it")
     assert importlinter is not None
     assert lint_imports(config_filename=str(config)) == 0
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module → the klaraptor modules it imports, at any level (function-level included)."""
+    names = {_module_name(p): p for p in MODULES}
+
+    def resolve(name: str) -> str | None:  # `from pkg.mod import attr` imports pkg.mod
+        while name and name not in names:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in names}
+    for module, path in names.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                targets = [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            for t in targets:
+                found = resolve(t)
+                if found is not None and found != module:
+                    graph[module].add(found)
+    return graph
+
+
+def test_the_module_import_graph_has_no_circle() -> None:
+    """No module imports, even lazily, a module that imports it back (issue 31: 0 circles).
+    A circle shows as a group of modules that reach each other (strongly connected)."""
+    graph = _import_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not circles, circles

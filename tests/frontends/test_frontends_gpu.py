@@ -12,6 +12,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -423,3 +424,174 @@ def test_numba_factory_tuned_gpu(store: Store, h200) -> None:  # noqa: ANN001
     assert pv == t.kernel.select(N).params
     assert {c.params["ITEMS"] for c in t.kernel.helper.keys} == {1, 2, 4}
     np.testing.assert_array_equal(y.copy_to_host(), 2.0 * x.copy_to_host())
+
+
+# ---------------------------------------------------------------------------------------------
+# Online refinement through each front-end (the one launcher, each front-end's CUDA events)
+
+# Sizes above the builds' training sizes (2^16, 2^17) where the model's band may hold several
+# blocks; the first one whose band does is refined.
+REFINE_SIZES = (3 * (1 << 17) + 7, (1 << 19) + 3, 600_001, (1 << 20) + 5, 1_500_007, (1 << 21) + 1)
+
+
+def refine_and_check(label, tune_again, t, args_for, launch_plain, result, sync) -> None:  # noqa: ANN001
+    """Refine `t` (tuned with refine=4) at a size whose band holds several blocks: every trial
+    call's output is bit-identical to a plain launch of the configuration it used, the trials are
+    the model's choice then its band's other blocks, `settle()` pins one measured on the GPU
+    (source "refined", measured_ms > 0), and a kernel tuned again (a new process's view) starts
+    from it. `args_for(n)` makes fresh arguments, `launch_plain(args, grid, block, smem)` launches
+    the kernel itself, `result(args)` is the output on the host, `sync()` waits for the GPU."""
+    t(*args_for(1 << 20))  # the first call: builds (or finds the build), plans 2^20
+    sel_ = t.kernel.selector
+    n, expected = None, []
+    for size in REFINE_SIZES:
+        chosen = sel_.select(size)
+        expected = [chosen.block, *(b for b in sel_.refine_blocks(size, 4) if b != chosen.block)]
+        if chosen.source == "model" and len(expected) >= 2:
+            n = size
+            break
+    if n is None:
+        pytest.skip(f"{label}: the build's band holds one block at every size tried")
+    used = []
+    for _ in expected:
+        args, plain = args_for(n), args_for(n)
+        grid, block, smem = t.plan_for(*args)
+        used.append(block)
+        t(*args)
+        launch_plain(plain, grid, block, smem)
+        sync()
+        assert same_bits(result(args), result(plain)), (label, block)
+    assert used == expected
+    t.settle()
+    sel = sel_.select(n)
+    args, plain = args_for(n), args_for(n)
+    t(*args)
+    grid, block, smem = t.plan_for(*args)
+    launch_plain(plain, grid, block, smem)
+    sync()
+    show(f"{label} refined", name=t.name, n=n, tried=expected, pinned=sel.block,
+         measured_ms=sel.measured_ms, predicted_ms=sel.predicted_ms)  # fmt: skip
+    assert sel.source == "refined" and sel.block in expected and sel.measured_ms > 0
+    assert t.plan_source(*args) == "refined" and block == sel.block
+    assert same_bits(result(args), result(plain))
+    again = tune_again()
+    again(*args_for(n))
+    assert again.plan_source(*args_for(n)) == "refined" and again.plan_for(*args)[1] == sel.block
+
+
+class CallingOn:
+    """A tuned kernel whose calls go through `call` (on a given or a current stream); the rest
+    (plan_for, settle, kernel, ...) is the tuned kernel's own."""
+
+    def __init__(self, tuned: Any, call: Any) -> None:
+        self.tuned, self.call = tuned, call
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tuned, name)
+
+    def __call__(self, *args: Any) -> None:
+        self.call(self.tuned, *args)
+
+
+def test_numba_refine_gpu(store: Store, h200) -> None:  # noqa: ANN001
+    """Numba kernel, calls with stream= a Numba stream: the trials are timed by Numba's events
+    on that stream."""
+    need_numba()
+    kernel = cuda.jit(saxpy_nb)
+
+    def tune(refine: int = 0):  # noqa: ANN202
+        return klaraptor.tune(
+            data={"n": "n"}, grid="ceil(n / bx)", store=store, device=h200, refine=refine, **SMALL
+        )(kernel)
+
+    rng = np.random.default_rng(5)
+    x = rng.random(3 << 20, dtype=np.float32)
+    y0 = rng.random(3 << 20, dtype=np.float32)
+    side = cuda.stream()
+
+    def args_for(n: int) -> tuple:
+        return (np.float32(1.5), cuda.to_device(x[:n]), cuda.to_device(y0[:n]), n)
+
+    def sync() -> None:
+        side.synchronize()
+        cuda.synchronize()
+
+    refine_and_check(
+        "numba", tune, CallingOn(tune(4), lambda t, *a: t(*a, stream=side)), args_for,
+        lambda a, grid, block, smem: kernel[grid, block, 0, smem](*a),
+        lambda a: a[2].copy_to_host(), sync,
+    )  # fmt: skip
+
+
+def test_cuda_core_refine_gpu(store: Store, h200) -> None:  # noqa: ANN001
+    import cupy as cp
+
+    from klaraptor.frontends.cuda_core import compile_kernel, cuda_core_module
+
+    core = cuda_core_module()
+    ck = compile_kernel(SRC, "saxpy", options=())
+
+    def tune(refine: int = 0):  # noqa: ANN202
+        return klaraptor.tune(
+            data={"n": "n"}, grid="ceil(n / bx)", name="gpu_test.saxpy", store=store,
+            device=h200, refine=refine, **SMALL,
+        )(ck)  # fmt: skip
+
+    x = cp.random.rand(3 << 20, dtype=cp.float32)
+    y0 = cp.random.rand(3 << 20, dtype=cp.float32)
+
+    def args_for(n: int) -> tuple:
+        return (np.float32(1.5), x[:n], y0[:n].copy(), np.int32(n))
+
+    stream = core.Device().default_stream
+
+    def plain(a: tuple, grid: tuple, block: tuple, smem: int) -> None:
+        cfg = core.LaunchConfig(grid=grid, block=block, shmem_size=smem)
+        core.launch(stream, cfg, ck.kernel, a[0], a[1].data.ptr, a[2].data.ptr, a[3])
+
+    def sync() -> None:
+        stream.sync()
+        cp.cuda.Device().synchronize()
+
+    refine_and_check("cuda.core", tune, tune(4), args_for, plain, lambda a: cp.asnumpy(a[2]), sync)
+
+
+def test_torch_refine_gpu(store: Store, h200) -> None:  # noqa: ANN001
+    """torch tensors through a CuPy RawKernel, on a side stream made current: the trials are
+    timed by torch's events on torch's current stream."""
+    import cupy as cp
+    import torch
+
+    raw = cp.RawKernel(SRC, "saxpy")
+
+    def tune(refine: int = 0):  # noqa: ANN202
+        return klaraptor.tune(
+            data={"n": "n"}, grid="ceil(n / bx)", name="gpu_test.saxpy", store=store,
+            device=h200, refine=refine, **SMALL,
+        )(raw)  # fmt: skip
+
+    x = torch.rand(3 << 20, device="cuda")
+    y0 = torch.rand(3 << 20, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    t = tune(4)
+
+    def args_for(n: int) -> tuple:
+        return (np.float32(1.5), x[:n], y0[:n].clone(), np.int32(n))
+
+    def on_side(t: Any, *args: Any) -> None:
+        with torch.cuda.stream(side):
+            t(*args)
+
+    def plain(a: tuple, grid: tuple, block: tuple, smem: int) -> None:
+        torch.cuda.synchronize()
+        raw(grid, block, (a[0], cp.from_dlpack(a[1]), cp.from_dlpack(a[2]), a[3]), shared_mem=smem)
+
+    def sync() -> None:
+        side.synchronize()
+        torch.cuda.synchronize()
+        cp.cuda.Device().synchronize()
+
+    refine_and_check(
+        "torch", tune, CallingOn(t, on_side), args_for, plain, lambda a: a[2].cpu().numpy(), sync
+    )

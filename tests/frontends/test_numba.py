@@ -271,6 +271,41 @@ def test_numba_launches_with_the_block_its_build_chooses(store: Store, h200) -> 
     assert len(again._plans) == 2
 
 
+def test_numba_online_refinement_times_the_band_and_keeps_the_fastest(store: Store, h200) -> None:  # noqa: ANN001
+    """refine=k through the Numba front-end: the first calls of a size launch the model's choice
+    and its band's candidates (each a real launch, timed: under the simulator, which runs a launch
+    before it returns, by the host clock; on a GPU by Numba's events), then the fastest is pinned
+    and kept in the store for the next process."""
+    first = tuned(store, h200, kernel=cuda.jit(scale_body))
+    x, y = vectors(640)
+    call_default(first, x, y, 640)
+    kern = _scale_build(store, h200, first)
+    n = 640
+    chosen = kern.select(n).block
+    expected = [chosen, *(b for b in kern.selector.refine_blocks(n, 4) if b != chosen)]
+    assert len(expected) >= 2, expected  # the scale build's band holds several blocks here
+    t = tuned(store, h200, kernel=cuda.jit(scale_body), on_missing="build", refine=4)
+    used = []
+    for _ in expected:
+        x, y = vectors(n)
+        used.append(t.plan_for(x, y, n)[1])
+        assert t.plan_source(x, y, n) == "model"
+        t(x, y, n)
+        np.testing.assert_array_equal(y.copy_to_host(), 2.0 * x.copy_to_host())
+    assert used == expected
+    x, y = vectors(n)
+    t(x, y, n)  # the host clock's timings are complete: this call pins the fastest
+    np.testing.assert_array_equal(y.copy_to_host(), 2.0 * x.copy_to_host())
+    pinned = t.plan_for(x, y, n)[1]
+    sel = t.kernel.select(n)
+    assert t.plan_source(x, y, n) == "refined" and sel.block == pinned and pinned in expected
+    assert sel.measured_ms is not None and sel.measured_ms > 0
+    # A new process's view: the same kernel tuned again starts from the refined block.
+    again = tuned(store, h200, kernel=cuda.jit(scale_body), on_missing="build")
+    again(x, y, n)
+    assert again.plan_source(x, y, n) == "refined" and again.plan_for(x, y, n)[1] == pinned
+
+
 def test_numba_build_failure_is_not_silent(store: Store, h200) -> None:  # noqa: ANN001
     """With on_missing='build' and no measurements to build from (no GPU here), every call
     says why; none falls back to an unbuilt launch."""

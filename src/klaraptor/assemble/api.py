@@ -25,14 +25,15 @@ from klaraptor.assemble.jobs import (
 )
 from klaraptor.assemble.kernel import Kernel
 from klaraptor.assemble.loading import load
-from klaraptor.assemble.pipeline import BuildRequest, build_unmeasured, run
+from klaraptor.assemble.pipeline import BudgetedPlan, BuildPlan, BuildRequest, FullSweep, run
 from klaraptor.assemble.planned import (
     DEFAULT_BUDGET,
-    BuildPlan,
     ladder_sizes,
     make_plan,
     replay_from_store,
 )
+from klaraptor.assemble.report import CollectionSummary
+from klaraptor.assemble.storing import build_unmeasured, check_params_model
 from klaraptor.backends.cupy_backend import gpu_available
 from klaraptor.collect.plan import CostModel
 from klaraptor.core.errors import BuildError
@@ -76,8 +77,8 @@ def plan(
     prior_keep: int | None = None,
     model: str = DEFAULT_MODEL,
 ) -> BuildPlan:
-    """What a build would measure, or refuse with the reason, without a GPU (iterates over the
-    points; `.format()` prints it).
+    """What a build would measure, or refuse with the reason, without a GPU: the pipeline's own
+    plan (`FullSweep` or `BudgetedPlan`; iterates over the points; `.format()` prints it).
 
     Device limits apply when `device` is given (e.g. `recorded_profile("h200")`). With a budget,
     the points are those at the plan's sizes and the plan's steps are described; when `store`
@@ -91,10 +92,11 @@ def plan(
     _check_prior(prior, prior_keep)
     if _model_measures_all(model):
         budget = None
-    space = space or ConfigSpace.for_spec(spec)
-    size_list = training_sizes(spec, sizes)
+    size_list = tuple(training_sizes(spec, sizes))
     if budget is None:
-        return BuildPlan(spec, space.dry_run(spec, size_list, device))
+        return FullSweep(spec, size_list, device, space)
+    space = space or ConfigSpace.for_spec(spec)
+    t0 = time.perf_counter()
     L, smaller = ladder_sizes(size_list)
     facts = None
     if store is not None and device is not None:
@@ -126,7 +128,20 @@ def plan(
     if store is not None and device is not None and store.kernel(spec.name) is not None:
         result = replay_from_store(mplan, spec, store, device.key, candidates)
         executed = result if result.points else None
-    return BuildPlan(spec, points, mplan, why, executed, candidates)
+    return BudgetedPlan(
+        spec=spec,
+        sizes=size_list,
+        plan=mplan,
+        candidates=candidates,
+        attrs=attrs,
+        info=None,
+        summary=CollectionSummary(budget=budget, cold_timings=why),
+        t0=t0,
+        device=device,
+        space=space,
+        executed=executed,
+        known_points=points,
+    )
 
 
 def _check_prior(prior: Any, prior_keep: Any) -> None:
@@ -196,9 +211,9 @@ def build(
     if collect_data is not None:
         check_bool(collect_data, "collect_data=")
     store = check_store(store) or Store()
-    _check_params_model(spec, model)
+    check_params_model(spec, model)
     if model != "auto" and not get_model(model).needs_measurements:
-        return build_unmeasured(spec, model, store, device, t0)
+        return build_unmeasured(spec, model, store, device, t0, loader=load)
     executor = _executor(client, device)
     if executor is None and collect_data is not False:
         _prestart_worker()
@@ -242,15 +257,6 @@ def _executor(client: Any, device: DeviceProfile | None) -> DaskExecutor | None:
     from klaraptor.collect.dask import DaskExecutor
 
     return client if isinstance(client, DaskExecutor) else DaskExecutor(client, device=device)
-
-
-def _check_params_model(spec: KernelSpec, model: str) -> None:
-    """A spec with program parameters needs a model that models them."""
-    if spec.params and model != "auto" and not get_model(model).supports_params:
-        raise BuildError(
-            f"{spec.name} has program parameters {list(spec.param_names)}, which model {model!r} "
-            "does not model; use model='auto', 'scaling' or 'time_fit'"
-        )
 
 
 def _budget_for(

@@ -8,11 +8,13 @@ store does not know is told apart from a kernel without a build (with close matc
 from __future__ import annotations
 
 import difflib
+import time
 import warnings
 
 from klaraptor.assemble.arguments import check_spec, check_store
 from klaraptor.assemble.kernel import Kernel
 from klaraptor.assemble.report import BuildReport
+from klaraptor.assemble.storing import build_unmeasured, profile_of
 from klaraptor.backends.cupy_backend import gpu_available
 from klaraptor.core.errors import BuildError, DeviceWarning, KlaraptorError, StoreError
 from klaraptor.core.validate import check_bool, check_kernel_name, check_text
@@ -53,11 +55,8 @@ def load(
     if rec is None and model is not None and _unmeasured(model):
         spec = spec or catalog.find(name)
         if spec is not None:  # the zero-measurement path: built now from the spec alone
-            # build() hands its Kernels this function as their loader, so it is imported here
-            from klaraptor.assemble.api import build
-
             prof = profile_of(store, device) if device is not None or here is None else here
-            return build(spec, model=model, store=store, device=prof)
+            return build_unmeasured(spec, model, store, prof, time.perf_counter(), loader=load)
     if rec is None:
         rec = _forced_build(store, name, device, model, force)
     elif device is None:
@@ -173,23 +172,6 @@ def _unmeasured(model: str) -> bool:
         return not get_model(model).needs_measurements
     except KlaraptorError:
         return False
-
-
-def profile_of(store: Store, key: str | None) -> DeviceProfile:
-    """The profile of GPU `key` (the store's, else the recorded H200's); None: the GPU the
-    shipped SNOWPACK model was trained on."""
-    from klaraptor.device.profile import recorded_profile
-    from klaraptor.models.snowpack.model import load_regressor
-
-    if key is None:
-        key = load_regressor(store).device
-    found = store.cached_profile(key)
-    if found is not None:
-        return found
-    h200 = recorded_profile("h200")
-    if h200.key == key:
-        return h200
-    raise BuildError(f"no device profile {key!r} in {store.path}; measure it (klaraptor device)")
 
 
 def _check_fingerprint(store: Store, name: str, spec: KernelSpec) -> None:

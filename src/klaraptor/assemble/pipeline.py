@@ -1,22 +1,26 @@
 """The build pipeline: every build is the same sequence of steps.
 
 1. `resolve_device`: the GPU the build is for (given, the Dask workers', or this machine's).
-2. `make_build_plan`: what to measure. `FullSweep` (budget=None: every candidate at every
-   training size, as KLARAPTOR does) or `BudgetedPlan` (`klaraptor.assemble.planned`).
-3. `Plan.collect`: the plan run on this machine's GPU, on a Dask cluster's, or replayed over
+2. `make_build_plan`: what to measure, a `BuildPlan` (what `klaraptor.plan` returns too):
+   `FullSweep` (budget=None: every candidate at every training size, as KLARAPTOR does) or
+   `BudgetedPlan` (`klaraptor.assemble.planned`).
+3. `BuildPlan.collect`: the plan run on this machine's GPU, on a Dask cluster's, or replayed over
    the points already in the store (no GPU).
-4. `Plan.job`: the model's job (training points and candidates) from the store.
+4. `BuildPlan.job`: the model's job (training points and candidates) from the store.
 5. `choose_model`: `model="auto"` chooses by a ×2 fold of the training data.
 6. `fit`: the model makes the helper program.
 7. `store_build`: the helper program and its report go to the store; the Kernel is returned.
 
-A model that needs no measurements (e.g. snowpack) skips steps 2-4 (`build_unmeasured`)."""
+A model that needs no measurements (e.g. snowpack) skips steps 2-4 (`build_unmeasured`, in
+`klaraptor.assemble.storing` with `store_build`, which `load` shares)."""
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from klaraptor.assemble.jobs import (
     current_profile,
@@ -26,11 +30,13 @@ from klaraptor.assemble.jobs import (
     variant_attributes,
 )
 from klaraptor.assemble.kernel import Kernel
-from klaraptor.assemble.loading import load, profile_of
+from klaraptor.assemble.loading import load
 from klaraptor.assemble.model_selection import select_model
 from klaraptor.assemble.planned import (
+    format_plan,
     ladder_sizes,
     make_plan,
+    plan_repr,
     planned_training,
     replay_from_store,
 )
@@ -41,14 +47,14 @@ from klaraptor.assemble.report import (
     PlanSummary,
     PriorOrder,
 )
-from klaraptor.backends.cupy_backend import gpu_available
+from klaraptor.assemble.storing import store_build
 from klaraptor.collect.plan import CostModel, MeasurementPlan, PlanResult
 from klaraptor.core.errors import BuildError
 from klaraptor.core.types import Block, Config, DataSize, KernelAttributes, ParamValues
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.fit.training import FitOptions
-from klaraptor.helper.program import HelperProgram
 from klaraptor.models import HelperJob, get_model, is_budgeted
+from klaraptor.space.configspace import ConfigSpace, PlannedPoint
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
 
@@ -101,12 +107,27 @@ class Collected:
     executed: PlanResult | None = None
 
 
-class Plan(Protocol):
-    """What a build measures: it collects (on a GPU or over the store) and makes the job."""
+@runtime_checkable
+class BuildPlan(Protocol):
+    """What a build measures, and what `klaraptor.plan` shows: it collects (on a GPU or over the
+    store) and makes the job; `plan` is the budgeted measurement plan (None for the full sweep),
+    iterating gives the dry run's points (feasible or rejected, at the plan's sizes) and
+    `format()` describes it all. `FullSweep` and `BudgetedPlan` are its two forms."""
+
+    @property
+    def spec(self) -> KernelSpec: ...
+    @property
+    def plan(self) -> MeasurementPlan | None: ...
+    @property
+    def executed(self) -> PlanResult | None: ...
+    @property
+    def points(self) -> list[PlannedPoint]: ...
 
     def collect(self, req: BuildRequest, device: DeviceProfile) -> Collected: ...
 
     def job(self, req: BuildRequest, collected: Collected) -> HelperJob: ...
+
+    def format(self) -> str: ...
 
 
 def run(req: BuildRequest, t0: float) -> Kernel:
@@ -130,7 +151,9 @@ def run(req: BuildRequest, t0: float) -> Kernel:
     )
     # also findable as the "auto" build when auto chose it
     names = (model, "auto") if selection is not None else (model,)
-    return store_build(req.spec, req.store, collected.device, names, helper, report, job.rejected)
+    return store_build(
+        req.spec, req.store, collected.device, names, helper, report, job.rejected, loader=load
+    )
 
 
 def resolve_device(req: BuildRequest) -> DeviceProfile:
@@ -148,17 +171,56 @@ def resolve_device(req: BuildRequest) -> DeviceProfile:
     return current_profile(req.store)
 
 
-def make_build_plan(req: BuildRequest, device: DeviceProfile) -> tuple[DeviceProfile, Plan]:
+def make_build_plan(req: BuildRequest, device: DeviceProfile) -> tuple[DeviceProfile, BuildPlan]:
     """The full sweep without a budget; with one, the budgeted plan (which needs the kernel's
     attributes: a GPU query that may refine the device)."""
     if req.budget is None:
-        return device, FullSweep()
+        return device, FullSweep(req.spec, tuple(req.sizes), device)
     return BudgetedPlan.make(req, device, req.budget)
 
 
-@dataclass(frozen=True)
-class FullSweep:
-    """Every candidate at every training size (budget=None), as KLARAPTOR collects."""
+class _Shown:
+    """What both forms of a BuildPlan show (`klaraptor.plan`, `klaraptor build --dry-run`)."""
+
+    spec: KernelSpec
+    plan: MeasurementPlan | None
+    executed: PlanResult | None
+    cold_reason: str
+
+    @property
+    def points(self) -> list[PlannedPoint]:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[PlannedPoint]:
+        return iter(self.points)
+
+    def __len__(self) -> int:
+        return len(self.points)
+
+    def __repr__(self) -> str:
+        return plan_repr(self.spec, self.points, self.plan)
+
+    def format(self) -> str:
+        return format_plan(self.spec, self.points, self.plan, self.cold_reason, self.executed)
+
+
+@dataclass(frozen=True, repr=False)
+class FullSweep(_Shown):
+    """Every candidate at every training size (budget=None), as KLARAPTOR collects. `device`
+    (None: no device limits) and `space` (None: the spec's) give the dry run's points."""
+
+    spec: KernelSpec
+    sizes: tuple[DataSize, ...]
+    device: DeviceProfile | None = None
+    space: ConfigSpace | None = None
+    plan: None = None  # no budgeted measurement plan: every point is timed
+    executed: None = None
+    cold_reason: str = ""
+
+    @functools.cached_property
+    def points(self) -> list[PlannedPoint]:  # type: ignore[override]
+        space = self.space or ConfigSpace.for_spec(self.spec)
+        return space.dry_run(self.spec, list(self.sizes), self.device)
 
     def collect(self, req: BuildRequest, device: DeviceProfile) -> Collected:
         if not req.collect_data:
@@ -182,17 +244,37 @@ class FullSweep:
         return job if is_budgeted(req.model) else job.measured_only()
 
 
-@dataclass(frozen=True)
-class BudgetedPlan:
+@dataclass(frozen=True, repr=False)
+class BudgetedPlan(_Shown):
     """A measurement plan within a budget (`klaraptor.assemble.planned`), over `candidates`
-    (its cfg indices point into them), run in one session on one GPU."""
+    (its cfg indices point into them), run in one session on one GPU. Its points are the dry
+    run at the plan's sizes (`device` None: without device limits); `executed`, for a plan
+    shown by `klaraptor.plan`, is the plan run over the store's measurements when it has any."""
 
+    spec: KernelSpec
+    sizes: tuple[DataSize, ...]
     plan: MeasurementPlan
     candidates: list[Block | Config]
-    attrs: Attributes
+    attrs: Attributes | None
     info: CollectReport | None  # the GPU query that gave the attributes, when measured
     summary: CollectionSummary  # the budget, the cold-timing decision, the prior's order
     t0: float  # when planning began (the plan's wall time counts from there)
+    device: DeviceProfile | None = None
+    space: ConfigSpace | None = None
+    executed: PlanResult | None = None
+    known_points: list[PlannedPoint] | None = None  # the dry run, where already made
+
+    @property
+    def cold_reason(self) -> str:  # type: ignore[override]
+        return self.summary.cold_timings or ""
+
+    @functools.cached_property
+    def points(self) -> list[PlannedPoint]:  # type: ignore[override]
+        if self.known_points is not None:
+            return self.known_points
+        L, smaller = ladder_sizes(self.sizes)
+        space = self.space or ConfigSpace.for_spec(self.spec)
+        return space.dry_run(self.spec, [L, *smaller], self.device, self.attrs)
 
     @classmethod
     def make(
@@ -222,7 +304,8 @@ class BudgetedPlan:
             blocks = [list(candidates[i]) for i in sweep]
             prior = PriorOrder(req.prior, req.prior_keep, list(sweep), blocks)
         summary = CollectionSummary(budget=budget, cold_timings=why, prior=prior)
-        return device, cls(plan, candidates, attrs, info, summary, t0)
+        sizes = tuple(req.sizes)
+        return device, cls(req.spec, sizes, plan, candidates, attrs, info, summary, t0, device)
 
     def collect(self, req: BuildRequest, device: DeviceProfile) -> Collected:
         if req.collect_data:
@@ -248,7 +331,8 @@ class BudgetedPlan:
         """The plan run on the GPU, in one session (this machine's, or one Dask worker's)."""
         from klaraptor.collect.collector import collect_plan
 
-        assert self.info is not None  # a measured build queried the GPU for the attributes
+        # a measured build queried the GPU for the attributes
+        assert self.info is not None and self.attrs is not None
         rep, executed = collect_plan(
             req.spec,
             self.plan,
@@ -337,55 +421,3 @@ def choose_model(model: str, job: HelperJob) -> tuple[str, ModelSelection | None
         # timed can be fitted (a prior's cut leaves the others without any point).
         job = job.measured_only()
     return chosen, selection, job
-
-
-def build_unmeasured(
-    spec: KernelSpec, model: str, store: Store, device: DeviceProfile | None, t0: float
-) -> Kernel:
-    """A model that needs no measurements (e.g. snowpack): no collection, no training sizes."""
-    from klaraptor.store import KernelRecord
-
-    mdl = get_model(model)
-    if device is None:
-        device = current_profile(store) if gpu_available() else profile_of(store, None)
-    if store.kernel(spec.name) is None:
-        store.put_kernel(
-            KernelRecord(spec.name, spec.fingerprint(), spec.data_names, spec.to_summary())
-        )
-    if store.cached_profile(device.key) is None:
-        store.save_profile(device)
-    job = mdl.static_job(spec, device, store)
-    helper, fits = mdl.make_helper(job)
-    report = BuildReport(
-        sizes=[],
-        model=model,
-        fit_wall_s=time.perf_counter() - t0,
-        total_wall_s=time.perf_counter() - t0,
-        fits=fits,
-        device_driver=device.driver,
-    )
-    return store_build(spec, store, device, (model,), helper, report, job.rejected)
-
-
-def store_build(
-    spec: KernelSpec,
-    store: Store,
-    device: DeviceProfile,
-    names: tuple[str, ...],
-    helper: HelperProgram,
-    report: BuildReport,
-    rejected: dict[Block | Config, str],
-) -> Kernel:
-    """Store the build under each model name in `names` and return its Kernel."""
-    helper_dict, report_dict = helper.to_dict(), report.to_dict()
-    for name in names:
-        store.put_build(spec.name, device.key, name, helper_dict, report_dict, rejected)
-    return Kernel(
-        helper,
-        spec=spec,
-        store=store,
-        device_key=device.key,
-        rejected=rejected,
-        report=report,
-        loader=load,
-    )

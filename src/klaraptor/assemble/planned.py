@@ -7,16 +7,15 @@ whether cold timings are needed: the argument footprint fits in the L2 at L but 
 end of the spec's data ranges (the sizes of use are unknown at build time; the ranges are what
 the spec allows). `planned_training` runs the plan over measurements already in a store (no GPU:
 the recorded datasets hold every candidate at every training size, so this is the plan's
-sub-sample of them) and returns the training points it used. `BuildPlan` is what `plan()`
-shows: the points, the plan's steps and, where the store has the kernel's measurements, the
-executed plan with its cost.
+sub-sample of them) and returns the training points it used. `format_plan` describes a build
+plan (`klaraptor.assemble.pipeline.BuildPlan`, what `plan()` returns): the points, the plan's
+steps and, where the store has the kernel's measurements, the executed plan with its cost.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -33,10 +32,11 @@ DEFAULT_BUDGET = 1.5
 
 __all__ = [
     "DEFAULT_BUDGET",
-    "BuildPlan",
+    "format_plan",
     "ladder_sizes",
     "make_plan",
     "plan_keys",
+    "plan_repr",
     "planned_training",
     "replay_from_store",
 ]
@@ -197,62 +197,46 @@ def planned_training(
     return out
 
 
-@dataclass
-class BuildPlan:
-    """What a build would measure (`klaraptor.plan`): the feasible points at the plan's sizes,
-    the budgeted plan (None for a full collection) and, when the store holds the kernel's
-    measurements, the plan executed over them with its cost. Iterates over `points`."""
+def plan_repr(
+    spec: KernelSpec, points: Sequence[PlannedPoint], plan: MeasurementPlan | None
+) -> str:
+    """A build plan in one line (`klaraptor.assemble.pipeline.BuildPlan`'s repr)."""
+    feasible = sum(p.status == "measure" for p in points)
+    sizes = len({p.D for p in points})
+    how = "full collection" if plan is None else f"budget {plan.budget:g}×"
+    return (
+        f"<BuildPlan {spec.name}: {feasible} feasible points over {sizes} sizes, "
+        f"{len(points) - feasible} rejected; {how} (.format() shows it)>"
+    )
 
-    spec: KernelSpec
-    points: list[PlannedPoint]
-    plan: MeasurementPlan | None = None
-    cold_reason: str = ""
-    executed: PlanResult | None = None
-    candidates: list[Block | Config] = field(default_factory=list)
 
-    def __iter__(self) -> Iterator[PlannedPoint]:
-        return iter(self.points)
-
-    def __repr__(self) -> str:
-        feasible = sum(p.status == "measure" for p in self.points)
-        sizes = len({p.D for p in self.points})
-        how = "full collection" if self.plan is None else f"budget {self.plan.budget:g}×"
-        return (
-            f"<BuildPlan {self.spec.name}: {feasible} feasible points over {sizes} sizes, "
-            f"{len(self.points) - feasible} rejected; {how} (.format() shows it)>"
+def format_plan(
+    spec: KernelSpec,
+    points: Sequence[PlannedPoint],
+    plan: MeasurementPlan | None,
+    cold_reason: str,
+    executed: PlanResult | None,
+) -> str:
+    """What a build plan measures, in full: the dry run's points and, for a budgeted plan, its
+    steps, why it does or skips cold timings, and its cost over the store's measurements."""
+    text = format_dry_run(
+        list(points), title=spec.name, show_measured=plan is None, budgeted=plan is not None
+    )
+    if plan is None:
+        return text + "\nfull collection: every point above is timed (no budget)"
+    lines = [text, "", "budgeted plan:", plan.describe(), f"cold timings: {cold_reason}"]
+    if executed is None:
+        lines.append(
+            "estimated cost: unknown until the kernel's times are known (no measurement of it "
+            "in the store); the plan never spends more than the budget"
         )
-
-    def __len__(self) -> int:
-        return len(self.points)
-
-    def format(self) -> str:
-        text = format_dry_run(
-            self.points,
-            title=self.spec.name,
-            show_measured=self.plan is None,
-            budgeted=self.plan is not None,
+    else:
+        r = executed
+        c = r.counts()
+        lines.append(
+            f"executed over the store's measurements: {c.get('time', 0)} hot and "
+            f"{c.get('cold', 0)} cold timings, {r.spent_s:.2f} s estimated against "
+            f"tune-once's {r.tune_once_s:.2f} s ({r.ratio:.2f}×, budget {plan.budget:g}×)"
         )
-        if self.plan is None:
-            return text + "\nfull collection: every point above is timed (no budget)"
-        lines = [
-            text,
-            "",
-            "budgeted plan:",
-            self.plan.describe(),
-            f"cold timings: {self.cold_reason}",
-        ]
-        if self.executed is None:
-            lines.append(
-                "estimated cost: unknown until the kernel's times are known (no measurement of it "
-                "in the store); the plan never spends more than the budget"
-            )
-        else:
-            r = self.executed
-            c = r.counts()
-            lines.append(
-                f"executed over the store's measurements: {c.get('time', 0)} hot and "
-                f"{c.get('cold', 0)} cold timings, {r.spent_s:.2f} s estimated against "
-                f"tune-once's {r.tune_once_s:.2f} s ({r.ratio:.2f}×, budget {self.plan.budget:g}×)"
-            )
-            lines += [f"  {n}" for n in r.notes]
-        return "\n".join(lines)
+        lines += [f"  {n}" for n in r.notes]
+    return "\n".join(lines)

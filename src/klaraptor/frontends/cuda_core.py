@@ -24,7 +24,8 @@ from typing import Any
 
 from klaraptor.core.errors import LaunchError, MissingDependencyError, SpecError
 from klaraptor.core.types import Block, Grid
-from klaraptor.frontends.torch import Launchers, TorchBridge, is_tensor, stream_handle
+from klaraptor.frontends.torch import TorchBridge, TorchClock, is_tensor
+from klaraptor.runtime.adapter import EventClock, Launchers, stream_handle
 from klaraptor.spec import KernelSpec
 from klaraptor.spec.cuda_source import c_param_names
 
@@ -207,22 +208,38 @@ class CoreAdapter:
         s = self._streams.get(ptr)
         if s is None:
             if not ptr:  # the legacy default stream
-                return self._default_stream
+                return self.default_stream()
             dev = self.core.Device(self.ck.device_id)
             s = self._streams[ptr] = dev.create_stream(_ExternalStream(ptr))
         return s
 
+    def default_stream(self) -> Any:
+        """The device's default stream, where a launch without `stream=` goes."""
+        if self._default_stream is None:
+            self._default_stream = self.core.Device(self.ck.device_id).default_stream
+        return self._default_stream
+
+    def clock(self, context: TorchBridge | None) -> EventClock:
+        """cuda.core's events on the stream a launch goes on (torch's with tensors)."""
+        return CoreClock(self) if context is None else TorchClock(context)
+
     def launcher(
-        self, grid: Grid, block: Block, smem: int, torch: TorchBridge | None, args: Sequence[Any]
+        self,
+        grid: Grid,
+        block: Block,
+        smem: int,
+        torch: TorchBridge | None,
+        args: Sequence[Any],
+        params: Any = None,
     ) -> Launchers:
-        """(launch on the current stream, launch on a given stream) for one configuration."""
+        """(launch on the current stream, launch on a given stream) for one configuration (a
+        cuda.core kernel has no program parameters: `tune` refuses them)."""
         core = self.core
         config = self._launch_configs.get((grid, block, smem))
         if config is None:
             config = core.LaunchConfig(grid=grid, block=block, shmem_size=smem)
             self._launch_configs[(grid, block, smem)] = config
-        if self._default_stream is None:
-            self._default_stream = core.Device(self.ck.device_id).default_stream
+        self.default_stream()
         getters: dict[int, Callable[[Any], Any] | None] = {}
         if torch is not None:
             tconvs = torch.pointer_converters(args, as_numpy=False)
@@ -242,6 +259,33 @@ class CoreAdapter:
             current=None if torch is None else torch.current_stream,
             name=self.function_name,
         )
+
+
+class CoreClock:
+    """cuda.core's CUDA events (timing enabled), recorded on cuda.core streams."""
+
+    def __init__(self, adapter: CoreAdapter) -> None:
+        self.adapter = adapter
+        self.options = adapter.core.EventOptions(timing_enabled=True)
+
+    def stream(self, stream: Any | None) -> Any:
+        if stream is None:
+            return self.adapter.default_stream()
+        if (type(stream).__module__ or "").startswith("cuda.core"):
+            return stream
+        return self.adapter.stream_for(stream_handle(stream))  # torch, CuPy, Numba or a handle
+
+    def record(self, stream: Any) -> Any:
+        return stream.record(options=self.options)
+
+    def done(self, event: Any) -> bool:
+        return bool(event.is_done)
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        return float(end - start)
+
+    def wait(self, event: Any) -> None:
+        event.sync()
 
 
 _UNCHANGED = object()

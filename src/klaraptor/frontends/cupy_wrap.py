@@ -13,34 +13,24 @@ process: a RawKernel with the variant's defines, or a RawModule's template insta
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
 from klaraptor.core.errors import SpecError
 from klaraptor.core.types import Block, Grid
-from klaraptor.frontends.torch import Launchers, TorchBridge, stream_handle
+from klaraptor.frontends.torch import TorchBridge, TorchClock
+from klaraptor.runtime.adapter import EventClock, Launchers
+from klaraptor.runtime.cupy_launch import OPT_IN_ABOVE, CupyClock, cupy_launchers, cupy_stream
 from klaraptor.spec import KernelSpec
 from klaraptor.spec.cuda_source import c_param_names
 
-_OPT_IN_ABOVE = 48 * 1024
+__all__ = ["CupyAdapter", "cupy_stream", "is_raw_kernel"]
 
 
 def is_raw_kernel(obj: Any) -> bool:
     """Whether `obj` is a cupy.RawKernel (without importing CuPy)."""
     t = type(obj)
     return t.__name__ == "RawKernel" and (t.__module__ or "").startswith("cupy")
-
-
-def cupy_stream(stream: Any) -> Any:
-    """A stream CuPy launches on: CuPy's own as given; torch, Numba, cuda.core streams and raw
-    handles as `cupy.cuda.ExternalStream` (0: the null stream)."""
-    if (type(stream).__module__ or "").startswith("cupy"):
-        return stream
-    import cupy
-
-    ptr = stream_handle(stream)
-    return cupy.cuda.Stream.null if not ptr else cupy.cuda.ExternalStream(ptr)
 
 
 class CupyAdapter:
@@ -134,27 +124,10 @@ class CupyAdapter:
         """(launch on the current stream, launch on a given stream) for one configuration (of
         the compiled variant `params`, for a kernel with program parameters)."""
         raw = self.variant(params) if params else self.raw
-        if smem > _OPT_IN_ABOVE and smem > raw.max_dynamic_shared_size_bytes:
+        if smem > OPT_IN_ABOVE and smem > raw.max_dynamic_shared_size_bytes:
             raw.max_dynamic_shared_size_bytes = smem
-        if torch is None:
+        return cupy_launchers(raw, grid, block, smem, torch, args)
 
-            def go_on(args: tuple[Any, ...], stream: Any) -> None:
-                raw(grid, block, args, shared_mem=smem, stream=cupy_stream(stream))
-
-            # A partial runs in C: the same call a user writes, nothing between.
-            if smem:
-                return functools.partial(raw, grid, block, shared_mem=smem), go_on
-            return functools.partial(raw, grid, block), go_on
-        import cupy
-
-        convs = torch.pointer_converters(args, as_numpy=True)
-        streams: dict[int, Any] = {0: cupy.cuda.Stream.null}
-        current, given = torch.current_stream, torch.stream_ptr
-
-        def on(args: tuple[Any, ...], ptr: int) -> None:
-            s = streams.get(ptr)
-            if s is None:
-                s = streams[ptr] = cupy.cuda.ExternalStream(ptr)
-            raw(grid, block, tuple([c(a) for c, a in zip(convs, args)]), shared_mem=smem, stream=s)
-
-        return (lambda args: on(args, current())), (lambda args, stream: on(args, given(stream)))
+    def clock(self, context: TorchBridge | None) -> EventClock:
+        """CuPy's events on CuPy's current stream; torch's with tensors (torch's stream)."""
+        return CupyClock() if context is None else TorchClock(context)

@@ -29,6 +29,13 @@ Per call after the first one for a size: one dict lookup of the launch for that 
 front-end's own launch (`kernel[grid, block, stream, smem](*args)`, `raw(grid, block, args, ...)`,
 `launch(stream, config, kernel, *args)`). A new size costs one `select` (tens of µs).
 
+Online refinement (`refine=k`, opt-in, with a build): the first calls of each new size launch
+the model's top candidates in turn (at most k, within the model's band at that size), timed by
+the front-end's own CUDA events on the stream each call launches on (torch's events for torch
+tensors); once every timing has completed, the fastest is pinned for that size and kept in the
+store's history, so the next process starts from it. `tuned.settle()` waits for pending timings
+and pins them (e.g. before exit). The same launcher serves `Kernel.tuned` (runtime.launcher).
+
 Program parameters (`params={"ITEMS": (1, 2, 4)}`): compile-time values chosen per call with the
 block. The grid, `dynamic_smem` and `constraints` may name them. A CuPy RawKernel's source is
 compiled per variant (`param_style="define"`: `-DITEMS=4`; "template": the instance
@@ -40,10 +47,8 @@ factory, a function of the parameter values (keywords) returning a `cuda.jit` ke
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import re
-import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -55,7 +60,6 @@ from klaraptor.core.errors import (
     CollectError,
     KlaraptorError,
     KlaraptorWarning,
-    LaunchError,
     SpecError,
 )
 from klaraptor.core.types import (
@@ -63,7 +67,7 @@ from klaraptor.core.types import (
     Block,
     DataSchema,
     DataSize,
-    ParamValues,
+    LaunchConfig,
 )
 from klaraptor.core.validate import (
     check_block,
@@ -74,9 +78,11 @@ from klaraptor.core.validate import (
     check_store_name,
     check_text,
 )
+from klaraptor.frontends.adapters import TuneAdapter
 from klaraptor.frontends.inference import InferredArgs, describe_args
 from klaraptor.frontends.torch import TorchBridge, is_tensor
 from klaraptor.frontends.tune_rules import check_params, grid_dim, grid_rule
+from klaraptor.runtime.launcher import Launcher, Planned
 from klaraptor.spec import DataParam, KernelSpec, data_name_problem
 
 ON_MISSING = ("build", "default")
@@ -275,100 +281,36 @@ class TuneOptions:
     params: Mapping[str, Sequence[int]] | None = None
     param_style: str = "define"
     default_params: Mapping[str, int] | None = None
+    refine: int = 0
 
 
-def _no_plan(args: Sequence[Any]) -> Any:
-    raise KeyError("first call")
-
-
-class Tuned(functools.partial):
+class Tuned(Launcher):
     """A kernel whose launches get the block klaraptor chooses for each call's data size.
 
     Call it as the kernel (`tuned(*args)`, optionally `stream=`); `plan_for(*args)` gives the
-    (grid, block, dynamic shared memory) a call would use, `build()` builds now, `spec`,
-    `kernel` (the klaraptor Kernel, None without a build) and `name` describe it.
+    (grid, block, dynamic shared memory) a call would use, `build()` builds now, `settle()` pins
+    pending online refinements, `spec`, `kernel` (the klaraptor Kernel, None without a build)
+    and `name` describe it. The per-call path is `runtime.launcher.Launcher`'s, the one every
+    front-end and `Kernel.tuned` share."""
 
-    A `functools.partial` over a closure: calling it goes from C straight into the closure,
-    which is what keeps the per-call path at a dict lookup plus the launch."""
+    _adapter: TuneAdapter
 
-    def __new__(cls, adapter: Any, options: TuneOptions, wrapped: Any) -> Tuned:
-        plans: dict[Any, Callable[[tuple[Any, ...]], None]] = {}
-        read: Callable[[Sequence[Any]], Any] = _no_plan
-
-        def call(*args: Any, stream: Any = None) -> None:
-            try:
-                go = plans[read(args)]
-            except (KeyError, TypeError, IndexError, AttributeError):  # a new size, bad args
-                go = me._plan(args)
-            try:
-                if stream is None:
-                    go(args)
-                else:
-                    me._configs[read(args)][4](args, stream)
-            except Exception as exc:  # noqa: BLE001 - costs nothing unless raised
-                me._launch_failed(exc, args, stream)
-
-        def set_read(reader: Callable[[Sequence[Any]], Any]) -> None:
-            nonlocal read
-            read = reader
-
-        me = super().__new__(cls, call)
-        me._plans, me._set_read = plans, set_read
-        me._current_read = lambda: read
-        return me
-
-    def __init__(self, adapter: Any, options: TuneOptions, wrapped: Any) -> None:
+    def __init__(self, adapter: TuneAdapter, options: TuneOptions, wrapped: Any) -> None:
         if options.on_missing not in ON_MISSING:
             raise SpecError(f"on_missing must be one of {ON_MISSING}, got {options.on_missing!r}")
         fname = adapter.function_name
-        self._adapter = adapter
         self._options = options
-        self._params, self._fast_read = data_params(options.data, adapter.param_names, fname)
+        self._params, fast_read = data_params(options.data, adapter.param_names, fname)
+        super().__init__(adapter, refine=options.refine, read=fast_read)
         names = tuple(p.name for p in self._params)
         self._grid = grid_rule(options.grid, names, fname, tuple(options.params or ()))
         self._dim = options.dim or grid_dim(self._grid)
         self._schema = DataSchema(names, tuple((p.lo, p.hi) for p in self._params), fname)
-        # Per planned size: (grid, block, smem, source, launch taking a stream, parameters).
-        self._configs: dict[Any, tuple[Any, ...]] = {}
-        self._spec: KernelSpec | None = None
         self._kernel: Any = None
-        self._torch: TorchBridge | None = None
         self._store: Any = options.store
-        self._lock = threading.RLock()
         self.__wrapped__ = wrapped
         self.__name__ = fname
         self.__doc__ = getattr(wrapped, "__doc__", None)
-
-    def __reduce__(self) -> Any:
-        raise TypeError(f"a tuned kernel ({self.__name__}) cannot be pickled; pickle its spec")
-
-    def plan_for(self, *args: Any) -> tuple[tuple[int, int, int], Block, int]:
-        """(grid, block, dynamic shared memory) a call with these arguments uses (a first
-        call's work, the build included, happens here if no call came before)."""
-        key = self._key(args)
-        if key not in self._configs:
-            self._plan(args)
-            key = self._key(args)
-        grid, block, smem = self._configs[key][:3]
-        return grid, block, smem
-
-    def plan_params(self, *args: Any) -> ParamValues:
-        """The program parameter values (the compiled variant) a call with these arguments
-        launches (ParamValues.NONE for a kernel without parameters)."""
-        self.plan_for(*args)
-        return self._configs[self._key(args)][5]
-
-    def plan_source(self, *args: Any) -> str:
-        """Where a call's configuration comes from: "model" (the build), "refined" (a block
-        measured on real calls and kept in the store) or "default" (no build)."""
-        self.plan_for(*args)
-        return self._configs[self._key(args)][3]
-
-    def _key(self, args: Sequence[Any]) -> Any:
-        try:
-            return self._current_read()(args)
-        except (KeyError, TypeError, IndexError, AttributeError):
-            return None
 
     # -- once per new size -------------------------------------------------------------------
 
@@ -376,40 +318,18 @@ class Tuned(functools.partial):
         with self._lock:
             if self._spec is None:
                 self._first_call(args)
-            spec = self._spec
-            assert spec is not None
-            D = spec.read_data(args)
-            self._adapter.check_call(args)
-            if self._torch is not None:
-                self._torch.check(args)
-            grid, block, smem, source, pv = self._choose(D)
-            if pv:
-                go, go_on = self._adapter.launcher(grid, block, smem, self._torch, args, params=pv)
-            else:  # kernels without parameters launch exactly as before
-                go, go_on = self._adapter.launcher(grid, block, smem, self._torch, args)
-            reader = self._fast_read
-            key = reader(args)
-            try:
-                hash(key)
-            except TypeError:  # e.g. 0-d arrays as sizes: key the plans by ints instead
-                fast, multi = self._fast_read, len(self._params) > 1
+            return super()._plan(args)
 
-                def reader(a: Sequence[Any]) -> Any:
-                    return tuple(int(v) for v in (fast(a) if multi else (fast(a),)))
+    def _check_call(self, args: Sequence[Any]) -> None:
+        super()._check_call(args)
+        if self._context is not None:
+            self._context.check(args)
 
-                key = reader(args)
-            self._set_read(reader)
-            self._plans[key] = go
-            self._configs[key] = (grid, block, smem, source, go_on, pv)
-            return go
-
-    def _choose(self, D: DataSize) -> tuple[Any, Block, int, str, ParamValues]:
+    def _choose(self, D: DataSize) -> Planned:
+        if self._kernel is not None:
+            return super()._choose(D)
         spec = self._spec
         assert spec is not None
-        if self._kernel is not None:
-            sel = self._kernel.select(D)
-            smem = spec.dynamic_smem_for(D, sel.block, sel.params)
-            return sel.grid, sel.block, smem, sel.source, sel.params
         pv = spec.default_variant
         block = spec.default_block or DEFAULT_BLOCKS[spec.dim]
         device = self._options.device
@@ -418,7 +338,9 @@ class Tuned(functools.partial):
                 block, "default_block", max_threads=getattr(device, "max_threads_per_block", None)
             )
         grid = spec.grid_for(D, block, pv)
-        return grid, block, spec.dynamic_smem_for(D, block, pv), "default", pv
+        return Planned(
+            D, LaunchConfig(pv, block, grid, spec.dynamic_smem_for(D, block, pv)), "default"
+        )
 
     def _first_call(self, args: tuple[Any, ...]) -> None:
         from klaraptor.collect.worker import IN_WORKER_ENV
@@ -432,11 +354,11 @@ class Tuned(functools.partial):
         adapter = self._adapter
         adapter.bind(args)
         if any(is_tensor(a) for a in args):
-            self._torch = TorchBridge(args, adapter.param_names, self.__name__)
+            self._context = TorchBridge(args, adapter.param_names, self.__name__)
         D = self._schema.parse([p.read(args) for p in self._params])
         self._spec = self._make_spec(args, D)
         try:
-            self._kernel = self._find_build(D)
+            self._use(self._find_build(D))
         except BaseException:
             self._spec = None  # the next call tries again, never silently unbuilt
             raise
@@ -570,10 +492,14 @@ class Tuned(functools.partial):
                 )
             first = self._spec.meta.get("first_call")
             D = self._spec.size(first) if first else None
-            self._kernel = self._build(sizes or self._options.sizes, D)
-            self._plans.clear()
-            self._configs.clear()
+            self._use(self._build(sizes or self._options.sizes, D))
+            self._forget()
             return self._kernel
+
+    def _use(self, kernel: Any) -> None:
+        """Launch with `kernel`'s choices (None: the default block) from the next new size on."""
+        self._kernel = kernel
+        self._selector = None if kernel is None else kernel.selector
 
     # -- failures ----------------------------------------------------------------------------
 
@@ -586,27 +512,23 @@ class Tuned(functools.partial):
         if unusable is not None:
             raise unusable from exc
         tensors_now = any(is_tensor(a) for a in args)
-        if tensors_now != (self._torch is not None):  # the kinds of arguments changed
+        if tensors_now != (self._context is not None):  # the kinds of arguments changed
             with self._lock:
-                self._torch = (
+                self._context = (
                     TorchBridge(args, self._adapter.param_names, self.__name__)
                     if tensors_now
                     else None
                 )
-                self._plans.clear()
-                self._configs.clear()
-            self._plan(args)
-            go_on = self._configs[self._key(args)][4]
-            go_on(args, stream)
+                self._forget()
+            go = self._plan(args)
+            if stream is None:
+                go(args)
+            else:
+                self._streamed[self._key(args)](args, stream)
             return
-        if self._torch is not None:
-            self._torch.check(args)
-        self._adapter.check_call(args)
-        config = self._configs.get(self._key(args))
-        shown = "" if config is None else f" (grid {config[0]}, block {config[1]}, {config[2]} B)"
-        raise LaunchError(
-            f"launch of {self.__name__}{shown} failed: {type(exc).__name__}: {exc}"
-        ) from exc
+        if self._context is not None:
+            self._context.check(args)
+        super()._launch_failed(exc, args, stream)
 
     # -- description -------------------------------------------------------------------------
 
@@ -639,7 +561,7 @@ def _dotted(name: str) -> str:
 # tune
 
 
-def adapter_for(kernel: Any, params: Mapping[str, Any] | None = None) -> Any:
+def adapter_for(kernel: Any, params: Mapping[str, Any] | None = None) -> TuneAdapter:
     """The front-end adapter of a kernel object (SpecError for anything else). With program
     parameters, a plain function is a Numba kernel factory (`frontends.numba`)."""
     from klaraptor.frontends.cuda_core import CoreAdapter, CoreKernel
@@ -706,6 +628,7 @@ def tune(
     params: Mapping[str, Sequence[int]] | None = None,
     param_style: str = "define",
     default_params: Mapping[str, int] | None = None,
+    refine: int = 0,
 ) -> Callable[[Any], Tuned]:
     """Decorate (or wrap) a kernel so each call launches with the block klaraptor chooses.
 
@@ -719,7 +642,9 @@ def tune(
     `dynamic_smem`, `default_block`, `dim`, `reference`, `outputs`, `rtol`, `idempotent`: as in
     KernelSpec. `progress`: rich progress bars while building. `params`, `param_style`,
     `default_params`: compile-time program parameters chosen per call with the block, as in
-    KernelSpec (module doc).
+    KernelSpec (module doc). `refine=k`: online refinement, the first calls of each new size
+    time the model's top k on the GPU (CUDA events on the call's stream) and keep the fastest,
+    in the store too (module doc).
     """
     # Each argument checked here, at decoration, not at the first call (validate.py).
     if name is not None:
@@ -738,6 +663,7 @@ def tune(
     check_text(model, "tune(model=...)", SpecError)
     check_device(device, "tune(device=...)")
     check_bool(progress, "tune(progress=...)")
+    refine = check_int(refine, "tune(refine=...)", minimum=0, error=SpecError)
     options = TuneOptions(
         data=dict(data) if isinstance(data, Mapping) else data,
         grid=grid,
@@ -763,6 +689,7 @@ def tune(
         params=check_params(params, param_style, default_params),
         param_style=param_style,
         default_params=None if default_params is None else dict(default_params),
+        refine=refine,
     )
     if on_missing not in ON_MISSING:
         raise SpecError(f"on_missing must be one of {ON_MISSING}, got {on_missing!r}")

@@ -48,7 +48,8 @@ import numpy as np
 from klaraptor.backends.numba_backend import is_simulator, numba_cuda
 from klaraptor.core.errors import SpecError
 from klaraptor.core.types import Block, Grid
-from klaraptor.frontends.torch import Launchers, TorchBridge, is_tensor, stream_handle
+from klaraptor.frontends.torch import TorchBridge, TorchClock, is_tensor
+from klaraptor.runtime.adapter import EventClock, HostClock, Launchers, stream_handle
 from klaraptor.spec import KernelSpec
 
 # Numba options that change the generated code (the others are bookkeeping).
@@ -333,6 +334,38 @@ class NumbaAdapter:
             kernel[grid, block, s, smem](*args)
 
         return (lambda args: on(args, current())), (lambda args, stream: on(args, given(stream)))
+
+    def clock(self, context: TorchBridge | None) -> EventClock:
+        """Numba's events on the stream a launch goes on (torch's with tensors); the host's
+        clock under the CUDA simulator, which runs each launch before it returns."""
+        if self.simulator:
+            return HostClock()
+        return NumbaClock(self) if context is None else TorchClock(context)
+
+
+class NumbaClock:
+    """Numba's CUDA events; a launch without `stream=` goes on Numba's default stream (0)."""
+
+    def __init__(self, adapter: NumbaAdapter) -> None:
+        self.cuda = adapter.cuda
+        self.native = adapter.native_stream
+
+    def stream(self, stream: Any | None) -> Any:
+        return 0 if stream is None else self.native(stream)
+
+    def record(self, stream: Any) -> Any:
+        event = self.cuda.event(timing=True)
+        event.record(stream=stream)
+        return event
+
+    def done(self, event: Any) -> bool:
+        return bool(event.query())
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        return float(self.cuda.event_elapsed_time(start, end))
+
+    def wait(self, event: Any) -> None:
+        event.synchronize()
 
 
 def _call_factory(factory: Callable[..., Any], values: dict[str, int], where: str) -> Any:

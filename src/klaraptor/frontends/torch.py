@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from klaraptor.core.errors import LaunchError, MissingDependencyError
+from klaraptor.runtime.adapter import Launchers, stream_handle
 
 
 def torch_module() -> Any:
@@ -41,11 +42,6 @@ def is_tensor(x: Any) -> bool:
 
 class TensorDeviceError(LaunchError):
     """A tensor argument is not on the GPU the kernel runs on."""
-
-
-# What an adapter's `launcher` gives for one configuration: (launch on the current stream,
-# launch on a given stream), each taking the call's arguments.
-Launchers = tuple[Callable[[tuple[Any, ...]], None], Callable[[tuple[Any, ...], Any], None]]
 
 
 class TorchBridge:
@@ -115,21 +111,47 @@ class TorchBridge:
         return tuple(converter(i) if is_tensor(a) else identity for i, a in enumerate(args))
 
 
-def stream_handle(stream: Any) -> int:
-    """The raw handle of a stream: torch, CuPy, Numba, cuda.core (`__cuda_stream__`) or an int."""
-    if isinstance(stream, int):
-        return stream
-    for attr in ("cuda_stream", "ptr"):
-        v = getattr(stream, attr, None)
-        if isinstance(v, int):
-            return v
-    proto = getattr(stream, "__cuda_stream__", None)
-    if proto is not None:
-        return int(proto()[1])
-    handle = getattr(stream, "handle", None)
-    if handle is not None:
-        try:
-            return int(handle)
-        except (TypeError, ValueError):
-            pass
-    raise LaunchError(f"cannot read a CUDA stream handle from {type(stream).__name__}")
+class TorchClock:
+    """torch's CUDA events, on torch's current stream of the tensors' GPU (where a tuned call
+    with tensors launches without `stream=`): online refinement of any front-end's kernel
+    called with tensors."""
+
+    def __init__(self, bridge: TorchBridge) -> None:
+        self.torch = bridge.torch
+        self.device = bridge.device
+
+    def stream(self, stream: Any | None) -> Any:
+        cuda = self.torch.cuda
+        if stream is None:
+            return cuda.current_stream(self.device)
+        if isinstance(stream, cuda.Stream):
+            return stream
+        ptr = stream_handle(stream)
+        if not ptr:
+            return cuda.default_stream(self.device)
+        return cuda.ExternalStream(ptr, device=self.device)
+
+    def record(self, stream: Any) -> Any:
+        event = self.torch.cuda.Event(enable_timing=True)
+        event.record(stream)
+        return event
+
+    def done(self, event: Any) -> bool:
+        return bool(event.query())
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        return float(start.elapsed_time(end))
+
+    def wait(self, event: Any) -> None:
+        event.synchronize()
+
+
+__all__ = [
+    "Launchers",
+    "TensorDeviceError",
+    "TorchBridge",
+    "TorchClock",
+    "is_tensor",
+    "stream_handle",
+    "torch_module",
+]
