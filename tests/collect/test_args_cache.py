@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from klaraptor.collect.worker import _ArgsCache
+from klaraptor.collect.argcache import ArgsCache as _ArgsCache
 from klaraptor.core.types import DataSize
 
 

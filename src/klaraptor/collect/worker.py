@@ -38,11 +38,11 @@ import os
 import sys
 import time
 import traceback
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from klaraptor.backends.cupy_backend import CupyBackend, Timer, count_barriers, describe_error
+from klaraptor.collect.argcache import ArgsCache
 from klaraptor.collect.jobfile import (
     Job,
     Point,
@@ -80,97 +80,6 @@ def make_backend(name: str) -> Any:
 
 # ---------------------------------------------------------------------------------------------
 # GPU side
-
-
-class _ArgsCache:
-    """Launch arguments, and their reference outputs, for the last `keep` sizes.
-
-    A measurement plan alternates between its smaller sizes candidate by candidate; rebuilding
-    the arguments and the host reference at every switch would cost more than the timing. A few
-    training-size argument sets bound GPU memory; a size that cannot be allocated beside the
-    others is retried once with them freed."""
-
-    def __init__(self, spec: Any, seed: int, backend: Any, keep: int = 3) -> None:
-        self.spec = spec
-        self.seed = seed
-        self.backend = backend
-        self.keep = max(1, int(keep))
-        # D -> [arguments, reference outputs or None], least recently used first
-        self._entries: OrderedDict[DataSize, list[Any]] = OrderedDict()
-        # D -> (pristine check inputs, their reference outputs), for kernels that change their
-        # inputs (`check_case`); least recently used first
-        self._checks: OrderedDict[DataSize, tuple[tuple[Any, ...], Any]] = OrderedDict()
-        self._setup_s = 0.0  # building arguments and references since the last take_setup()
-
-    def take_setup(self) -> float:
-        """Seconds spent building arguments and reference outputs since the last call."""
-        out, self._setup_s = self._setup_s, 0.0
-        return out
-
-    def fresh(self, D: DataSize, stream: int = 0) -> tuple[Any, ...]:
-        """New arguments, reproducible per (seed, D, stream)."""
-        import numpy as np
-
-        rng = np.random.default_rng([self.seed, stream, *D.values()])
-        return tuple(self.spec.make_args(D, rng))
-
-    def _drop(self, n: int) -> None:
-        for _ in range(min(n, len(self._entries))):
-            self._entries.popitem(last=False)
-        self._checks.clear()  # rebuilt on demand, at most one size at a time
-        self.backend.free_memory()
-
-    def get(self, D: DataSize) -> tuple[Any, ...]:
-        entry = self._entries.get(D)
-        if entry is not None:
-            self._entries.move_to_end(D)
-            return entry[0]
-        if len(self._entries) >= self.keep:
-            self._drop(len(self._entries) - self.keep + 1)
-        t = time.perf_counter()
-        try:
-            args = self.fresh(D)
-        except Exception:
-            if not self._entries:
-                raise
-            self._drop(len(self._entries))  # perhaps out of memory beside the other sizes
-            args = self.fresh(D)
-        self._entries[D] = [args, None]
-        self._setup_s += time.perf_counter() - t
-        return args
-
-    def expected(self, D: DataSize) -> dict[int, Any]:
-        """The reference outputs for the cached arguments of D (computed once per D).
-
-        Valid for idempotent kernels only: their inputs never change between launches.
-        """
-        args = self.get(D)
-        entry = self._entries[D]
-        if entry[1] is None:
-            t = time.perf_counter()
-            entry[1] = self.spec.reference(D, self.backend.to_host(args))
-            self._setup_s += time.perf_counter() - t
-        return entry[1]
-
-    def check_case(self, D: DataSize) -> tuple[tuple[Any, ...], Any]:
-        """(inputs, reference outputs) for one output check of a kernel that changes its inputs.
-
-        The inputs (their own random stream) and their host reference are made once per D; each
-        check gets a GPU copy of those pristine inputs. Making and referencing fresh inputs for
-        every configuration of a sweep cost tens of milliseconds a point, more than its timing.
-        """
-        entry = self._checks.get(D)
-        if entry is None:
-            t = time.perf_counter()
-            if len(self._checks) >= self.keep:
-                self._checks.popitem(last=False)
-            pristine = self.fresh(D, stream=1)
-            expected = self.spec.reference(D, self.backend.to_host(pristine))
-            entry = self._checks[D] = (pristine, expected)
-            self._setup_s += time.perf_counter() - t
-        else:
-            self._checks.move_to_end(D)
-        return self.backend.clone_args(entry[0]), entry[1]
 
 
 class _Kernel:
@@ -305,7 +214,7 @@ def _arg_bytes(job: Job, be: CupyBackend, steps: dict[str, float] | None = None)
     cannot be made is left out). Its time goes to `steps["arg_bytes_s"]`."""
     t0 = time.time()
     out: list[list[Any]] = []
-    cache = _ArgsCache(job.spec, getattr(job.options, "seed", 0), be)
+    cache = ArgsCache(job.spec, getattr(job.options, "seed", 0), be)
     # A make_args that knows its footprint (inferred arguments) spares making the arrays.
     count = getattr(job.spec.make_args, "nbytes", None)
     for D in job.extra.get("sizes", ()):
@@ -346,7 +255,7 @@ def _timed(timer: Timer, launch: Callable[[], None], opts: Any) -> dict[str, Any
     return timer.measure(launch, max_wall_s=opts.max_point_s, **settings)
 
 
-def _measure_point(k: _Kernel, cache: _ArgsCache, timer: Timer, p: Point, opts: Any) -> dict:
+def _measure_point(k: _Kernel, cache: ArgsCache, timer: Timer, p: Point, opts: Any) -> dict:
     be = k.backend
     spec = k.spec
     value: dict[str, Any] = {"grid": list(p.grid), "dynamic_smem": p.smem}
@@ -394,7 +303,7 @@ def _run_time(job: Job, events: Events) -> int:
     opts = job.options
     # flush_l2 flushes every point of the collection; Point.cold flushes that point only.
     timers = _Timers(k, flush_all=bool(opts.flush_l2))
-    cache = _ArgsCache(job.spec, opts.seed, k.backend)
+    cache = ArgsCache(job.spec, opts.seed, k.backend)
     events.emit("ready", pid=os.getpid(), **k.timings())
     points = list(_ordered(job.points, job.spec))
     if getattr(opts, "racing", False):
@@ -421,7 +330,7 @@ def _same_size_groups(points: Sequence[Point]) -> list[list[Point]]:
 
 def _race_group(
     k: _Kernel,
-    cache: _ArgsCache,
+    cache: ArgsCache,
     timers: _Timers,
     points: Sequence[Point],
     opts: Any,
@@ -521,7 +430,7 @@ class _Timers:
 
 def _time_one(
     k: _Kernel,
-    cache: _ArgsCache,
+    cache: ArgsCache,
     timers: _Timers,
     p: Point,
     opts: Any,
@@ -623,7 +532,7 @@ def plan_loop(
 def _run_plan(job: Job, events: Events) -> int:
     k = _Kernel(job)
     timers = _Timers(k, flush_all=False)
-    cache = _ArgsCache(job.spec, job.options.seed, k.backend)
+    cache = ArgsCache(job.spec, job.options.seed, k.backend)
     events.emit("ready", pid=os.getpid(), **k.timings())
     racing = bool(getattr(job.options, "racing", False))
     return plan_loop(
@@ -639,7 +548,7 @@ def _run_plan(job: Job, events: Events) -> int:
 def _run_ncu(job: Job, events: Events) -> int:
     k = _Kernel(job)
     be = k.backend
-    cache = _ArgsCache(job.spec, job.options.seed, be)
+    cache = ArgsCache(job.spec, job.options.seed, be)
     events.emit("ready", pid=os.getpid(), **k.timings())
     for p in _ordered(job.points, job.spec):
         try:
@@ -717,7 +626,7 @@ def time_on_inputs(
         if not ok:
             raise CollectError(f"{spec.name}: no candidate block can launch at {D}")
         blocks = spread_blocks(ok, n_blocks, spec.default_block)
-    args = {s: _ArgsCache(spec, s, be).fresh(D) for s in seeds}
+    args = {s: ArgsCache(spec, s, be).fresh(D) for s in seeds}
     timer = be.timer(be.device_clock_mhz(k.device_id))
     timings = []
     for b in blocks:
