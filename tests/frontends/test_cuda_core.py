@@ -211,3 +211,54 @@ def test_cuda_core_a_call_with_the_wrong_number_of_arguments_is_refused() -> Non
         adapter.check_call((1, 2))
     unnamed = CoreAdapter(CoreKernel(kernel=None, source=SRC, name="tile", options=()))
     unnamed.check_call((1,))  # the source does not name its parameters: cuda.core checks
+
+
+TEMPLATE_SRC = r"""
+template <int ITEMS>
+__global__ void scale_items(const float* x, float* y, int n) {
+    long i0 = ((long)blockIdx.x * blockDim.x + threadIdx.x) * ITEMS;
+    for (int j = 0; j < ITEMS; ++j)
+        if (i0 + j < n) y[i0 + j] = 2.0f * x[i0 + j];
+}"""
+
+
+@pytest.mark.parametrize("style", ["define", "template"])
+def test_cuda_core_takes_program_parameters(style: str) -> None:
+    """params= on a cuda.core kernel: the spec carries the parameters and the style; each
+    variant is compiled by cuda.core when first launched (on the GPU: test_frontends_gpu)."""
+    pytest.importorskip("cuda.core")
+    from klaraptor.frontends.cuda_core import kernel_source
+
+    ck = kernel_source(TEMPLATE_SRC, "scale_items")
+    assert ck.kernel is None
+    t = klaraptor.tune(
+        data={"n": "n"},
+        grid="ceil(n / (bx * ITEMS))",
+        params={"ITEMS": (1, 2, 4)},
+        param_style=style,
+    )(ck)
+    adapter = t._adapter
+    assert isinstance(adapter, CoreAdapter) and adapter.has_params
+    assert adapter.param_names == ("x", "y", "n")
+    spec = adapter.make_spec(
+        name="t.items",
+        data=t._params,
+        dim=1,
+        grid=t._grid,
+        params={"ITEMS": (1, 2, 4)},
+        param_style=style,
+        make_args=lambda D, rng: (),
+    )
+    pv = spec.variants()[-1]
+    want = "scale_items" if style == "define" else f"scale_items<{pv['ITEMS']}>"
+    assert spec.variant_kernel(pv) == want
+
+
+def test_cuda_core_uncompiled_kernel_without_params_says_how() -> None:
+    pytest.importorskip("cuda.core")
+    from klaraptor.core.errors import LaunchError
+    from klaraptor.frontends.cuda_core import kernel_source
+
+    adapter = CoreAdapter(kernel_source(TEMPLATE_SRC, "scale_items"))
+    with pytest.raises(LaunchError, match="compiled per program-parameter variant"):
+        adapter.launcher((1, 1, 1), (32, 1, 1), 0, None, ())

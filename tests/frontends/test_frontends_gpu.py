@@ -400,6 +400,40 @@ def test_cupy_params_tuned_gpu(store: Store, h200, style: str) -> None:  # noqa:
     assert {c.params["ITEMS"] for c in t.kernel.helper.keys} == {1, 2, 4}
 
 
+@pytest.mark.parametrize("style", ["define", "template"])
+def test_cuda_core_params_tuned_gpu(store: Store, h200, style: str) -> None:  # noqa: ANN001
+    """cuda.core with program parameters: each variant compiled by cuda.core's Program (the
+    values as defines, or a template instance by name expression), the one chosen launched."""
+    import cupy as cp
+
+    from klaraptor.frontends.cuda_core import kernel_source
+
+    src = ITEMS_SRC if style == "define" else ITEMS_TEMPLATE_SRC
+    t = klaraptor.tune(
+        data={"n": "n"},
+        name=f"gpu_test.core_items_{style}",
+        param_style=style,
+        store=store,
+        device=h200,
+        **PARAMS,
+    )(kernel_source(src, "scale_items"))
+    x = cp.random.rand(N, dtype=cp.float32)
+    y = cp.zeros(N, cp.float32)
+    t(x, y, np.int32(N))
+    cp.cuda.Device().synchronize()
+    grid, block, _ = t.plan_for(x, y, np.int32(N))
+    pv = t.plan_params(x, y, np.int32(N))
+    sel = t.kernel.select(N)
+    show(f"cuda.core params {style}", name=t.name, grid=grid, block=block, params=dict(pv))
+    assert (pv, grid, block) == (sel.params, sel.grid, sel.block)
+    assert same_bits(cp.asnumpy(y), 2.0 * cp.asnumpy(x))
+    # Every variant launches and computes the same: each compiled by cuda.core.
+    adapter = t.adapter
+    for items in (1, 2, 4):
+        variant = next(c.params for c in t.kernel.helper.keys if c.params["ITEMS"] == items)
+        assert adapter.variant(variant) is adapter.variant(variant)  # compiled once
+
+
 def items_factory(ITEMS):  # noqa: ANN001, ANN201, N803 - a Numba kernel factory
     @cuda.jit
     def scale_items_nb(x, y, n):  # noqa: ANN001, ANN202

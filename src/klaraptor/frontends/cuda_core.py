@@ -13,6 +13,11 @@ once per data size (`launch_functions`). cuda.core passes a Python int as a poin
 arguments (CuPy arrays, torch tensors, anything with `__cuda_array_interface__`) are turned into
 their device addresses; the first call's arrays also give the shapes klaraptor measures with.
 Scalars must have the C type of the parameter (np.int32(n) for an `int`), as with cuda.core.
+
+With program parameters (`klaraptor.tune(params=...)`), give `kernel_source(source, name,
+options)` instead: nothing compiles until a variant is launched, then cuda.core's Program
+compiles that variant once (the values as defines, or the template instance `name<v1, v2>` by
+NVRTC name expression, as `param_style` says) and the call launches it.
 """
 
 from __future__ import annotations
@@ -108,7 +113,8 @@ def program_options_kwargs(options: Sequence[str]) -> dict[str, Any]:
 
 @dataclass
 class CoreKernel:
-    """A cuda.core Kernel with the source and NVRTC options it was compiled from."""
+    """A cuda.core Kernel with the source and NVRTC options it was compiled from (`kernel` None:
+    not compiled yet, its program-parameter variants are, see `kernel_source`)."""
 
     kernel: Any
     source: str
@@ -124,18 +130,36 @@ def compile_kernel(
 
     `options` are NVRTC options, translated to cuda.core ProgramOptions. The kernel must be
     `extern "C"` so klaraptor finds it by name."""
+    ck = CoreKernel(None, source, name, tuple(options), device_id)
+    ck.kernel = compile_variant(ck, name, options)
+    return ck
+
+
+def kernel_source(
+    source: str, name: str, options: Sequence[str] = ("--std=c++17",), *, device_id: int = 0
+) -> CoreKernel:
+    """A cuda.core kernel with program parameters, for `klaraptor.tune(params=...)`: nothing is
+    compiled here (the source needs the parameters' values); each variant is compiled with
+    cuda.core's Program when first launched: with the values as defines (`param_style="define"`,
+    `name` an `extern "C"` kernel) or as template arguments (`"template"`, `name` the template,
+    instantiated through an NVRTC name expression)."""
+    return CoreKernel(None, source, name, tuple(options), device_id)
+
+
+def compile_variant(ck: CoreKernel, name: str, options: Sequence[str]) -> Any:
+    """The cuda.core Kernel `name` (a kernel's name or a name expression such as `k<4, 2>`)
+    compiled from `ck`'s source with the NVRTC `options`, for its GPU (made current)."""
     core = cuda_core_module()
-    dev = core.Device(device_id)
+    dev = core.Device(ck.device_id)
     dev.set_current()
     cc = dev.compute_capability
-    arch = f"sm_{cc[0]}{cc[1]}"
     program = core.Program(
-        source,
+        ck.source,
         code_type="c++",
-        options=core.ProgramOptions(arch=arch, **program_options_kwargs(options)),
+        options=core.ProgramOptions(arch=f"sm_{cc[0]}{cc[1]}", **program_options_kwargs(options)),
     )
-    module = program.compile("cubin")
-    return CoreKernel(module.get_kernel(name), source, name, tuple(options), device_id)
+    expressions = (name,) if name != ck.name else ()
+    return program.compile("cubin", name_expressions=expressions).get_kernel(name)
 
 
 class _ExternalStream:
@@ -176,15 +200,30 @@ class CoreAdapter:
     array_kind = "cupy"  # measured by the CuPy backend from the same source and options
     ints_are_pointers = True
 
-    def __init__(self, ck: CoreKernel) -> None:
+    def __init__(self, ck: CoreKernel, *, params: bool = False) -> None:
         self.core = cuda_core_module()
         self.ck = ck
         self.function_name = ck.name
         self.param_names = c_param_names(ck.source, ck.name)
         self.base_name = f"cuda_core.{ck.name}"
+        self.has_params = params
+        self._spec: KernelSpec | None = None
+        self._variants: dict[Any, Any] = {}
         self._default_stream: Any = None
         self._streams: dict[int, Any] = {}
         self._launch_configs: dict[tuple[Any, ...], Any] = {}
+
+    def variant(self, params: Any) -> Any:
+        """The cuda.core Kernel of one program-parameter variant, compiled once per process."""
+        kernel = self._variants.get(params)
+        if kernel is None:
+            spec = self._spec
+            assert spec is not None, "make_spec runs before the first launch"
+            kernel = compile_variant(
+                self.ck, spec.variant_kernel(params), spec.variant_options(params)
+            )
+            self._variants[params] = kernel
+        return kernel
 
     def bind(self, args: Sequence[Any]) -> None:
         """Nothing to bind: cuda.core checks argument types at launch."""
@@ -200,9 +239,11 @@ class CoreAdapter:
             )
 
     def make_spec(self, **fields: Any) -> KernelSpec:
-        return KernelSpec(
+        spec = KernelSpec(
             source=self.ck.source, kernel=self.ck.name, options=self.ck.options, **fields
         )
+        self._spec = spec
+        return spec
 
     def stream_for(self, ptr: int) -> Any:
         s = self._streams.get(ptr)
@@ -232,9 +273,15 @@ class CoreAdapter:
         args: Sequence[Any],
         params: Any = None,
     ) -> Launchers:
-        """(launch on the current stream, launch on a given stream) for one configuration (a
-        cuda.core kernel has no program parameters: `tune` refuses them)."""
+        """(launch on the current stream, launch on a given stream) for one configuration (of
+        the compiled variant `params`, for a kernel with program parameters)."""
         core = self.core
+        kernel = self.variant(params) if params else self.ck.kernel
+        if kernel is None:
+            raise LaunchError(
+                f"{self.function_name}: a kernel_source() kernel is compiled per program-parameter "
+                "variant: give klaraptor.tune params=, or compile it with compile_kernel()"
+            )
         config = self._launch_configs.get((grid, block, smem))
         if config is None:
             config = core.LaunchConfig(grid=grid, block=block, shmem_size=smem)
@@ -251,7 +298,7 @@ class CoreAdapter:
         return launch_functions(
             core.launch,
             config,
-            self.ck.kernel,
+            kernel,
             len(args),
             getters,
             default=self._default_stream,

@@ -579,12 +579,7 @@ def adapter_for(kernel: Any, params: Mapping[str, Any] | None = None) -> TuneAda
     if is_raw_kernel(kernel):
         return CupyAdapter(kernel, params=bool(params))
     if isinstance(kernel, CoreKernel):
-        if params:
-            raise SpecError(
-                f"{kernel.name}: params= is supported for CuPy RawKernels and Numba kernel "
-                "factories; a cuda.core kernel is compiled before klaraptor sees it"
-            )
-        return CoreAdapter(kernel)
+        return CoreAdapter(kernel, params=bool(params))
     if params and callable(kernel) and hasattr(kernel, "__code__"):
         return NumbaAdapter.from_factory(kernel, params)
     if (type(kernel).__module__ or "").startswith("cuda.core"):
