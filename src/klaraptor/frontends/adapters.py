@@ -20,7 +20,9 @@ class TuneAdapter(LaunchAdapter, Protocol):
     the store name's default prefix; `array_kind`: the arrays the inferred argument factory
     makes ("cupy", "numba"); `ints_are_pointers`: whether a Python int argument may be a device
     address (cuda.core). `bind(args)` binds the kernel to the first call (Numba's signature);
-    `make_spec(**fields)` makes the KernelSpec the build measures."""
+    `make_spec(**fields)` makes the KernelSpec the build measures; `prepare_launch()` starts, in the
+    background, what the first launch after a first-call build would otherwise do then (Numba's
+    JIT compile of the bound signature), so it overlaps the build's measuring."""
 
     @property
     def param_names(self) -> tuple[str, ...] | None: ...
@@ -34,6 +36,8 @@ class TuneAdapter(LaunchAdapter, Protocol):
     def bind(self, args: Sequence[Any]) -> None: ...
 
     def make_spec(self, **fields: Any) -> KernelSpec: ...
+
+    def prepare_launch(self) -> None: ...
 
 
 __all__ = ["TuneAdapter"]

@@ -228,6 +228,10 @@ class CoreAdapter:
     def bind(self, args: Sequence[Any]) -> None:
         """Nothing to bind: cuda.core checks argument types at launch."""
 
+    def prepare_launch(self) -> None:
+        """Nothing to start: `compile_kernel` compiled the kernel (a variant of `kernel_source`
+        is compiled when the choice names it)."""
+
     def check_call(self, args: Sequence[Any]) -> None:
         """The number of arguments, where the source names the parameters (cuda.core checks
         the rest at launch). Run per new size and when a launch fails."""

@@ -102,6 +102,10 @@ class CupyAdapter:
     def bind(self, args: Sequence[Any]) -> None:
         """Nothing to bind: a RawKernel takes any arguments its C signature accepts."""
 
+    def prepare_launch(self) -> None:
+        """Nothing to start: CuPy compiles a RawKernel in milliseconds, from its disk cache
+        after the build's worker compiled the same source."""
+
     def check_call(self, args: Sequence[Any]) -> None:
         """No per-size check for CuPy kernels."""
 

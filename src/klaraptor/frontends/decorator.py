@@ -435,6 +435,7 @@ class Tuned(Launcher):
         from klaraptor.collect import warm
 
         early = warm.prestart() if gpu_available() else None
+        self._adapter.prepare_launch()
         try:
             return self._build(self._options.sizes, D)
         finally:

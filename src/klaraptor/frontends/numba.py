@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -218,6 +219,26 @@ class NumbaAdapter:
             self.argtypes = declared
         else:
             self.argtypes = given
+
+    def prepare_launch(self) -> None:
+        """JIT-compile the bound signature on a background thread: the first launch after a
+        first-call build would compile it then (about a second of the first call, after the
+        build); started before the build, the compile overlaps the build's measuring, in which
+        this process mostly waits for the measuring worker. Numba's compiler lock makes the
+        launch wait for a compile still running; a compile that fails is left to the launch,
+        which compiles again and reports it."""
+        if self.simulator or self.factory is not None or not self.argtypes:
+            return
+        if not getattr(self.kernel, "_can_compile", True):
+            return  # compiled eagerly for its declared signature
+
+        def compile_quietly() -> None:
+            try:
+                self.kernel.compile(self.argtypes)
+            except Exception:  # noqa: BLE001 - the launch compiles again and says why
+                pass
+
+        threading.Thread(target=compile_quietly, name="klaraptor-numba-jit", daemon=True).start()
 
     def check_call(self, args: Sequence[Any]) -> None:
         """SignatureError unless the arguments match the bound signature."""
