@@ -2,7 +2,7 @@
 the N = 128 sweeps of Table 6.2's exhaustive sum, and the data-dependence check.
 
 Usage (device machine, repository root, one H200; resumable):
-    KLARAPTOR_COMMIT=<sha> PYTHONPATH=src python3 scripts/device_table61.py OUTDIR --limit 235
+    KLARAPTOR_COMMIT=<sha> PYTHONPATH=src:plugins/klaraptor-bench/src python3 scripts/device_table61.py OUTDIR --limit 235
     [--only truth,datadep,build,sweep128] [--kernels A,B]
 
 What it measures (a task whose estimate, from the recorded data, is far beyond the time left is
@@ -42,7 +42,7 @@ All GPU work runs in one child process (CuPy imported once; builds start their o
 workers); the parent kills its process group at `--limit` and restarts it after a crash (the
 point that crashed is recorded as failed and skipped). At the end of every run, a stopped one
 included, OUTDIR/h200_table61.json.gz is rewritten from the JSONL files (`--dataset-only` does
-that alone, without a GPU): a recorded dataset (`klaraptor.bench.dataset`, format 1) holding the new truth rows,
+that alone, without a GPU): a recorded dataset (`klaraptor.suite.recorded`, format 1) holding the new truth rows,
 the build results and the N = 128 sweeps, with provenance (GPU, date, command, commit); copy it to
 src/klaraptor/data/ and `klaraptor bench report --recorded` merges it (`bench.supplement`).
 Expected duration: everything about 17-20 min on an H200 (the plan printed at the start sums
@@ -67,7 +67,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from klaraptor.bench.supplement import (
+from klaraptor_bench.supplement import (
     PARTIAL_FRACTION,
     PARTIAL_KERNELS,
     SWEEP_N,

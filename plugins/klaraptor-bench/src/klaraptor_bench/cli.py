@@ -129,7 +129,8 @@ def _specs(text: str) -> list[Any]:
 def _collect(args: argparse.Namespace) -> int:
     from klaraptor.assemble import current_profile
     from klaraptor.backends.cupy_backend import gpu_available
-    from klaraptor.bench.truth import collect_counters, collect_timing, collect_truth
+    from klaraptor.suite.protocol import collect_counters, collect_timing
+    from klaraptor_bench.truth import collect_truth
 
     if not gpu_available():
         raise CollectError(
@@ -179,14 +180,14 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from klaraptor.bench.report import write_report
+    from klaraptor_bench.report import write_report
 
     _writable_dir(Path(args.out), "--out")  # before the evaluation, not after it
     return write_report(args)
 
 
 def _saake(args: argparse.Namespace) -> int:
-    from klaraptor.bench.saake_eval import recorded_kernel_names, write
+    from klaraptor_bench.saake_eval import recorded_kernel_names, write
 
     if args.kernels is not None:  # before any work: a name matching nothing is a mistake
         known = recorded_kernel_names()
@@ -232,7 +233,7 @@ def _read_json(path: str, option: str) -> Any:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from klaraptor.bench.dataset import costs_from_logs, export_dataset
+    from klaraptor_bench.dataset import costs_from_logs, export_dataset
 
     prov = _read_json(args.provenance, "--provenance") if args.provenance else {}
     if not isinstance(prov, dict):
@@ -260,8 +261,8 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _train_snowpack(args: argparse.Namespace) -> int:
-    from klaraptor.bench.snowpack_eval import train_snowpack
     from klaraptor.models.snowpack.learner import save_regressor
+    from klaraptor_bench.snowpack_eval import train_snowpack
 
     store = open_store(args, must_exist=not args.recorded)
     reg, report = train_snowpack(
@@ -289,13 +290,13 @@ def _train_snowpack(args: argparse.Namespace) -> int:
 
 
 def _snowpack(args: argparse.Namespace) -> int:
-    from klaraptor.bench.snowpack_eval import write_snowpack
+    from klaraptor_bench.snowpack_eval import write_snowpack
 
     _writable_dir(Path(args.out), "--out")
     if args.protocol == "paper":
         if args.patterns:
             raise KlaraptorError("--patterns applies to --protocol benchmark only")
-        from klaraptor.bench.snowpack_paper_report import write_paper
+        from klaraptor_bench.snowpack_paper_report import write_paper
 
         write_paper(Path(args.out), console=console, quick=args.quick)
         return 0
