@@ -8,7 +8,7 @@ Usage (device machine, repository root, one H200; resumable):
 What it measures (a task whose estimate, from the recorded data, is far beyond the time left is
 skipped and listed; a later, smaller one may still run):
 - `truth`: every PolyBench (kernel, Table 6.1 size) pair without recorded ground truth
-  (`bench.supplement.missing_pairs`: the 13 pairs the recorded budget rule skipped, and 3DCONV at
+  (`klaraptor_bench.supplement.missing_pairs`: the 13 pairs the recorded budget rule skipped, and 3DCONV at
   512). The candidates are the blocks of the kernel's recorded exhaustive search. Each pair is a
   race (`klaraptor.collect.racing.race`) timed with klaraptor's own CUDA-event timer
   (`backends.cupy_backend.Timer`, spin kernel in front of every sample):
@@ -44,7 +44,7 @@ point that crashed is recorded as failed and skipped). At the end of every run, 
 included, OUTDIR/h200_table61.json.gz is rewritten from the JSONL files (`--dataset-only` does
 that alone, without a GPU): a recorded dataset (`klaraptor.suite.recorded`, format 1) holding the new truth rows,
 the build results and the N = 128 sweeps, with provenance (GPU, date, command, commit); copy it to
-src/klaraptor/data/ and `klaraptor bench report --recorded` merges it (`bench.supplement`).
+src/klaraptor/data/ and `klaraptor bench report --recorded` merges it (`klaraptor_bench.supplement`).
 Expected duration: everything about 17-20 min on an H200 (the plan printed at the start sums
 the estimates: about 21 min, pessimistic). One run with `--limit 235` does the data-dependence
 check and most of the first 11 truth pairs (about 3 min); running the same command again goes
