@@ -44,7 +44,7 @@ point that crashed is recorded as failed and skipped). At the end of every run, 
 included, OUTDIR/h200_table61.json.gz is rewritten from the JSONL files (`--dataset-only` does
 that alone, without a GPU): a recorded dataset (`klaraptor.suite.recorded`, format 1) holding the new truth rows,
 the build results and the N = 128 sweeps, with provenance (GPU, date, command, commit); copy it to
-src/klaraptor/data/ and `klaraptor bench report --recorded` merges it (`klaraptor_bench.supplement`).
+plugins/klaraptor-bench/src/klaraptor_bench/data/ and `klaraptor bench report --recorded` merges it (`klaraptor_bench.supplement`).
 Expected duration: everything about 17-20 min on an H200 (the plan printed at the start sums
 the estimates: about 21 min, pessimistic). One run with `--limit 235` does the data-dependence
 check and most of the first 11 truth pairs (about 3 min); running the same command again goes

@@ -371,7 +371,7 @@ def _joined(before: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]
 
 def shipped_supplement() -> Path:
     """The first device run's supplement (runs 1 and 2 of scripts/device_table61.py)."""
-    return Path(str(resources.files("klaraptor") / "data" / SUPPLEMENT_NAME))
+    return Path(str(resources.files("klaraptor_bench") / "data" / SUPPLEMENT_NAME))
 
 
 def shipped_supplements() -> list[Path]:
