@@ -4,7 +4,7 @@
 rejected blocks), model + refined history. Used as the migration test fixture."""
 import sys
 from pathlib import Path
-from klaraptor.suite.recorded import load_recorded
+from klaraptor.bench.dataset import load_recorded
 from klaraptor.builder import build
 from klaraptor import suite
 
