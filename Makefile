@@ -7,10 +7,12 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml plugins/klaraptor-bench/pyproject.toml
 	$(PYTHON) -m venv --system-site-packages $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	@# The evaluation (`klaraptor bench`, the recorded demo's scoring) is a plug-in distribution.
+	$(PY) -m pip install -q -e plugins/klaraptor-bench
 	$(PY) -m pip install -q -e '.[isa]' || echo "could not install the isa extra; tests/test_isa_* that compile will be skipped"
 	@# klaraptor.triton's tests run in Triton's CPU interpreter: torch's CPU build (2.13.0, the file
 	@# this kind of machine keeps; plain `torch` would fetch a CUDA build of several GB) and triton.
@@ -28,14 +30,14 @@ demo: $(STAMP)
 	$(VENV)/bin/klaraptor demo
 
 test: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks experiments
+	$(VENV)/bin/ruff check src plugins tests benchmarks experiments
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks experiments
-	$(VENV)/bin/ruff format --check src tests benchmarks experiments
+	$(VENV)/bin/ruff check src plugins tests benchmarks experiments
+	$(VENV)/bin/ruff format --check src plugins tests benchmarks experiments
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info plugins/klaraptor-bench/src/*.egg-info

@@ -7,7 +7,7 @@ For each kernel (default: 1D ATAX k1, the GEMM, 3D convolution, 2D FDTD k2 and t
 hotspot, spanning 1D/2D/3D), in a child process with its own time limit and its own store:
 1. `klaraptor.build(spec, train_sizes)` with the defaults a user gets (model "auto", budget
    1.5 × tune-once) and the training protocol of the recorded datasets
-   (`klaraptor.bench.truth.TRAIN_OPTIONS`, no counters): the info step, then one plan session
+   (`klaraptor.suite.protocol.TRAIN_OPTIONS`, no counters): the info step, then one plan session
    timing hot and L2-flushed points; records the measured walls (info, timing, total), the
    plan's cost and tune-once's within the same session (measured point walls), the model chosen and
    the blocks chosen (model and online top-k) at the evaluation sizes, scored against the
@@ -47,7 +47,7 @@ STEP_LIMIT_S = {"build": 90.0, "tune_once": 45.0}
 
 def recorded_truth(name: str) -> dict[int, dict[tuple[int, ...], float]]:
     """The shipped datasets' exhaustive search of `name`: {N: {block: ms}}."""
-    from klaraptor.bench.dataset import load_recorded, recorded_path
+    from klaraptor.suite.recorded import load_recorded, recorded_path
 
     suite = name.split(".")[0]
     data = load_recorded(recorded_path(suite))
@@ -68,9 +68,9 @@ def recorded_truth(name: str) -> dict[int, dict[tuple[int, ...], float]]:
 def step_build(name: str) -> dict[str, Any]:
     from klaraptor import suite
     from klaraptor.assemble import build
-    from klaraptor.bench.truth import TRAIN_OPTIONS
     from klaraptor.device.profile import query_device
     from klaraptor.store import Store
+    from klaraptor.suite.protocol import TRAIN_OPTIONS
 
     spec = suite.get(name)
     train = [spec.size(n) for n in spec.meta["train_sizes"]]
@@ -118,10 +118,10 @@ def step_build(name: str) -> dict[str, Any]:
 
 def step_tune_once(name: str) -> dict[str, Any]:
     from klaraptor import suite
-    from klaraptor.bench.truth import TRAIN_OPTIONS
     from klaraptor.collect.collector import collect
     from klaraptor.device.profile import query_device
     from klaraptor.store import Store
+    from klaraptor.suite.protocol import TRAIN_OPTIONS
 
     spec = suite.get(name)
     L = max((spec.size(n) for n in spec.meta["train_sizes"]), key=lambda D: D.values())

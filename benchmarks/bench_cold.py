@@ -31,8 +31,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from klaraptor import suite
-from klaraptor.bench.truth import TRAIN_OPTIONS
 from klaraptor.store import Store
+from klaraptor.suite.protocol import TRAIN_OPTIONS
 
 ORDER_LAST = ("conv3d", "corr.k4", "covar.k3")  # the slow ones at the end
 

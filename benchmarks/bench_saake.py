@@ -24,9 +24,9 @@ import numpy as np
 def main() -> int:
     from klaraptor import suite
     from klaraptor.assemble import make_job
-    from klaraptor.bench.saake_eval import datasets
     from klaraptor.models.saake.emulator import KernelEmulator
     from klaraptor.models.saake.sensitivity import analyse
+    from klaraptor_bench.saake_eval import datasets
 
     out = Path(sys.argv[1])
     load_at_start = round(os.getloadavg()[0], 2)

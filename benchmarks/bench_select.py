@@ -111,8 +111,8 @@ def bench_recorded_builds(n: int) -> dict[str, Any]:
     import tempfile
 
     from klaraptor import load
-    from klaraptor.bench.dataset import build_recorded, recorded_datasets
     from klaraptor.store import Store
+    from klaraptor.suite.recorded import build_recorded, recorded_datasets
 
     datasets = recorded_datasets()
     out: dict[str, Any] = {}

@@ -34,9 +34,9 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from klaraptor import suite
-from klaraptor.bench.dataset import recorded_datasets
 from klaraptor.core.provenance import stamp
 from klaraptor.models.snowpack.model import Predictor, load_shipped
+from klaraptor.suite.recorded import recorded_datasets
 
 ROOT = Path(__file__).resolve().parent
 TARGET_MS = 1.0
@@ -105,9 +105,9 @@ def bench_learners(reg: Any) -> dict[str, Any]:
     """Every hyper-parameter entry of every learner's grid, fitted on the recorded rows (targets
     and views as the shipped model), timed on 256 rows, beside the cost the search's tie-break
     estimates for it (`Fitted.cost_ns`, `COST_NS`): the check of that cost model."""
-    from klaraptor.bench.snowpack_eval import recorded_corpus
     from klaraptor.models.snowpack.learner import fit_rows
     from klaraptor.models.snowpack.search import default_grids
+    from klaraptor_bench.snowpack_eval import recorded_corpus
 
     c, _, _ = recorded_corpus()
     groups, counts = np.unique(c.group, return_counts=True)

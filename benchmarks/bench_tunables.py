@@ -1,7 +1,7 @@
 """GPU: program parameters judged on the tunables suite (issue 32), and their cost against Kernel
 Tuner, in one run on one GPU.
 
-    PYTHONPATH=src python3 benchmarks/bench_tunables.py OUT [--limit S] [--kt K] [kernels...]
+    PYTHONPATH=src:plugins/klaraptor-bench/src python3 benchmarks/bench_tunables.py OUT [--limit S] [--kt K] [kernels...]
 
 For each kernel of `klaraptor.suite.tunables` (or those named), in a child process with its own
 store and time limit:
@@ -192,9 +192,9 @@ def one_kernel(name: str, out: Path, kt: bool, q: Any) -> None:
 
     try:
         from klaraptor.assemble import build
-        from klaraptor.bench.truth import TRUTH_OPTIONS
         from klaraptor.collect.collector import collect
         from klaraptor.spec import catalog
+        from klaraptor_bench.truth import TRUTH_OPTIONS
 
         spec = catalog.get(name)
         rec["variants"] = len(spec.variants())

@@ -18,13 +18,8 @@ import sys
 from pathlib import Path
 
 from klaraptor import suite
-from klaraptor.bench.dataset import (
-    add_argument_bytes,
-    add_cold_timings,
-    load_recorded,
-    recorded_path,
-    write_recorded,
-)
+from klaraptor.suite.recorded import load_recorded, recorded_path
+from klaraptor_bench.dataset import add_argument_bytes, add_cold_timings, write_recorded
 
 ROOT = Path(__file__).resolve().parents[1]
 COLD = ROOT / "benchmarks/results/h200/cold"

@@ -2,7 +2,7 @@
 (`klaraptor.models.saake.interp`), against the recorded Nsight Compute counters of the 44 suite
 kernels (H200), on the CPU.
 
-    PYTHONPATH=src python3 benchmarks/saake_interp_counts.py OUT.json [PER_KERNEL] [LIMIT_S]
+    PYTHONPATH=src:plugins/klaraptor-bench/src python3 benchmarks/saake_interp_counts.py OUT.json [PER_KERNEL] [LIMIT_S]
 
 For each kernel, PER_KERNEL (default 3) of its recorded counter points (seeded choice) are run
 through the interpreter; the derived per-warp counters (instructions, global loads and stores,
@@ -102,8 +102,8 @@ def summary(per: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     from klaraptor import suite
     from klaraptor.assemble import make_job
-    from klaraptor.bench.saake_eval import datasets
     from klaraptor.core.provenance import stamp
+    from klaraptor_bench.saake_eval import datasets
 
     out = Path(sys.argv[1])
     per_kernel = int(sys.argv[2]) if len(sys.argv) > 2 else 3

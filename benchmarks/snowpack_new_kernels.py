@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from klaraptor import suite
-from klaraptor.bench.snowpack_eval import baselines, recorded_corpus
 from klaraptor.core.provenance import stamp
 from klaraptor.models.snowpack.learner import Corpus, suboptimality
 from klaraptor.models.snowpack.model import load_regressor
 from klaraptor.models.snowpack.search import train
+from klaraptor_bench.snowpack_eval import baselines, recorded_corpus
 
 ROOT = Path(__file__).resolve().parent
 PRIOR_KEEP = 8

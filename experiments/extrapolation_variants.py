@@ -25,8 +25,8 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from klaraptor.bench import evaluate as ev
-from klaraptor.bench import report as rp
+from klaraptor_bench import evaluate as ev
+from klaraptor_bench import report as rp
 
 
 @contextmanager
@@ -56,7 +56,7 @@ def _hot_only() -> Any:
 
 
 def _ncu_cold() -> Any:
-    from klaraptor.bench import dataset
+    from klaraptor_bench import dataset
 
     real = dataset.KernelData.cold_times
 

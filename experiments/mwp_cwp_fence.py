@@ -27,8 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.bench.dataset import load_recorded, recorded_path
-from klaraptor.bench.evaluate import (
+from klaraptor.core.errors import ExtrapolationWarning
+from klaraptor.core.provenance import stamp
+from klaraptor.models.mwp_cwp import FENCED_NAME
+from klaraptor.suite.recorded import load_recorded, recorded_path
+from klaraptor_bench.evaluate import (
     KernelContext,
     MethodResult,
     evaluate_kernel,
@@ -36,9 +39,6 @@ from klaraptor.bench.evaluate import (
     kernel_costs,
     klaraptor_provider,
 )
-from klaraptor.core.errors import ExtrapolationWarning
-from klaraptor.core.provenance import stamp
-from klaraptor.models.mwp_cwp import FENCED_NAME
 
 ROOT = Path(__file__).resolve().parent
 # The product evaluation's committed figures (`klaraptor bench report`), compared pair by pair.

@@ -22,11 +22,11 @@ import numpy as np
 
 from klaraptor import suite
 from klaraptor.assemble import make_job
-from klaraptor.bench.saake_eval import datasets
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.core.provenance import stamp
 from klaraptor.models.saake import ops
 from klaraptor.models.saake.emulator import KernelEmulator
+from klaraptor_bench.saake_eval import datasets
 
 OUT = Path(__file__).resolve().parent / "results" / "h200" / "saake_dispatch_check.json"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from klaraptor.bench.snowpack_eval import auto_from_pairs, evaluate
 from klaraptor.core.provenance import stamp
+from klaraptor_bench.snowpack_eval import auto_from_pairs, evaluate
 
 ROOT = Path(__file__).resolve().parent
 # The product evaluation's committed pairs (`klaraptor bench report`): its `auto` choices.

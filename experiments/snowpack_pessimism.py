@@ -39,9 +39,9 @@ from snowpack_procedure import (  # the sibling script (experiments/ is on sys.p
     write,
 )
 
-from klaraptor.bench.snowpack_eval import recorded_corpus
 from klaraptor.models.snowpack.learner import Corpus, suboptimality
 from klaraptor.models.snowpack.search import SearchSettings, default_grids, fit_fixed
+from klaraptor_bench.snowpack_eval import recorded_corpus
 
 ROOT = Path(__file__).resolve().parent
 TARGETS = ("log_time", "relative", "per_wave")

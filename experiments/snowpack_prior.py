@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from klaraptor.bench.snowpack_eval import recorded_corpus
 from klaraptor.core.provenance import stamp
 from klaraptor.models.snowpack.learner import fit_rows
+from klaraptor_bench.snowpack_eval import recorded_corpus
 
 ROOT = Path(__file__).resolve().parent
 PARAMS = {"hidden": [64, 64], "alpha": 0.01}

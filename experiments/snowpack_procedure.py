@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.bench.snowpack_eval import evaluated_benchmarks, recorded_corpus
 from klaraptor.core.provenance import stamp
 from klaraptor.models.snowpack.learner import Corpus, suboptimality
 from klaraptor.models.snowpack.search import SearchSettings, default_grids, fit_fixed, train
+from klaraptor_bench.snowpack_eval import evaluated_benchmarks, recorded_corpus
 
 ROOT = Path(__file__).resolve().parent
 ENSEMBLES = {"ens_hgb_mlp": ("hgb", "mlp"), "ens_all": ("svr", "hgb", "mlp")}

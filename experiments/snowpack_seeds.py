@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.bench.snowpack_eval import recorded_corpus
 from klaraptor.core.provenance import stamp
 from klaraptor.models.snowpack.features import FEATURE_SET, feature_names
 from klaraptor.models.snowpack.learner import Fitted, fit_rows, suboptimality
+from klaraptor_bench.snowpack_eval import recorded_corpus
 
 ROOT = Path(__file__).resolve().parent
 CANDIDATE = {"learner": "mlp", "params": {"hidden": [64, 64], "alpha": 0.01}}

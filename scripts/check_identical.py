@@ -24,8 +24,8 @@ import numpy as np
 
 from klaraptor import suite
 from klaraptor.assemble import build
-from klaraptor.bench.dataset import load_recorded
 from klaraptor.fit import fit_rational, fit_rational_table
+from klaraptor.suite.recorded import load_recorded
 
 KERNELS = (
     "polybench.conv3d.conv3d",

@@ -18,7 +18,7 @@
 # numba-cuda 0.30.4 needs to compile anything; it changes nothing elsewhere (docs/frontends.md).
 set -u
 OUT=${1:?}; PART=${2:?}
-export PYTHONPATH=$PWD/scripts/device_env:$PWD/src PYTHONUNBUFFERED=1 KLARAPTOR_HOME=$OUT/home
+export PYTHONPATH=$PWD/scripts/device_env:$PWD/src:$PWD/plugins/klaraptor-bench/src PYTHONUNBUFFERED=1 KLARAPTOR_HOME=$OUT/home
 mkdir -p "$OUT" "$KLARAPTOR_HOME"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv > "$OUT/smi.csv" 2>&1
 run() {  # name, seconds, command...

@@ -8,7 +8,7 @@ set -u
 OUT=${1:?usage: device_instrument.sh OUT [options]}; shift
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-export PYTHONPATH=$PWD/scripts/device_env:$PWD/src PYTHONUNBUFFERED=1
+export PYTHONPATH=$PWD/scripts/device_env:$PWD/src:$PWD/plugins/klaraptor-bench/src PYTHONUNBUFFERED=1
 timeout -k 10 390 python3 scripts/device_instrument.py "$OUT" "$@" > "$OUT/driver.log" 2>&1
 echo "device_instrument.py rc=$?" >> "$OUT/driver.log"
 tail -5 "$OUT/driver.log"

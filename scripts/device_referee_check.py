@@ -12,7 +12,7 @@ ordinary cached loads) that are DRAM-bound by construction at 1 GiB per array, a
 latency-bound pointer chases (one warp, 32 lanes; `CHASES`) through the L1, the L2 and DRAM for
 the second referee (referee.REFERENCE_LATENCY). Each is launched
 once to warm up, then once inside the NVTX range kp:<id> under ONE ncu with the referee's metrics
-(klaraptor.models.saake.referee.METRICS) and the referee's command line
+(klaraptor_bench.referee.METRICS) and the referee's command line
 (klaraptor.collect.ncu.build_command, `--cache-control none`, as scripts/device_saake_sol.py). Writes to OUTDIR:
     check.json  per kernel: the ncu unit it saturates, ncu's metrics, or why there are none
     ncu.csv, ncu.out, log.txt, env.json
@@ -34,9 +34,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# klaraptor and its evaluation plug-in (the referee's metrics), from the checkout, uninstalled.
+SOURCES = [str(ROOT / "src"), str(ROOT / "plugins" / "klaraptor-bench" / "src")]
+sys.path[:0] = SOURCES
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p
+    p for p in (*SOURCES, os.environ.get("PYTHONPATH", "")) if p
 )
 
 STREAM_SRC = r"""
@@ -79,7 +81,7 @@ extern "C" __global__ void kc_triad(const float* __restrict__ a, const float* __
 
 # The cases, in launch order, and the Nsight Compute unit each saturates by construction: the
 # referee's own table, so that the check and its judgement cannot drift apart.
-from klaraptor.models.saake.referee import REFERENCE_LATENCY, REFERENCE_UNIT  # noqa: E402
+from klaraptor_bench.referee import REFERENCE_LATENCY, REFERENCE_UNIT  # noqa: E402
 
 CASES = {**REFERENCE_UNIT, **REFERENCE_LATENCY}
 
@@ -218,7 +220,7 @@ def main() -> int:
         usable_metrics,
     )
     from klaraptor.core.provenance import commit
-    from klaraptor.models.saake.referee import METRICS
+    from klaraptor_bench.referee import METRICS
 
     write_environment(out)
     result: dict[str, Any] = {

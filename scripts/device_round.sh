@@ -7,7 +7,7 @@
 #        (benchmarks/bench_cost.py), firstcall (benchmarks/bench_first_call.py).
 set -u
 OUT=${1:?}; shift
-export PYTHONPATH=$PWD/scripts/device_env:$PWD/src:/tmp/site PYTHONUNBUFFERED=1 KLARAPTOR_HOME=/tmp/klhome
+export PYTHONPATH=$PWD/scripts/device_env:$PWD/src:$PWD/plugins/klaraptor-bench/src:/tmp/site PYTHONUNBUFFERED=1 KLARAPTOR_HOME=/tmp/klhome
 mkdir -p "$OUT" "$KLARAPTOR_HOME"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv > "$OUT/smi_start.csv" 2>&1
 for step in "$@"; do

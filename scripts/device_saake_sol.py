@@ -9,7 +9,7 @@ Reads benchmarks/results/h200/saake_choices.json (made on a CPU by
 `klaraptor bench saake` or `klaraptor bench report`): per kernel the data size and the block SAAKE chose.
 Writes to OUTDIR:
     env.json    GPU, driver, clocks, ncu and CuPy versions
-    sol.json    per kernel: D, block, grid, the ncu metrics (klaraptor.models.saake.referee.METRICS,
+    sol.json    per kernel: D, block, grid, the ncu metrics (klaraptor_bench.referee.METRICS,
                 those this ncu knows), or why there are none
     ncu.csv     ncu's raw page as written;  ncu.out  ncu's own output
     log.txt     what ran, how long, what failed
@@ -42,9 +42,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# klaraptor and its evaluation plug-in (the referee's metrics), from the checkout, uninstalled.
+SOURCES = [str(ROOT / "src"), str(ROOT / "plugins" / "klaraptor-bench" / "src")]
+sys.path[:0] = SOURCES
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p
+    p for p in (*SOURCES, os.environ.get("PYTHONPATH", "")) if p
 )
 
 CHOICES = ROOT / "benchmarks" / "results" / "h200" / "saake_choices.json"
@@ -164,7 +166,7 @@ def _find_ncu() -> str:
 
 def _metrics(ncu: str) -> list[str]:
     from klaraptor.collect.ncu import usable_metrics
-    from klaraptor.models.saake.referee import METRICS
+    from klaraptor_bench.referee import METRICS
 
     return usable_metrics(ncu, (9, 0), METRICS)
 

@@ -1,8 +1,8 @@
 """SAAKE on kernels it never saw (issue 37): the counters it is built from and the referee's
-metrics, for the 16 pattern kernels, in one run on the H200 (klaraptor.bench.saake_unseen).
+metrics, for the 16 pattern kernels, in one run on the H200 (klaraptor_bench.saake_unseen).
 
 Usage (device machine, repository root, one H200):
-    PYTHONPATH=src python3 scripts/device_saake_unseen.py OUTDIR
+    PYTHONPATH=src:plugins/klaraptor-bench/src python3 scripts/device_saake_unseen.py OUTDIR
         [--plan benchmarks/results/h200/saake_unseen_plan.json]
         [--limit-counters 130] [--limit-sol 60]
 
@@ -14,7 +14,7 @@ klaraptor.collect.ncu.build_command:
 1. counters: klaraptor's collection metrics (RAW_METRICS + PIPE_METRICS, those this ncu knows)
    with the caches flushed (`--cache-control all`, as the suite's recorded counters), at the
    plan's counter sizes and blocks (282 launches);
-2. referee: klaraptor.models.saake.referee.METRICS with the caches as the launch before left them
+2. referee: klaraptor_bench.referee.METRICS with the caches as the launch before left them
    (`--cache-control none`, as the suite's referee run, scripts/device_saake_sol.py), at the
    judged rows (31 launches).
 Writes to OUTDIR:
@@ -167,8 +167,8 @@ def _counter_metrics(ncu: str) -> list[str]:
 
 
 def _options() -> Any:
-    from klaraptor.bench.truth import TRAIN_OPTIONS
     from klaraptor.collect.collector import CollectOptions
+    from klaraptor.suite.protocol import TRAIN_OPTIONS
 
     return CollectOptions(**{**TRAIN_OPTIONS.__dict__, "timing": False, "counters": True})
 

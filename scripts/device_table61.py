@@ -2,13 +2,13 @@
 the N = 128 sweeps of Table 6.2's exhaustive sum, and the data-dependence check.
 
 Usage (device machine, repository root, one H200; resumable):
-    KLARAPTOR_COMMIT=<sha> PYTHONPATH=src python3 scripts/device_table61.py OUTDIR --limit 235
+    KLARAPTOR_COMMIT=<sha> PYTHONPATH=src:plugins/klaraptor-bench/src python3 scripts/device_table61.py OUTDIR --limit 235
     [--only truth,datadep,build,sweep128] [--kernels A,B]
 
 What it measures (a task whose estimate, from the recorded data, is far beyond the time left is
 skipped and listed; a later, smaller one may still run):
 - `truth`: every PolyBench (kernel, Table 6.1 size) pair without recorded ground truth
-  (`bench.supplement.missing_pairs`: the 13 pairs the recorded budget rule skipped, and 3DCONV at
+  (`klaraptor_bench.supplement.missing_pairs`: the 13 pairs the recorded budget rule skipped, and 3DCONV at
   512). The candidates are the blocks of the kernel's recorded exhaustive search. Each pair is a
   race (`klaraptor.collect.racing.race`) timed with klaraptor's own CUDA-event timer
   (`backends.cupy_backend.Timer`, spin kernel in front of every sample):
@@ -42,9 +42,9 @@ All GPU work runs in one child process (CuPy imported once; builds start their o
 workers); the parent kills its process group at `--limit` and restarts it after a crash (the
 point that crashed is recorded as failed and skipped). At the end of every run, a stopped one
 included, OUTDIR/h200_table61.json.gz is rewritten from the JSONL files (`--dataset-only` does
-that alone, without a GPU): a recorded dataset (`klaraptor.bench.dataset`, format 1) holding the new truth rows,
+that alone, without a GPU): a recorded dataset (`klaraptor.suite.recorded`, format 1) holding the new truth rows,
 the build results and the N = 128 sweeps, with provenance (GPU, date, command, commit); copy it to
-src/klaraptor/data/ and `klaraptor bench report --recorded` merges it (`bench.supplement`).
+plugins/klaraptor-bench/src/klaraptor_bench/data/ and `klaraptor bench report --recorded` merges it (`klaraptor_bench.supplement`).
 Expected duration: everything about 17-20 min on an H200 (the plan printed at the start sums
 the estimates: about 21 min, pessimistic). One run with `--limit 235` does the data-dependence
 check and most of the first 11 truth pairs (about 3 min); running the same command again goes
@@ -67,7 +67,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from klaraptor.bench.supplement import (
+from klaraptor_bench.supplement import (
     PARTIAL_FRACTION,
     PARTIAL_KERNELS,
     SWEEP_N,

@@ -6,7 +6,7 @@
 set -u
 OUT=${1:?}; LIMIT=${2:-540}
 T=$OUT/t61; mkdir -p "$T"
-export PYTHONPATH=$PWD/scripts/device_env:$PWD/src PYTHONUNBUFFERED=1 KLARAPTOR_HOME=/tmp/klhome
+export PYTHONPATH=$PWD/scripts/device_env:$PWD/src:$PWD/plugins/klaraptor-bench/src PYTHONUNBUFFERED=1 KLARAPTOR_HOME=/tmp/klhome
 python3 - "$T" <<'PY'
 import gzip, json, sys
 d = json.load(gzip.open("src/klaraptor/data/h200_table61.json.gz"))

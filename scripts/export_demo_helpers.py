@@ -7,7 +7,7 @@ from pathlib import Path
 
 from klaraptor import suite
 from klaraptor.assemble import build
-from klaraptor.bench.dataset import load_recorded
+from klaraptor.suite.recorded import load_recorded
 
 out = Path(sys.argv[1])
 out.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@
 set -u
 OUT=${1:?}; BUDGET=${2:?}; shift 2
 DEADLINE=$(( $(date +%s) + BUDGET ))
-export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1 KLARAPTOR_HOME=$PWD/.devstore
+export PYTHONPATH=$PWD/src:$PWD/plugins/klaraptor-bench/src PYTHONUNBUFFERED=1 KLARAPTOR_HOME=$PWD/.devstore
 mkdir -p "$OUT/logs" "$KLARAPTOR_HOME"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv > "$OUT/logs/smi_start.csv" 2>&1
 left() { echo $(( DEADLINE - $(date +%s) )); }

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from klaraptor.backends.cupy_backend import gpu_problem
-from klaraptor.bench.dataset import RecordedDataset, load_recorded
 from klaraptor.device.profile import DeviceProfile, recorded_profile
 from klaraptor.spec import DataParam, KernelSpec
 from klaraptor.store import Store
+from klaraptor.suite.recorded import RecordedDataset, load_recorded
 
 _gpu_problem = functools.cache(gpu_problem)
 

@@ -18,12 +18,12 @@ import pytest
 
 from klaraptor import suite
 from klaraptor.assemble import build
-from klaraptor.bench.dataset import RecordedDataset, load_recorded, recorded_path
 from klaraptor.core.errors import BuildError, UnmeasuredError
 from klaraptor.core.types import Block
 from klaraptor.fit.training import FitOptions
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
+from klaraptor.suite.recorded import RecordedDataset, load_recorded, recorded_path
 
 KERNEL = "polybench.atax.k1"  # 1-D: 32 candidates (32, 64, …, 1024)
 EVERY_128 = ("bx % 128 == 0",)  # the front-end GPU tests' constraint: 8 of the 32 admitted

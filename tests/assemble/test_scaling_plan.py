@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from klaraptor.bench.dataset import load_recorded
 from klaraptor.collect.plan import (
     CostModel,
     MeasurementPlan,
@@ -18,6 +17,7 @@ from klaraptor.collect.plan import (
     run_plan,
 )
 from klaraptor.core.errors import KlaraptorError
+from klaraptor.suite.recorded import load_recorded
 
 
 def test_protocol_launches_follow_the_timer() -> None:

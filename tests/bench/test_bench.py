@@ -10,10 +10,10 @@ import pytest
 from klaraptor import suite
 from klaraptor.assemble import make_job
 from klaraptor.assemble.model_selection import select_model
-from klaraptor.bench.dataset import load_recorded
-from klaraptor.bench.evaluate import METHODS, evaluate_kernel, summarize
-from klaraptor.bench.report import table_6_1, table_6_2
 from klaraptor.models import auto_candidates
+from klaraptor.suite.recorded import load_recorded
+from klaraptor_bench.evaluate import METHODS, evaluate_kernel, summarize
+from klaraptor_bench.report import table_6_1, table_6_2
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +182,7 @@ def test_recorded_demo_runs_the_pipeline(capsys) -> None:  # noqa: ANN001
 
 
 def test_saake_joins_the_comparison_under_issue_11s_names(data, store) -> None:  # noqa: ANN001
-    from klaraptor.bench.evaluate import comparison_providers
+    from klaraptor_bench.evaluate import comparison_providers
 
     res = evaluate_kernel(
         store, data, "polybench.atax.k1", providers=[comparison_providers()["saake"]]

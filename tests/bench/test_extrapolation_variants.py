@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from klaraptor.assemble import planned
-from klaraptor.bench import report as rp
+from klaraptor_bench import report as rp
 
 SCRIPT = Path(__file__).resolve().parents[2] / "experiments" / "extrapolation_variants.py"
 KERNEL = "polybench.fdtd2d.k2"  # evaluated beyond the L2: the cold regime decides its pairs

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from klaraptor.bench import evaluate as ev
-from klaraptor.bench import report as rp
-from klaraptor.bench.dataset import add_cold_timings, load_recorded
+from klaraptor.suite.recorded import load_recorded
+from klaraptor_bench import evaluate as ev
+from klaraptor_bench import report as rp
+from klaraptor_bench.dataset import add_cold_timings
 
 NAMES = ("polybench.atax.k1", "polybench.gemm.gemm", "polybench.fdtd2d.k2")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from klaraptor.bench.snowpack_eval import QUICK, evaluate, plot_cdf
+from klaraptor_bench.snowpack_eval import QUICK, evaluate, plot_cdf
 
 KEYS = ("mean_S_pct", "median_S_pct", "occ_mean_S_pct", "tune_once_mean_S_pct", "predict_ms")
 

@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from klaraptor.bench.snowpack_eval import QUICK, baselines, recorded_corpus
-from klaraptor.bench.snowpack_paper import (
+from klaraptor.cli import main
+from klaraptor.core.errors import KlaraptorError
+from klaraptor_bench.snowpack_eval import QUICK, baselines, recorded_corpus
+from klaraptor_bench.snowpack_paper import (
     diff_vs,
     evaluate_paper,
     exclusion,
@@ -22,9 +24,7 @@ from klaraptor.bench.snowpack_paper import (
     summarize,
     time_of,
 )
-from klaraptor.bench.snowpack_paper_report import dumps, markdown, plot_paper
-from klaraptor.cli import main
-from klaraptor.core.errors import KlaraptorError
+from klaraptor_bench.snowpack_paper_report import dumps, markdown, plot_paper
 
 
 def _space_1d() -> np.ndarray:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from klaraptor.bench import report as rp
-from klaraptor.bench import supplement as sp
-from klaraptor.bench.dataset import load_recorded, recorded_path
 from klaraptor.core.errors import KlaraptorError
+from klaraptor.suite.recorded import load_recorded, recorded_path
+from klaraptor_bench import report as rp
+from klaraptor_bench import supplement as sp
 
 ROOT = Path(__file__).resolve().parents[2]
 GEMM = "polybench.gemm.gemm"
@@ -242,7 +242,7 @@ def test_the_shipped_supplements_complete_table_6_1_and_6_2() -> None:
     """Both shipped supplements merge, oldest first: every Table 6.1 pair has truth (CORR k4 and
     COVAR k3 at 8192 come from the second), and a kernel measured by both runs keeps the first
     run's blocks and gains the second's (SYRK: its N = 128 sweep and its build)."""
-    from klaraptor.bench.supplement import load_suite, missing_pairs, shipped_supplements
+    from klaraptor_bench.supplement import load_suite, missing_pairs, shipped_supplements
 
     assert [p.name for p in shipped_supplements()] == [
         "h200_table61.json.gz",

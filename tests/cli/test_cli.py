@@ -12,8 +12,8 @@ import pytest
 
 from klaraptor import suite
 from klaraptor.assemble import build
-from klaraptor.bench.dataset import load_recorded
 from klaraptor.cli import main
+from klaraptor.suite.recorded import load_recorded
 
 KERNEL = "polybench.atax.k1"
 

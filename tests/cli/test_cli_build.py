@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from klaraptor.bench.dataset import load_recorded
 from klaraptor.cli import main
+from klaraptor.suite.recorded import load_recorded
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:  # noqa: ANN001

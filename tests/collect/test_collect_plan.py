@@ -13,13 +13,13 @@ import pytest
 from klaraptor import suite
 from klaraptor.assemble.api import launchable
 from klaraptor.assemble.planned import make_plan, plan_keys
-from klaraptor.bench.dataset import load_recorded
 from klaraptor.collect import collector as kc
 from klaraptor.collect import executor as gpu_executor
 from klaraptor.collect.collector import CollectOptions, collect_plan
 from klaraptor.collect.plan import TableMeasurer
 from klaraptor.collect.worker import Point
 from klaraptor.store import Store
+from klaraptor.suite.recorded import load_recorded
 
 EMULATOR = Path(__file__).with_name("plan_worker_emulator.py")
 KERNEL = "polybench.gemm.gemm"

@@ -19,7 +19,6 @@ import pytest
 
 from klaraptor import suite
 from klaraptor.assemble import build
-from klaraptor.bench.dataset import load_recorded
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.device.profile import recorded_profile
 from klaraptor.frontends.kernel_tuner import (
@@ -30,6 +29,7 @@ from klaraptor.frontends.kernel_tuner import (
 )
 from klaraptor.spec import DataParam, KernelSpec
 from klaraptor.store import Measurement, Store
+from klaraptor.suite.recorded import load_recorded
 
 SYN = Path(__file__).parents[1] / "data" / "kernel_tuner_synthetic"
 N = 1 << 20

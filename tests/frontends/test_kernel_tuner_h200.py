@@ -18,10 +18,10 @@ import pytest
 
 from klaraptor import suite
 from klaraptor.assemble import build
-from klaraptor.bench.dataset import load_recorded
 from klaraptor.device.profile import recorded_profile
 from klaraptor.frontends.kernel_tuner import export_t4, import_kernel_tuner
 from klaraptor.store import Store
+from klaraptor.suite.recorded import load_recorded
 from tests.frontends.test_kernel_tuner import SCALE
 
 DATA = Path(__file__).parents[1] / "data" / "kernel_tuner"

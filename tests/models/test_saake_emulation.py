@@ -12,7 +12,6 @@ import pytest
 
 from klaraptor import suite
 from klaraptor.assemble import make_job
-from klaraptor.bench.dataset import load_recorded, recorded_path
 from klaraptor.isa.analysis import KernelISA
 from klaraptor.models.saake import ops
 from klaraptor.models.saake.emulate import GridShape, Params, emulate_sm
@@ -21,6 +20,7 @@ from klaraptor.models.saake.isa_source import _recorded_raw, recorded_isa
 from klaraptor.models.saake.model import calibrate, calibrated_emulator, gap_resources
 from klaraptor.models.saake.sensitivity import analyse, format_sensitivity
 from klaraptor.models.saake.trace import LoopInfo, Trace
+from klaraptor.suite.recorded import load_recorded, recorded_path
 
 KERNEL = "polybench.atax.k1"
 HEADLINE = re.compile(r"^bottleneck: (\w+ \((latency|throughput)-bound\)|none stands out)")

@@ -13,8 +13,6 @@ import pytest
 import sklearn
 
 from klaraptor import build, load, suite
-from klaraptor.bench.dataset import training_only_datasets
-from klaraptor.bench.snowpack_eval import QUICK, evaluated_benchmarks, recorded_corpus
 from klaraptor.cli import main
 from klaraptor.models.snowpack import (
     FEATURE_SET,
@@ -44,6 +42,8 @@ from klaraptor.models.snowpack.search import Candidate, choose, train
 from klaraptor.models.snowpack.train import corpus_from_store
 from klaraptor.space.configspace import ConfigSpace
 from klaraptor.store import StaticFeatures, Store
+from klaraptor.suite.recorded import training_only_datasets
+from klaraptor_bench.snowpack_eval import QUICK, evaluated_benchmarks, recorded_corpus
 
 
 @pytest.fixture(scope="module")
@@ -397,7 +397,7 @@ def _counts(sub, seed: int) -> list[tuple[str, int]]:  # noqa: ANN001
 
 
 def test_the_papers_kernel_split_holds_every_evaluated_kernel_out_once(corpus) -> None:  # noqa: ANN001
-    from klaraptor.bench.snowpack_eval import kernel_folds
+    from klaraptor_bench.snowpack_eval import kernel_folds
 
     c, is_train, _ = corpus
     evals = c.subset(~is_train)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from klaraptor import suite
-from klaraptor.bench.dataset import RECORDED_FILES, TRAINING_ONLY, training_only_datasets
 from klaraptor.space.configspace import ConfigSpace
 from klaraptor.suite import patterns as P
+from klaraptor.suite.recorded import RECORDED_FILES, TRAINING_ONLY, training_only_datasets
 
 SPECS = suite.all_specs("patterns")
 IDS = [s.name for s in SPECS]

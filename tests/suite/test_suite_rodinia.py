@@ -113,8 +113,8 @@ def test_names_resolve_in_this_and_other_processes() -> None:
 
 
 def test_cli_targets() -> None:
-    from klaraptor.cli.bench import _specs
     from klaraptor.frontends.targets import resolve_specs
+    from klaraptor_bench.cli import _specs
 
     assert [s.name for s in resolve_specs("rodinia")] == IDS
     assert [s.name for s in resolve_specs("rodinia.srad")] == ["rodinia.srad.k1", "rodinia.srad.k2"]
@@ -234,7 +234,7 @@ def test_sizes(spec: KernelSpec) -> None:
 
 
 def test_counter_sizes_come_from_the_spec() -> None:
-    from klaraptor.bench.truth import NCU_SIZES, ncu_sizes_for
+    from klaraptor.suite.protocol import NCU_SIZES, ncu_sizes_for
 
     for spec in SPECS:
         assert ncu_sizes_for(spec) == spec.meta["ncu_sizes"]

@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -106,14 +107,25 @@ def run(
     return _recorded_demo(console, kernels, store_path, plot)
 
 
-def _plot(console: Console, results: Sequence[Any], plot: str | Path | None, gpu: str) -> None:
+@dataclass(frozen=True)
+class Slowdowns:
+    """What the plot draws of one kernel: per evaluated size, each method's slowdown
+    r = t(chosen) / t(best)."""
+
+    kernel: str
+    r: tuple[Mapping[str, float], ...]
+
+
+def _plot(
+    console: Console, results: Sequence[Slowdowns], plot: str | Path | None, gpu: str
+) -> None:
     from klaraptor.core.errors import KlaraptorError
 
     if plot is None:
         return
     path = Path(plot)
     try:
-        plot_slowdowns([r for r in results if r.pairs], path, gpu=gpu)
+        plot_slowdowns([r for r in results if r.r], path, gpu=gpu)
     except OSError as exc:
         raise KlaraptorError(f"cannot write the plot {path}: {exc}") from None
     console.print(
@@ -121,7 +133,7 @@ def _plot(console: Console, results: Sequence[Any], plot: str | Path | None, gpu
     )
 
 
-def plot_slowdowns(results: Sequence[Any], path: Path, *, gpu: str) -> None:
+def plot_slowdowns(results: Sequence[Slowdowns], path: Path, *, gpu: str) -> None:
     """Per kernel, each method's slowdown r = t(chosen) / t(best), the geometric mean over the
     kernel's evaluated sizes, as horizontal bars from r = 1 (the best block) on a linear axis;
     a bar beyond PLOT_R_MAX is cut there and labelled with its value."""
@@ -131,14 +143,14 @@ def plot_slowdowns(results: Sequence[Any], path: Path, *, gpu: str) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
-    methods = [m for m in PLOT_METHODS if all(m[0] in p.times for r in results for p in r.pairs)]
-    rows = [r for r in results if r.pairs]
+    methods = [m for m in PLOT_METHODS if all(m[0] in at for r in results for at in r.r)]
+    rows = [r for r in results if r.r]
     names = [r.kernel.removeprefix("polybench.") for r in rows]
     height = 0.8 / max(1, len(methods))
     fig, ax = plt.subplots(figsize=(9, 1.5 + 0.25 * len(rows) * max(1, len(methods)) ** 0.5))
     y = np.arange(len(rows))
     for j, (m, colour, label) in enumerate(methods):
-        rs = np.array([math.exp(np.mean([math.log(p.r(m)) for p in r.pairs])) for r in rows])
+        rs = np.array([math.exp(np.mean([math.log(at[m]) for at in r.r])) for r in rows])
         pos = y + (j - (len(methods) - 1) / 2) * height
         ax.barh(pos, np.minimum(rs, PLOT_R_MAX) - 1.0, height, left=1.0, color=colour,
                 label=label)  # fmt: skip
@@ -160,10 +172,9 @@ def plot_slowdowns(results: Sequence[Any], path: Path, *, gpu: str) -> None:
 def _gpu_demo(console: Console, store_path: str | None, plot: str | Path | None = None) -> int:
     from klaraptor import suite
     from klaraptor.assemble import build, current_profile
-    from klaraptor.bench.evaluate import KernelResult, PairResult
-    from klaraptor.bench.truth import collect_counters, collect_timing
     from klaraptor.collect.collector import CollectOptions, collect
     from klaraptor.store import Store
+    from klaraptor.suite.protocol import collect_counters, collect_timing
 
     store = Store(store_path) if store_path else Store()
     device = current_profile(store)
@@ -181,7 +192,7 @@ def _gpu_demo(console: Console, store_path: str | None, plot: str | Path | None 
         "slowdown",
     ):
         table.add_column(col)
-    results = []
+    results: list[Slowdowns] = []
     bottlenecks: list[tuple[str, int, Any, str]] = []
     for name in GPU_KERNELS:
         spec = suite.get(name)
@@ -217,14 +228,12 @@ def _gpu_demo(console: Console, store_path: str | None, plot: str | Path | None 
         best = min(times, key=times.__getitem__)
         worst = max(times, key=times.__getitem__)
         t = times.get(sel.block, math.nan)
-        pair = PairResult(
-            name, GPU_EVAL, best, times[best], worst, times[worst], math.nan, len(times)
-        )
         default_t = (
             math.nan if spec.default_block is None else times.get(spec.default_block, math.nan)
         )
-        pair.times = {"klaraptor": t, "default": default_t}
-        results.append(KernelResult(name, name, [pair], math.nan, math.nan, math.nan, {}))
+        results.append(
+            Slowdowns(name, ({"klaraptor": t / times[best], "default": default_t / times[best]},))
+        )
         bottlenecks.append((name, GPU_EVAL, sel.block, _bottleneck(kern, GPU_EVAL)))
         table.add_row(
             name,
@@ -262,10 +271,13 @@ def _recorded_demo(
 
     from klaraptor import suite
     from klaraptor.assemble.bottleneck import store_bottleneck
-    from klaraptor.bench.dataset import load_recorded
-    from klaraptor.bench.evaluate import evaluate_kernel, format_summary
+    from klaraptor.cli.plugins import bench_plugin
     from klaraptor.core.errors import ExtrapolationWarning
+    from klaraptor.suite.recorded import load_recorded
 
+    # The scoring against the recorded exhaustive search, beside the baselines, is the
+    # evaluation's: asked of the plug-in before any work.
+    evaluation = bench_plugin("`klaraptor demo` without a GPU (scoring against the recorded data)")
     data = load_recorded()
     names = list(kernels or sorted(data.kernels))
     console.print(
@@ -307,7 +319,7 @@ def _recorded_demo(
             task = progress.add_task("building and selecting", total=len(names))
             for name in names:
                 progress.update(task, description=f"building and selecting: {name}")
-                res = evaluate_kernel(store, data, name, model="auto")
+                res = evaluation.evaluate_recorded(store, data, name, model="auto")
                 results.append(res)
                 last = max(res.pairs, key=lambda q: q.N) if res.pairs else None
                 chosen = None if last is None else last.choices.get("klaraptor")
@@ -340,10 +352,13 @@ def _recorded_demo(
         store.close()
     console.print(table)
     _legend(console, "Columns", RECORDED_COLUMNS)
-    console.print(format_summary(results))
+    console.print(evaluation.format_summary(results))
     _legend(console, "Summary", SUMMARY_COLUMNS)
     _print_bottlenecks(console, bottlenecks)
-    _plot(console, results, plot, "H200 (recorded)")
+    slowdowns = [
+        Slowdowns(r.kernel, tuple({m: p.r(m) for m in p.times} for p in r.pairs)) for r in results
+    ]
+    _plot(console, slowdowns, plot, "H200 (recorded)")
     if store_path:
         again = f" (replacing {replaced} from an earlier run)" if replaced else ""
         cmd = klaraptor_command()

@@ -66,8 +66,8 @@ def _select(patterns: list[str], available: dict[str, str]) -> dict[str, str]:
 def cmd_import_recorded(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from klaraptor.bench.dataset import build_recorded, recorded_datasets
     from klaraptor.models import get_model
+    from klaraptor.suite.recorded import build_recorded, recorded_datasets
 
     if args.jobs < 1:
         raise KlaraptorError(f"--jobs must be at least 1, got {args.jobs}")

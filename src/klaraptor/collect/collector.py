@@ -75,7 +75,7 @@ class CollectOptions:
     timing: bool = True
     counters: bool = True
     warmup: int = 2
-    # The training protocol of the recorded H200 datasets (klaraptor.bench.truth.TRAIN_OPTIONS):
+    # The training protocol of the recorded H200 datasets (klaraptor.suite.protocol.TRAIN_OPTIONS):
     # what the models were validated on. 20 ms and 100 repeats cost 30-50 ms a point.
     min_time_ms: float = 5.0
     min_repeats: int = 5

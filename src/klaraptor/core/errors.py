@@ -55,6 +55,11 @@ class MissingDependencyError(KlaraptorError):
     """An optional dependency is not installed; the message names the extra that brings it."""
 
 
+class PluginMissingError(MissingDependencyError):
+    """A plug-in of the `klaraptor` command (the evaluation: `klaraptor bench`) is not installed;
+    the message says how to install it."""
+
+
 class InstrumentError(KlaraptorError):
     """A host program cannot be instrumented (unreadable, unparsable, nothing to tune)."""
 

@@ -1,9 +1,10 @@
 """Training SNOWPACK from the store, and the zero-measurement job of a kernel.
 
-`train_from_store` learns from every kernel the store has timed on one GPU (its spec found among
-the suites or given), keeps the result in the store (`stat_models`) and says which kernels it
-could not use and why. `static_job` is what the `snowpack` model builds from when nothing was
-measured: the candidates that can launch, with the attributes the compiler states.
+`train_from_corpus` learns from any training corpus (`corpus.TrainingCorpus`); `train_from_store`
+from every kernel the store has timed on one GPU (its spec found in the kernel catalog or given),
+keeping the result in the store (`stat_models`) and saying which kernels it could not use and why.
+`static_job` is what the `snowpack` model builds from when nothing was measured: the candidates
+that can launch, with the attributes the compiler states.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from klaraptor.core.errors import KlaraptorError
 from klaraptor.fit.training import TrainingSet
 from klaraptor.models.base import HelperJob
+from klaraptor.models.snowpack.corpus import StoreCorpus, TrainingCorpus, corpus_rows
 from klaraptor.models.snowpack.features import SnowpackError, attributes_from, static_features
-from klaraptor.models.snowpack.learner import Corpus, Regressor, kernel_corpus, save_regressor
+from klaraptor.models.snowpack.learner import Corpus, Regressor, save_regressor
 from klaraptor.models.snowpack.search import SearchSettings, train
 
 if TYPE_CHECKING:
@@ -26,50 +27,32 @@ if TYPE_CHECKING:
     from klaraptor.store import Store
 
 
-def benchmark_of(spec: KernelSpec) -> str:
-    """The unit SNOWPACK leaves out for unseen kernels: the benchmark (application)."""
-    return f"{spec.name.split('.')[0]}.{spec.meta.get('benchmark', spec.name)}"
-
-
-def _spec_for(name: str, specs: Mapping[str, KernelSpec] | None) -> KernelSpec:
-    if specs is not None and name in specs:
-        return specs[name]
-    from klaraptor.spec import catalog
-
-    return catalog.get(name)
-
-
 def corpus_from_store(
     store: Store, device: DeviceProfile, specs: Mapping[str, KernelSpec] | None = None
 ) -> tuple[Corpus, dict[str, str]]:
     """The rows of every kernel the store has timed on `device`, and the kernels skipped (why)."""
-    parts: list[Corpus] = []
-    skipped: dict[str, str] = {}
-    for rec in store.kernels():
-        times = store.measurements(rec.name, device.key, kind="time", status="ok")
-        if not times:
-            continue
-        try:
-            spec = _spec_for(rec.name, specs)
-        except KlaraptorError:
-            skipped[rec.name] = "no KernelSpec found (pass it in specs=)"
-            continue
-        if spec.fingerprint() != rec.fingerprint:
-            skipped[rec.name] = "the spec changed since it was measured (fingerprint differs)"
-            continue
-        try:
-            static = static_features(spec, rec.name, store=store)
-            points = {(m.D, m.block): float(m.value["median_ms"]) for m in times}
-            parts.append(kernel_corpus(spec, static, device, points, benchmark_of(spec)))
-        except SnowpackError as exc:
-            skipped[rec.name] = str(exc)
-    if not parts:
+    return corpus_rows(StoreCorpus(store, device, specs), where=f"{store.path} on {device.key!r}")
+
+
+def train_from_corpus(
+    source: TrainingCorpus,
+    device: DeviceProfile,
+    *,
+    settings: SearchSettings | None = None,
+    where: str = "the corpus",
+) -> tuple[Regressor, dict[str, Any]]:
+    """Train on every kernel of `source` (timed on `device`); the model is not stored."""
+    corpus, skipped = corpus_rows(source, where=where)
+    if len(set(corpus.bench.tolist())) < 2:
         raise SnowpackError(
-            f"no kernel in {store.path} has timings on {device.key!r} that SNOWPACK can learn "
-            f"from (skipped: {skipped or 'none measured'}); `klaraptor import-recorded` brings "
-            "the recorded H200 suites"
+            "SNOWPACK needs timings of kernels from at least two benchmarks to validate its "
+            f"choices; {where} has {sorted(set(corpus.kernel.tolist()))}"
         )
-    return Corpus.concat(parts), skipped
+    reg, report = train(corpus, device.key, "kernels", settings)
+    reg.info["skipped"] = skipped
+    report["skipped"] = skipped
+    report["kernels"] = reg.info["kernels"]
+    return reg, report
 
 
 def train_from_store(
@@ -80,17 +63,13 @@ def train_from_store(
     settings: SearchSettings | None = None,
 ) -> tuple[Regressor, dict[str, Any]]:
     """Train on every kernel the store measured on `device` and keep the model in the store."""
-    corpus, skipped = corpus_from_store(store, device, specs)
-    if len(set(corpus.bench.tolist())) < 2:
-        raise SnowpackError(
-            "SNOWPACK needs timings of kernels from at least two benchmarks to validate its "
-            f"choices; the store has {sorted(set(corpus.kernel.tolist()))}"
-        )
-    reg, report = train(corpus, device.key, "kernels", settings)
-    reg.info["skipped"] = skipped
+    reg, report = train_from_corpus(
+        StoreCorpus(store, device, specs),
+        device,
+        settings=settings,
+        where=f"{store.path} on {device.key!r}",
+    )
     report["model_id"] = save_regressor(store, reg)
-    report["skipped"] = skipped
-    report["kernels"] = reg.info["kernels"]
     return reg, report
 
 
@@ -124,4 +103,4 @@ def static_job(spec: KernelSpec, device: DeviceProfile, store: Store | None = No
     )
 
 
-__all__ = ["benchmark_of", "corpus_from_store", "static_job", "train_from_store"]
+__all__ = ["corpus_from_store", "static_job", "train_from_corpus", "train_from_store"]

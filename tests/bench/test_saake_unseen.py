@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from klaraptor.bench.saake_unseen import make_plan, plan_kernel, unseen_dataset, write_unseen
 from klaraptor.core.errors import KlaraptorError
+from klaraptor_bench.saake_unseen import make_plan, plan_kernel, unseen_dataset, write_unseen
 
 ROOT = Path(__file__).parents[2]
 
@@ -61,8 +61,8 @@ def test_the_device_script_without_ncu_records_the_failure(tmp_path: Path) -> No
 def test_the_evaluation_consumes_a_device_run(tmp_path: Path) -> None:
     """A suite kernel stands in for an unseen one: its recorded counters as the device run's
     counters.json and the suite referee run's metrics (its block at N = 2048) as sol.json."""
-    from klaraptor.bench.dataset import recorded_suites
-    from klaraptor.bench.saake_unseen import evaluate
+    from klaraptor.suite.recorded import recorded_suites
+    from klaraptor_bench.saake_unseen import evaluate
 
     name = "polybench.atax.k1"
     data = next(d for d in recorded_suites() if name in d.kernels)

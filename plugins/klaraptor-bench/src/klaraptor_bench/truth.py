@@ -1,4 +1,5 @@
-"""GPU collection for the benchmark suite: training points and exhaustive ground truth.
+"""GPU collection of the ground truth for the benchmark suite (the training points are
+collected by the product's protocol, `klaraptor.suite.protocol`).
 
 Ground truth is every candidate timed at every evaluation size. Where that would take too long a
 size is skipped by a budget rule decided BEFORE measuring it, from training data only, and
@@ -35,27 +36,6 @@ TRUTH_OPTIONS = CollectOptions(
     max_repeats=30,
     timeout_s=120.0,
 )
-TRAIN_OPTIONS = CollectOptions(
-    counters=False,
-    check=True,
-    warmup=2,
-    min_time_ms=5.0,
-    min_repeats=5,
-    max_repeats=30,
-    target_sample_ms=0.2,
-    ncu_batch=150,
-)
-# Counters at three of the training sizes (the per-configuration fits need three to validate).
-NCU_SIZES = (512, 1024, 1536)
-# 3DCONV has 231 candidate shapes; two counter sizes keep its ncu session short (joint fits).
-NCU_SIZES_3D = (48, 96)
-
-
-def ncu_sizes_for(spec: KernelSpec) -> tuple[int, ...]:
-    """The counter sizes: the spec's `meta["ncu_sizes"]` where given, else the PolyBench ones."""
-    if spec.meta.get("ncu_sizes"):
-        return tuple(int(n) for n in spec.meta["ncu_sizes"])
-    return NCU_SIZES_3D if spec.dim == 3 else NCU_SIZES
 
 
 def complexity_power(spec: KernelSpec) -> float:
@@ -122,32 +102,6 @@ def record_decisions(
             TruthDecision(spec.size(d.N), d.measure, d.estimate_s, d.reason, decided)
             for d in decisions
         ],
-    )
-
-
-def collect_timing(
-    spec: KernelSpec, store: Store, *, device: Any, progress: bool = True
-) -> CollectReport:
-    """Timing (with the output check) of every candidate at every training size."""
-    sizes = [{"N": n} for n in spec.meta["train_sizes"]]
-    return collect(
-        spec, sizes, store=store, device=device, options=TRAIN_OPTIONS, progress=progress
-    )
-
-
-def collect_counters(
-    spec: KernelSpec,
-    store: Store,
-    *,
-    device: Any,
-    sizes: Sequence[int] | None = None,
-    progress: bool = True,
-) -> CollectReport:
-    """Hardware counters (one ncu session per batch) at the counter sizes (timed points only)."""
-    sizes = list(sizes or ncu_sizes_for(spec))
-    opts = CollectOptions(**{**TRAIN_OPTIONS.__dict__, "timing": False, "counters": True})
-    return collect(
-        spec, [{"N": n} for n in sizes], store=store, device=device, options=opts, progress=progress
     )
 
 

@@ -9,7 +9,7 @@ import math
 import pytest
 
 from klaraptor import suite
-from klaraptor.bench.saake_params import _neighbours, _timed_until
+from klaraptor_bench.saake_params import _neighbours, _timed_until
 from tests.isa.helpers import needs_tools
 
 
@@ -83,8 +83,8 @@ def test_timed_until_counts_configurations_and_their_seconds() -> None:
 
 
 def test_a_missing_or_malformed_extract_is_named(tmp_path) -> None:  # noqa: ANN001
-    from klaraptor.bench.saake_params import load_recorded
     from klaraptor.core.errors import KlaraptorError
+    from klaraptor_bench.saake_params import load_recorded
 
     with pytest.raises(KlaraptorError, match="extract_tunables_recorded"):
         load_recorded(tmp_path / "none.json")

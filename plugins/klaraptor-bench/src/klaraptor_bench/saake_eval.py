@@ -37,8 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.bench.dataset import RecordedDataset, each_recorded_kernel, recorded_suites
-from klaraptor.bench.saake_common import _mape, _truth
+from klaraptor.suite.recorded import RecordedDataset, recorded_suites
+from klaraptor_bench.dataset import each_recorded_kernel
+from klaraptor_bench.saake_common import _mape, _truth
 
 WITHIN = 0.02  # "within 2 % of the best"
 VARIANTS = ("saake", "saake_raw", "saake_nocache", "saake_nocache_raw", "mwp_cwp", "time_fit")
@@ -334,7 +335,7 @@ def _search_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def bottlenecks(choices: Sequence[Mapping[str, Any]], sol: Mapping[str, Any]) -> dict[str, Any]:
     """bottlenecks.json from saake_choices.json's kernels and the device script's sol.json."""
     from klaraptor.device.profile import recorded_profile
-    from klaraptor.models.saake.referee import agreement, judge, profile_latencies
+    from klaraptor_bench.referee import agreement, judge, profile_latencies
 
     latencies = profile_latencies(recorded_profile("h200"))
     rows = []
@@ -385,14 +386,14 @@ def write_referee_check(out: Path, check_path: Path) -> dict[str, Any]:
     """referee_check.json in `out`: the referee on scripts/device_referee_check.py's kernels."""
     from klaraptor.core.errors import KlaraptorError
     from klaraptor.core.provenance import stamp
-    from klaraptor.models.saake.referee import check_references
+    from klaraptor_bench.referee import check_references
 
     if not check_path.is_file():
         raise KlaraptorError(
             f"{check_path} does not exist (scripts/device_referee_check.py OUT writes it)"
         )
     from klaraptor.device.profile import recorded_profile
-    from klaraptor.models.saake.referee import profile_latencies
+    from klaraptor_bench.referee import profile_latencies
 
     latencies = profile_latencies(recorded_profile("h200"))
     cj = check_references(json.loads(check_path.read_text()), latencies)
@@ -464,15 +465,15 @@ def write(args: Any) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if getattr(args, "params", None):
-        from klaraptor.bench.saake_params import RESULT_FILE
-        from klaraptor.bench.saake_params import write as write_params
+        from klaraptor_bench.saake_params import RESULT_FILE
+        from klaraptor_bench.saake_params import write as write_params
 
         pj = write_params(out, Path(args.params), console=console)
         console.print(json.dumps(pj["summary"], indent=1))
         console.print(f"wrote {out}/{RESULT_FILE}")
         return 0
     if getattr(args, "unseen_plan", False) or getattr(args, "unseen", None):
-        from klaraptor.bench.saake_unseen import PLAN_FILE, write_plan, write_unseen
+        from klaraptor_bench.saake_unseen import PLAN_FILE, write_plan, write_unseen
 
         if getattr(args, "unseen_plan", False):
             plan = write_plan(out)
@@ -503,7 +504,7 @@ def write(args: Any) -> int:
         )
         return 0
     if getattr(args, "counters", False):
-        from klaraptor.bench.saake_referee import write_counter_referee
+        from klaraptor_bench.saake_referee import write_counter_referee
 
         rj = write_counter_referee(out, console)
         console.print(

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from klaraptor.bench.saake_eval import _neighbours, bottlenecks, write_bottlenecks
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.models.saake.ops import RESOURCES
-from klaraptor.models.saake.referee import (
+from klaraptor_bench.referee import (
     METRICS,
     UNIT_METRIC,
     UNIT_OF,
@@ -23,6 +22,7 @@ from klaraptor.models.saake.referee import (
     judge,
     top_unit,
 )
+from klaraptor_bench.saake_eval import _neighbours, bottlenecks, write_bottlenecks
 
 ROOT = Path(__file__).parents[2]
 FIXTURE = Path(__file__).parent / "data" / "saake_sol_fixture.json"
@@ -72,7 +72,7 @@ def test_judge_and_agreement() -> None:
 
 
 def test_the_l2_is_judged_by_its_request_parts_and_the_old_rule_is_kept_beside() -> None:
-    from klaraptor.models.saake.referee import L2_THROUGHPUT_METRIC, UNIT_METRICS
+    from klaraptor_bench.referee import L2_THROUGHPUT_METRIC, UNIT_METRICS
 
     # A DRAM-bound stream as the H200 shows it: the L2's fills and fabric push lts__throughput
     # to the DRAM percentage while the SMs' requests keep the L2 at 44 %.
@@ -95,7 +95,7 @@ def test_the_l2_is_judged_by_its_request_parts_and_the_old_rule_is_kept_beside()
 
 def test_the_referee_names_the_unit_each_reference_kernel_saturates() -> None:
     """The H200 run of scripts/device_referee_check.py: kernels whose bottleneck is known."""
-    from klaraptor.models.saake.referee import REFERENCE_UNIT, check_references
+    from klaraptor_bench.referee import REFERENCE_UNIT, check_references
 
     check = json.loads(
         (ROOT / "benchmarks" / "results" / "h200" / "referee_check" / "check.json").read_text()
@@ -123,7 +123,7 @@ def test_the_referee_names_the_unit_each_reference_kernel_saturates() -> None:
 
 
 def test_the_supplementary_stall_check_judges_latency_bound_calls() -> None:
-    from klaraptor.models.saake.referee import RESOURCE_CLASS, STALL_CLASS, STALL_METRIC
+    from klaraptor_bench.referee import RESOURCE_CLASS, STALL_CLASS, STALL_METRIC
 
     assert set(RESOURCE_CLASS) == set(RESOURCES)
     assert set(RESOURCE_CLASS.values()) - {None} <= set(STALL_CLASS.values())
@@ -201,7 +201,7 @@ def test_device_script_without_ncu_records_the_failure(tmp_path: Path) -> None:
 
 
 def test_bench_saake_writes_the_referee_check(tmp_path: Path) -> None:
-    from klaraptor.bench.saake_eval import write_referee_check
+    from klaraptor_bench.saake_eval import write_referee_check
 
     check = ROOT / "benchmarks" / "results" / "h200" / "referee_check" / "check.json"
     got = write_referee_check(tmp_path, check)
@@ -226,7 +226,7 @@ def test_referee_check_without_ncu_records_the_failure(tmp_path: Path) -> None:
     check = json.loads((out / "check.json").read_text())
     assert all(v["status"].startswith("not profiled") for v in check["kernels"].values())
     assert "ncu not found" in (out / "log.txt").read_text()
-    from klaraptor.models.saake.referee import check_references
+    from klaraptor_bench.referee import check_references
 
     assert check_references(check)["kernels_checked"] == 0
 
@@ -254,7 +254,7 @@ def test_explain_prints_the_bottleneck(tmp_path: Path, capsys, monkeypatch) -> N
 
 
 def test_the_second_referee_names_the_level_a_latency_bound_kernels_loads_wait_on() -> None:
-    from klaraptor.models.saake.referee import HIT_RATE_METRICS, STALL_METRIC, latency_level
+    from klaraptor_bench.referee import HIT_RATE_METRICS, STALL_METRIC, latency_level
 
     lat = {"smem": 23.0, "l2": 290.0, "dram": 705.0}
     l1, l2 = HIT_RATE_METRICS["l1"][0], HIT_RATE_METRICS["l2"][0]
@@ -288,7 +288,7 @@ def test_the_adopted_referee_judges_latency_verdicts_by_the_memory_level() -> No
     """Issue 37: throughput-bound verdicts by the busiest unit, latency-bound ones by the memory
     level where it applies (no unit at 60 %, warps waiting on memory results), else the busiest
     unit."""
-    from klaraptor.models.saake.referee import HIT_RATE_METRICS, STALL_METRIC, referee_verdict
+    from klaraptor_bench.referee import HIT_RATE_METRICS, STALL_METRIC, referee_verdict
 
     lat = {"smem": 23.0, "l2": 290.0, "dram": 705.0}
     l1, l2 = HIT_RATE_METRICS["l1"][0], HIT_RATE_METRICS["l2"][0]
@@ -322,7 +322,7 @@ def test_the_adopted_referee_judges_latency_verdicts_by_the_memory_level() -> No
 
 
 def test_table1_headlines_the_raw_error_beside_the_papers() -> None:
-    from klaraptor.bench.saake_eval import PAPER_RAW_ERROR_PCT, KernelEval, table1
+    from klaraptor_bench.saake_eval import PAPER_RAW_ERROR_PCT, KernelEval, table1
 
     errs = [0.1, 0.4]
     results = []

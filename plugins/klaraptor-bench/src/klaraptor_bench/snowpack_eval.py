@@ -28,17 +28,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from klaraptor.bench.dataset import RecordedDataset, recorded_datasets, training_only_datasets
-from klaraptor.models.snowpack.features import SnowpackError, feature_names, load_recorded_features
+from klaraptor.models.snowpack.corpus import kernel_rows
+from klaraptor.models.snowpack.features import SnowpackError, feature_names
 from klaraptor.models.snowpack.learner import (
     LEARNERS,
     Corpus,
     Regressor,
-    kernel_corpus,
     suboptimality,
 )
 from klaraptor.models.snowpack.search import SearchSettings, fit_fixed, train
-from klaraptor.models.snowpack.train import benchmark_of
+from klaraptor.suite.recorded import (
+    RecordedCorpus,
+    RecordedDataset,
+    recorded_datasets,
+    training_only_datasets,
+)
 
 if TYPE_CHECKING:
     from klaraptor.store import Store
@@ -67,20 +71,15 @@ def recorded_corpus(
     """Rows of both recorded suites and, per row, whether its D is a training size; with
     `patterns`, also the training-only corpus, every row of it a training row. Returns the
     evaluated suites' datasets (the corpus is never evaluated)."""
-    from klaraptor import suite
-
-    feats = load_recorded_features()
     datasets = recorded_datasets()
-    sources = [(d, False) for d in datasets.values()]
+    sources = [(list(datasets.values()), False)]
     if patterns:
-        sources += [(d, True) for d in training_only_datasets().values()]
+        sources.append((list(training_only_datasets().values()), True))
     parts, train_mask = [], []
-    for data, training_only in sources:
-        device = data.profile()
-        for name, kd in sorted(data.kernels.items()):
-            spec = suite.get(name)
-            points = {k: v[0] for k, v in kd.times().items()}
-            c = kernel_corpus(spec, feats[name], device, points, benchmark_of(spec))
+    for group, training_only in sources:
+        for kernel in RecordedCorpus(group).timed_kernels():
+            c = kernel_rows(kernel)
+            spec = kernel.spec
             train_sizes = {spec.size(s) for s in spec.meta["train_sizes"]}
             is_train = [training_only or c.sizes[g][1] in train_sizes for g in c.group]
             train_mask.append(np.array(is_train))

@@ -1,7 +1,7 @@
 """`klaraptor bench report`: the evaluation written as JSON, Markdown tables and plots.
 
 Both recorded suites (PolyBench: data/h200_suite.json.gz; Rodinia-style: data/h200_rodinia.json.gz)
-are evaluated (`klaraptor.bench.evaluate`), reported separately and together. Outputs (in --out,
+are evaluated (`klaraptor_bench.evaluate`), reported separately and together. Outputs (in --out,
 default benchmarks/results/h200/):
 - summary.json: per suite and overall, per method geomean/max/median r, `within_5pct` (fraction
   of pairs with r ≤ 1.05), `mean_S_pct`, pairs within noise, wins/losses against tune-once and
@@ -20,7 +20,7 @@ emulator is fitted per kernel); its Table 1,
 search and bottlenecks come from `klaraptor bench saake` (`bench.saake_eval`).
 
 Kernels are evaluated in parallel worker processes (`--jobs`); results do not depend on it.
-Other methods join through `klaraptor.bench.evaluate.register_provider` (every later report
+Other methods join through `klaraptor_bench.evaluate.register_provider` (every later report
 includes them) or `write_report(..., providers=[...])`.
 """
 
@@ -40,9 +40,10 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.bench import supplement as sup
-from klaraptor.bench.dataset import RecordedDataset
-from klaraptor.bench.evaluate import (
+from klaraptor.core.errors import ExtrapolationWarning
+from klaraptor.suite.recorded import RecordedDataset
+from klaraptor_bench import supplement as sup
+from klaraptor_bench.evaluate import (
     OPT_IN_COMPARISONS,
     KernelResult,
     Provider,
@@ -53,7 +54,6 @@ from klaraptor.bench.evaluate import (
     kernel_costs,
     method_stats,
 )
-from klaraptor.core.errors import ExtrapolationWarning
 
 SUITES = ("polybench", "rodinia")
 # Methods in the order the tables list them (others follow).
@@ -412,7 +412,7 @@ def table_6_2_rows(results: Sequence[KernelResult]) -> list[dict[str, Any]]:
     exhaustive search summed over the powers of two from 128 to the largest evaluation size
     (thesis Table 6.2), and the fastest and slowest candidate at that size for the main kernel
     (the one with the slowest best time there)."""
-    from klaraptor.bench.evaluate import kernel_costs
+    from klaraptor_bench.evaluate import kernel_costs
 
     by_bench: dict[str, list[KernelResult]] = {}
     for r in results:
@@ -778,7 +778,7 @@ def write_report(args: argparse.Namespace, providers: Sequence[Provider] = ()) -
         f"wrote {out}/summary.json, pairs.json, losses.md, folds.md, three tables and two plots"
     )
     # SNOWPACK (issue 12) beside the default build's choices just scored.
-    from klaraptor.bench.snowpack_eval import write_snowpack
+    from klaraptor_bench.snowpack_eval import write_snowpack
 
     auto = {(p.kernel, p.N): (p.r("klaraptor") - 1) * 100 for r in everything for p in r.pairs}
     write_snowpack(out, console=console, auto=auto, command=command)

@@ -50,7 +50,7 @@ ROLES = ("measured_best", "default_block")
 
 def unseen_dataset() -> Any:
     """The recorded patterns dataset (timings at training and evaluation sizes, no counters)."""
-    from klaraptor.bench.dataset import training_only_datasets
+    from klaraptor.suite.recorded import training_only_datasets
 
     return training_only_datasets()[UNSEEN_DATASET]
 
@@ -146,10 +146,10 @@ def judge_kernel(
     the referee's; also SAAKE's own choice among those blocks and its time error there."""
     from klaraptor import suite
     from klaraptor.assemble import make_job
-    from klaraptor.bench.saake_common import _mape, _truth
     from klaraptor.models.saake.model import SaakeModel
-    from klaraptor.models.saake.referee import judge
     from klaraptor.models.saake.sensitivity import analyse
+    from klaraptor_bench.referee import judge
+    from klaraptor_bench.saake_common import _mape, _truth
 
     name = entry["kernel"]
     spec = suite.get(name)
@@ -216,7 +216,7 @@ def evaluate(
     (`agreement_unseen`) and, supplementary, over the default-block rows. `data`: the recorded
     dataset of the plan's kernels (default: the patterns)."""
     from klaraptor.device.profile import recorded_profile
-    from klaraptor.models.saake.referee import agreement, profile_latencies
+    from klaraptor_bench.referee import agreement, profile_latencies
 
     latencies = profile_latencies(recorded_profile("h200"))
     data = with_counters(data if data is not None else unseen_dataset(), counters)

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.bench.snowpack_eval import recorded_corpus
-from klaraptor.bench.snowpack_paper import (
+from klaraptor.core.errors import KlaraptorError
+from klaraptor_bench.snowpack_eval import recorded_corpus
+from klaraptor_bench.snowpack_paper import (
     PAPER_K40,
     SCENARIOS,
     Group,
@@ -30,7 +31,6 @@ from klaraptor.bench.snowpack_paper import (
     summarize,
     time_of,
 )
-from klaraptor.core.errors import KlaraptorError
 
 # ---------------------------------------------------------------------------------------------
 # The harder figures, from committed results
@@ -356,8 +356,8 @@ def write_paper(
 ) -> dict[str, Any]:
     """Run the paper's protocol and write snowpack_paper.json, snowpack_paper.md and the figures
     under `out`; the harder figures read `results` (default `out`)."""
-    from klaraptor.bench.snowpack_eval import QUICK
     from klaraptor.core.provenance import stamp
+    from klaraptor_bench.snowpack_eval import QUICK
 
     kw: dict[str, Any] = {"console": console}
     if quick:

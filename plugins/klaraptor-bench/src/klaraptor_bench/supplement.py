@@ -3,7 +3,7 @@
 `scripts/device_table61.py` measures on the GPU what Tables 6.1 and 6.2 lack: the ground truth of
 the PolyBench pairs the recorded budget rule skipped (and 3DCONV at 512), real build times per
 kernel, and every candidate at N = 128 (the smallest power of two of the thesis's exhaustive sum).
-It writes a supplement: a recorded dataset (`klaraptor.bench.dataset`, format 1) whose kernels
+It writes a supplement: a recorded dataset (`klaraptor.suite.recorded`, format 1) whose kernels
 carry only the new rows, plus per kernel
 
 - `supplement.estimated`: [N, bx, by, bz] of the truth rows that are a race's first estimate
@@ -33,19 +33,14 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from klaraptor.bench.dataset import (
-    FORMAT,
-    RecordedDataset,
-    _sig,
-    load_recorded,
-    recorded_path,
-)
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.core.types import Block
+from klaraptor.suite.recorded import FORMAT, RecordedDataset, load_recorded, recorded_path
+from klaraptor_bench.dataset import _sig
 
 if TYPE_CHECKING:
-    from klaraptor.bench.dataset import KernelData
     from klaraptor.collect.plan import CostModel
+    from klaraptor.suite.recorded import KernelData
 
 SUPPLEMENT_NAME = "h200_table61.json.gz"
 SWEEP_N = 128
@@ -141,7 +136,7 @@ def build_tasks(suite: str) -> list[tuple[str, float]]:
     """Every kernel of a suite's dataset with its build estimate: 1.5 × one sweep at the
     largest training size (the cost model over the recorded times) plus 6 s of fixed cost."""
     from klaraptor import suite as suites
-    from klaraptor.bench.evaluate import kernel_costs
+    from klaraptor_bench.evaluate import kernel_costs
 
     data = _base(suite)
     costs = kernel_costs(data)
@@ -376,7 +371,7 @@ def _joined(before: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]
 
 def shipped_supplement() -> Path:
     """The first device run's supplement (runs 1 and 2 of scripts/device_table61.py)."""
-    return Path(str(resources.files("klaraptor") / "data" / SUPPLEMENT_NAME))
+    return Path(str(resources.files("klaraptor_bench") / "data" / SUPPLEMENT_NAME))
 
 
 def shipped_supplements() -> list[Path]:

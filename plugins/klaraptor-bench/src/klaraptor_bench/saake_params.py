@@ -366,7 +366,7 @@ def write(
             "Timed configurations (and their share of brute force's measurement seconds) "
             "needed to come within 2 % / 5 % of the best of the joint space at each evaluation "
             "size; SAAKE emulates every compiled variant from its SASS, without counters or "
-            f"calibration (`{command}`; module docstring of klaraptor.bench.saake_params)."
+            f"calibration (`{command}`; module docstring of klaraptor_bench.saake_params)."
             + ("" if complete else " **Incomplete: the run was cut short.**")
             + "\n\n"
             + table(doc)

@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from klaraptor.bench.dataset import RecordedDataset, each_recorded_kernel, recorded_suites
+from klaraptor.suite.recorded import RecordedDataset, recorded_suites
+from klaraptor_bench.dataset import each_recorded_kernel
 
 PARTIAL_NOTE = (
     "partial referee from recorded counters at the largest counter (training) size, NOT Nsight "
@@ -44,8 +45,8 @@ def judge_kernel(data: RecordedDataset, store: Any, name: str) -> dict[str, Any]
     from klaraptor.assemble import make_job
     from klaraptor.models.saake.emulator import KernelEmulator
     from klaraptor.models.saake.model import calibrated_emulator
-    from klaraptor.models.saake.referee import counter_units, judge_units
     from klaraptor.models.saake.sensitivity import analyse
+    from klaraptor_bench.referee import counter_units, judge_units
 
     spec = suite.get(name)
     kd = data.kernels[name]
@@ -94,7 +95,7 @@ def judge_all(
     kernels: Sequence[str] | None = None,
     console: Any | None = None,
 ) -> dict[str, Any]:
-    from klaraptor.models.saake.referee import agreement
+    from klaraptor_bench.referee import agreement
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -52,12 +52,12 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.bench.snowpack_eval import SIZES, recorded_corpus
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.core.types import Block
 from klaraptor.models.snowpack.features import feature_names
 from klaraptor.models.snowpack.learner import LEARNERS, Corpus, Regressor
 from klaraptor.models.snowpack.search import SearchSettings, fit_fixed, train
+from klaraptor_bench.snowpack_eval import SIZES, recorded_corpus
 
 REPEATS = 10
 TEST_SHARE = 0.25

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.bench.dataset import RecordedDataset
+from klaraptor.suite.recorded import RecordedDataset
 
 
 def _truth(data: RecordedDataset, name: str, spec: Any) -> dict[int, dict[tuple, float]]:

@@ -33,13 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.bench.dataset import KernelData, RecordedDataset
 from klaraptor.collect.plan import H200_COST, CostModel, fit_cost_model
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.core.types import Block, KernelAttributes
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
+from klaraptor.suite.recorded import KernelData, RecordedDataset
 
 BASELINES = ("tune_once", "nearest_size", "default", "occ", "exhaustive")
 METHODS = ("klaraptor", "klaraptor_topk", *BASELINES)
