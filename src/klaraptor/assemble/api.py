@@ -100,8 +100,10 @@ def plan(
         facts = store.collect_facts(spec.name, device.key)
     attrs = None if facts is None else facts.attributes
     points = space.dry_run(spec, [L, *smaller], device, attrs)
-    candidates: list[Block | Config] = [
-        p.block for p in points if p.D == L and p.status == "measure"
+    candidates: list[Block | Config] = [  # configurations (variant, block) with parameters
+        Config(p.params, p.block) if spec.params else p.block
+        for p in points
+        if p.D == L and p.status == "measure"
     ]
     if device is None:
         from klaraptor.device.profile import recorded_profile

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -112,15 +113,18 @@ def make_plan(
                 f"measuring ({', '.join(priors())})"
             )
         model = get_model(prior)
-        if spec.params and not model.supports_params:
+        if spec.params and not model.tags.ranks_params:
             raise BuildError(
                 f"{spec.name}: the {prior} prior ranks blocks of one compiled kernel; a kernel "
                 "with program parameters is planned without it"
             )
         ranked = model.rank(spec, L, list(candidates), device=device, store=store)
-        # blocks only: a kernel with program parameters was refused above
-        index = {tuple(b): i for i, b in enumerate(candidates) if not isinstance(b, Config)}
-        order = tuple(index[tuple(b)] for b in ranked)
+
+        def key(c: Block | Config) -> Any:  # a Config is its own key; a block its tuple
+            return c if isinstance(c, Config) else tuple(c)
+
+        index = {key(c): i for i, c in enumerate(candidates)}
+        order = tuple(index[key(c)] for c in ranked)
     elif prior_keep is not None:
         raise BuildError("prior_keep needs a prior (prior='snowpack')")
     cold, why = needs_cold(spec, L, arg_bytes, float(device.l2_bytes))
