@@ -80,6 +80,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--pool", default="walk", help="where the K come from: walk or rank")
     ap.add_argument("--workers", type=int, default=0, help="emulation processes (0: CPUs - 2)")
     ap.add_argument("--recorded", type=Path, default=None, help="recorded truth (no GPU)")
+    ap.add_argument(
+        "--rank-all",
+        action="store_true",
+        help="also emulate the whole joint space with --pool walk (always with --recorded)",
+    )
     a = ap.parse_args(list(argv) if argv is not None else None)
     if not (math.isfinite(a.limit) and a.limit > 0):
         raise BenchArgumentError(f"--limit must be a positive number of seconds, got {a.limit}")
@@ -134,29 +139,9 @@ def variant_text(pv: Any) -> str:
     return ",".join(f"{k}={v}" for k, v in pv.items())
 
 
-def precompile(names: Sequence[str], threads: int) -> dict[str, float]:
-    """Every variant of every kernel compiled and disassembled (the SASS the emulator reads,
-    cached on disk for the emulation processes), on threads; seconds per kernel."""
-    from klaraptor import suite
-    from klaraptor.models.saake.isa_source import kernel_isa
-
-    jobs = [(n, pv) for n in names for pv in suite.get(n).variants()]
-
-    def one(job: tuple[str, Any]) -> tuple[str, float]:
-        t0 = time.perf_counter()
-        kernel_isa(suite.get(job[0]), variant=job[1])
-        return job[0], time.perf_counter() - t0
-
-    out = dict.fromkeys(names, 0.0)
-    with ThreadPoolExecutor(max(1, threads)) as ex:
-        for name, s in ex.map(one, jobs):
-            out[name] += s
-    return out
-
-
-def emulate_pair(name: str, N: int) -> dict[str, Any]:
-    """The search's CPU part at one (kernel, N): the walk and the whole joint space ranked with
-    the same emulators, and how long each took (runs in a worker process)."""
+def emulate_pair(name: str, N: int, rank: bool = True) -> dict[str, Any]:
+    """The search's CPU part at one (kernel, N): the walk and (`rank`) the whole joint space
+    ranked with the same emulators, and how long each took (runs in a worker process)."""
     import numpy as np
 
     from klaraptor import suite
@@ -179,9 +164,10 @@ def emulate_pair(name: str, N: int) -> dict[str, Any]:
         except KlaraptorError as exc:
             out["search_error"] = str(exc)
         out["walk_s"] = time.perf_counter() - t0
-        ranking = joint.ranking()
-    out["rank"] = [[variant_text(c.variant), list(c.block), ms] for c, ms in ranking]
-    out["rank_s"] = time.perf_counter() - t0
+        if rank:
+            ranking = joint.ranking()
+            out["rank"] = [[variant_text(c.variant), list(c.block), ms] for c, ms in ranking]
+            out["rank_s"] = time.perf_counter() - t0
     out["not_emulated"] = {variant_text(pv): why for pv, why in joint.failed.items()}
     return out
 
@@ -215,10 +201,13 @@ def score(
     k: int,
     pool: str,
     measured: Mapping[Key, tuple[float | None, float]] | None = None,
+    complete: bool | None = None,
 ) -> dict[str, Any]:
     """One pair: the search's choice (the fastest of its K as it measured them: `measured`,
     else the truth's times), r from the truth, its measurement seconds against brute force's
-    (the sum of every truth point's seconds), and every (pool, K) of `KS` on the truth."""
+    (the sum of every truth point's seconds), and every (pool, K) of `KS` on the truth.
+    `complete`: whether the truth holds the whole joint space (None: it does when it holds
+    every configuration the ranking emulated)."""
     best_key = min(truth, key=lambda c: truth[c][0])
     best = truth[best_key][0]
     brute_s = sum(s for _, s in truth.values())
@@ -226,7 +215,7 @@ def score(
     row: dict[str, Any] = {
         "configs": len(truth),
         "joint_space": len(space) or None,
-        "truth_complete": bool(space) and space <= set(truth),
+        "truth_complete": (bool(space) and space <= set(truth)) if complete is None else complete,
         "best": [best_key[0], list(best_key[1])],
         "best_ms": best,
         "brute_force_s": brute_s,
@@ -353,35 +342,71 @@ def _progress() -> Any:
     )
 
 
-def _emulate_all(
-    todo: Sequence[tuple[str, int]],
-    workers: int,
-    deadline: float,
-    on_done: Callable[[dict[str, Any]], None],
-    between: Callable[[], None] | None = None,
-) -> list[tuple[str, int]]:
-    """Every pair's CPU part on `workers` spawned processes (slowest kernels first); `on_done`
-    with each result as it arrives, `between()` run on this thread meanwhile (the GPU work).
-    The pairs not finished by the deadline are returned (their processes are stopped)."""
-    ctx = mp.get_context("spawn")
-    pool = ctx.Pool(min(workers, len(todo)) or 1)
-    try:
-        pending = {pair: pool.apply_async(emulate_pair, pair) for pair in todo}
-        if between is not None:
-            between()
-        while pending and time.monotonic() < deadline:
-            for pair, res in list(pending.items()):
-                if res.ready():
-                    del pending[pair]
-                    try:
-                        on_done(res.get())
-                    except Exception as exc:  # noqa: BLE001 - recorded, the others go on
-                        on_done({"kernel": pair[0], "N": pair[1], "error": f"{exc}"})
+def _compile_variant(name: str, pv: Any) -> tuple[str, float]:
+    """One variant compiled and disassembled (the SASS the emulator reads, cached on disk for
+    the emulation processes); its seconds."""
+    from klaraptor import suite
+    from klaraptor.models.saake.isa_source import kernel_isa
+
+    t0 = time.perf_counter()
+    kernel_isa(suite.get(name), variant=pv)
+    return name, time.perf_counter() - t0
+
+
+class Emulations:
+    """The search's CPU part of every pair: each kernel's variants compiled on threads, then its
+    pairs emulated on spawned processes (slowest kernel first), while the caller's thread does
+    the GPU work and calls `pump` to hand on what finished."""
+
+    def __init__(
+        self, todo: Sequence[tuple[str, int]], rank: bool, workers: int, threads: int
+    ) -> None:
+        from klaraptor import suite
+
+        self.rank = rank
+        names = list(dict.fromkeys(n for n, _ in todo))
+        self.compile_s = dict.fromkeys(names, 0.0)
+        self._threads = ThreadPoolExecutor(max(1, threads))
+        self._compiles = {
+            n: [self._threads.submit(_compile_variant, n, pv) for pv in suite.get(n).variants()]
+            for n in names
+        }
+        self._pool = mp.get_context("spawn").Pool(max(1, min(workers, len(todo))))
+        self.waiting = sorted(todo, key=lambda p: (p[0] != "tunables.sgemm.sgemm", p))
+        self.running: dict[tuple[str, int], Any] = {}
+
+    def pump(self, on_done: Callable[[dict[str, Any]], None]) -> None:
+        """Start the pairs whose kernel is compiled; `on_done` with every finished one."""
+        for pair in list(self.waiting):
+            futs = self._compiles[pair[0]]
+            if all(f.done() for f in futs):
+                self.waiting.remove(pair)
+                failed = [f.exception() for f in futs if f.exception() is not None]
+                if failed:
+                    on_done({"kernel": pair[0], "N": pair[1], "error": f"compile: {failed[0]}"})
+                    continue
+                self.compile_s[pair[0]] = sum(f.result()[1] for f in futs)
+                self.running[pair] = self._pool.apply_async(emulate_pair, (*pair, self.rank))
+        for pair, res in list(self.running.items()):
+            if res.ready():
+                del self.running[pair]
+                try:
+                    on_done(res.get())
+                except Exception as exc:  # noqa: BLE001 - recorded, the others go on
+                    on_done({"kernel": pair[0], "N": pair[1], "error": f"{exc}"})
+
+    def wait(self, on_done: Callable[[dict[str, Any]], None], deadline: float) -> None:
+        while (self.waiting or self.running) and time.monotonic() < deadline:
+            self.pump(on_done)
             time.sleep(0.2)
-        return list(pending)
-    finally:
-        pool.terminate()
-        pool.join()
+
+    def close(self) -> list[tuple[str, int]]:
+        """Stop what still runs; the pairs not finished."""
+        left = [*self.waiting, *self.running]
+        self._pool.terminate()
+        self._pool.join()
+        self._threads.shutdown(wait=False, cancel_futures=True)
+        return left
 
 
 def run_recorded(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
@@ -402,12 +427,8 @@ def run_recorded(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) 
         "pairs": [],
     }
     deadline = time.monotonic() + a.limit
-    compile_s = precompile(names, a.workers)
-    result["compile_s"] = compile_s
-    todo = sorted(
-        ((n, N) for n in names for N in eval_sizes(suite.get(n)) if str(N) in kernels[n]["eval"]),
-        key=lambda p: (p[0] != "tunables.sgemm.sgemm", p),
-    )
+    todo = [(n, N) for n in names for N in eval_sizes(suite.get(n)) if str(N) in kernels[n]["eval"]]
+    emus = Emulations(todo, True, a.workers, a.workers)
     with _progress() as bar:
         task = bar.add_task("emulating (kernel, D) pairs", total=len(todo))
 
@@ -422,14 +443,18 @@ def run_recorded(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) 
                     for t, b, ms, s in kernels[name]["eval"][str(N)]
                 }
                 row.update(score(emu, truth, k=a.k, pool=a.pool))
-                row["search_cpu_s"] = search_seconds(emu, a.pool, compile_s[name] / 2)
+                row["search_cpu_s"] = search_seconds(emu, a.pool, emus.compile_s[name] / 2)
                 row["emulation"] = _emulation_record(emu)
             result["pairs"].append(row)
             result["summary"] = summarize(result["pairs"])
+            result["compile_s"] = emus.compile_s
             save(result)
             bar.advance(task)
 
-        left = _emulate_all(todo, a.workers, deadline, done)
+        try:
+            emus.wait(done, deadline)
+        finally:
+            left = emus.close()
     for name, N in left:
         result["pairs"].append({"kernel": name, "D": N, "error": "not run: the time limit"})
     result["summary"] = summarize(result["pairs"])
@@ -477,14 +502,11 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
     mine: dict[str, Any] = {n: _prepare_store(tmp / f"search-{n}.sqlite") for n in names}
     truth: dict[tuple[str, int], dict[Key, tuple[float, float]]] = {}
     emulated: dict[tuple[str, int], dict[str, Any]] = {}
-    t0 = time.monotonic()
-    compile_s = precompile(names, a.workers + 2)
-    result["compile_s"] = compile_s
-    result["compile_wall_s"] = time.monotonic() - t0
-    todo = sorted(
-        ((n, N) for n in names for N in eval_sizes(suite.get(n))),
-        key=lambda p: (p[0] != "tunables.sgemm.sgemm", p),
-    )
+    todo = [(n, N) for n in names for N in eval_sizes(suite.get(n))]
+    # The variants compile on threads and the pairs emulate on processes while this thread
+    # drives the GPU (brute force first, then each search's K as its emulation finishes).
+    emus = Emulations(todo, a.pool == "rank" or a.rank_all, a.workers, a.workers + 2)
+    compile_s = emus.compile_s
     with _progress() as bar:
         t_emu = bar.add_task("emulating (kernel, D) pairs", total=len(todo))
         t_brute = bar.add_task("brute force (kernels)", total=len(names))
@@ -516,7 +538,7 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
                         if m.D == size and "median_ms" in m.value
                     }
                 bar.advance(t_brute)
-                _measure_ready()
+                emus.pump(done)
 
         def _measure_ready() -> None:  # the searches whose emulation and truth are both in
             for pair in [p for p in emulated if p in truth]:
@@ -540,7 +562,10 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
                         for t in m.timed
                     }  # type: ignore[misc]
                     row["search_wall_s"] = m.wall_s
-                row.update(score(emu, truth[pair], k=a.k, pool=a.pool, measured=got or None))
+                # brute force timed every configuration of the space, in this run
+                row.update(
+                    score(emu, truth[pair], k=a.k, pool=a.pool, measured=got or None, complete=True)
+                )
                 row["search_cpu_s"] = search_seconds(emu, a.pool, compile_s[name] / 2)
                 row["emulation"] = _emulation_record(emu)
                 result["pairs"].append(row)
@@ -557,8 +582,14 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
             emulated[(emu["kernel"], emu["N"])] = emu
             _measure_ready()
 
-        left = _emulate_all(todo, a.workers, deadline, done, between=brute_force)
-        _measure_ready()
+        try:
+            emus.pump(done)
+            brute_force()
+            emus.wait(done, deadline)
+            _measure_ready()
+        finally:
+            left = emus.close()
+        result["compile_s"] = compile_s
     reached = {(p["kernel"], p["D"]) for p in result["pairs"]}
     for name, N in todo:
         if (name, N) not in reached:
