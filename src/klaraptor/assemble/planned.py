@@ -101,7 +101,8 @@ def make_plan(
     """The plan of a budgeted build (module docstring) and why it does or skips cold timings.
     `prior="snowpack"`: sweep the largest training size in SNOWPACK's order (no measurement
     needed; the store's model for this GPU, else the shipped one), only its first `prior_keep`
-    candidates when given."""
+    candidates when given; `prior="saake"`: in order of emulated time there (program parameters
+    included); any model tagged `ranks_without_measuring` (`models.priors()`)."""
     L, smaller = ladder_sizes(sizes)
     order: tuple[int, ...] = ()
     if prior is not None:
@@ -126,7 +127,9 @@ def make_plan(
         index = {key(c): i for i, c in enumerate(candidates)}
         order = tuple(index[key(c)] for c in ranked)
     elif prior_keep is not None:
-        raise BuildError("prior_keep needs a prior (prior='snowpack')")
+        from klaraptor.models import priors
+
+        raise BuildError(f"prior_keep needs a prior (prior= one of {', '.join(priors())})")
     cold, why = needs_cold(spec, L, arg_bytes, float(device.l2_bytes))
     kw = {} if cost is None else {"cost": cost}
     plan = MeasurementPlan(

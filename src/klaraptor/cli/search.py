@@ -79,7 +79,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
     D = spec.size(size_text(args.D))
     profile = recorded_profile(args.device)
-    measure = getattr(args, "measure", None)
+    measure = args.measure
     if measure is not None:  # before minutes of emulation, not after
         from klaraptor.collect.measure import gpu_check
 
@@ -91,11 +91,11 @@ def cmd_search(args: argparse.Namespace) -> int:
     with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         path = search(spec, D, profile, joint=joint)
-        pool = joint.ranking() if getattr(args, "rank", False) else list(path.emulated)
+        pool = joint.ranking() if args.rank else list(path.emulated)
     emulation_s = time.perf_counter() - t0
     doc: dict[str, Any] = {**path_to_dict(path), "device": args.device}
     doc["emulation_s"] = emulation_s
-    if getattr(args, "rank", False):
+    if args.rank:
         doc["configurations_ranked"] = len(pool)
     measured = None
     if measure is not None:
@@ -115,10 +115,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         console.print_json(json.dumps(doc))
         return 0
     console.print(f"GPU emulated: recorded profile {args.device!r}", markup=False)
+    ranked = f"; {len(pool)} configurations of the joint space" if args.rank else ""
+    console.print(f"compilation and emulation: {emulation_s:.1f} s{ranked}", markup=False)
     console.print(format_path(path), markup=False, highlight=False)
-    if getattr(args, "rank", False):
-        console.print(f"{len(pool)} configurations of the joint space emulated", markup=False)
-    console.print(f"compilation and emulation: {emulation_s:.1f} s", markup=False)
     if measured is not None:
         console.print(_measured_text(measured, dict(pool)), markup=False, highlight=False)
     return 0
