@@ -502,6 +502,7 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
     mine: dict[str, Any] = {n: _prepare_store(tmp / f"search-{n}.sqlite") for n in names}
     truth: dict[tuple[str, int], dict[Key, tuple[float, float]]] = {}
     emulated: dict[tuple[str, int], dict[str, Any]] = {}
+    failed: dict[str, str] = {}  # kernels whose brute force failed, and why
     todo = [(n, N) for n in names for N in eval_sizes(suite.get(n))]
     # The variants compile on threads and the pairs emulate on processes while this thread
     # drives the GPU (brute force first, then each search's K as its emulation finishes).
@@ -520,13 +521,18 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
                 if time.monotonic() > deadline:
                     break
                 spec = suite.get(name)
-                rep = collect(
-                    spec,
-                    eval_sizes(spec),
-                    store=brute[name],
-                    options=MEASURE_OPTIONS,
-                    progress=False,
-                )
+                try:
+                    rep = collect(
+                        spec,
+                        eval_sizes(spec),
+                        store=brute[name],
+                        options=MEASURE_OPTIONS,
+                        progress=False,
+                    )
+                except Exception as exc:  # noqa: BLE001 - recorded, the other kernels go on
+                    failed[name] = f"brute force: {type(exc).__name__}: {exc}"
+                    bar.advance(t_brute)
+                    continue
                 for N in eval_sizes(spec):
                     size = spec.size(N)
                     truth[(name, N)] = {
@@ -539,6 +545,7 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
                     }
                 bar.advance(t_brute)
                 emus.pump(done)
+                _measure_ready()
 
         def _measure_ready() -> None:  # the searches whose emulation and truth are both in
             for pair in [p for p in emulated if p in truth]:
@@ -549,14 +556,25 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
                 row: dict[str, Any] = {"kernel": name, "D": N}
                 top = top_k(emu, a.pool, a.k)
                 got: dict[Key, tuple[float | None, float]] = {}
+                if not truth[pair]:
+                    row["error"] = "brute force timed no configuration"
+                    result["pairs"].append(row)
+                    bar.advance(t_meas)
+                    continue
                 if top:
                     spec = suite.get(name)
-                    m = measure_configs(
-                        spec,
-                        N,
-                        [Config(spec.param_values(_values(c[0])), c[1]) for c in top],
-                        store=mine[name],
-                    )
+                    try:
+                        m = measure_configs(
+                            spec,
+                            N,
+                            [Config(spec.param_values(_values(c[0])), c[1]) for c in top],
+                            store=mine[name],
+                        )
+                    except Exception as exc:  # noqa: BLE001 - recorded, the others go on
+                        row["error"] = f"search measurement: {type(exc).__name__}: {exc}"
+                        result["pairs"].append(row)
+                        bar.advance(t_meas)
+                        continue
                     got = {
                         (variant_text(t.config.params), t.config.block): (t.ms, t.seconds)
                         for t in m.timed
@@ -592,7 +610,11 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
         result["compile_s"] = compile_s
     reached = {(p["kernel"], p["D"]) for p in result["pairs"]}
     for name, N in todo:
-        if (name, N) not in reached:
+        if (name, N) in reached:
+            continue
+        if name in failed:
+            result["pairs"].append({"kernel": name, "D": N, "error": failed[name]})
+        else:
             why = "emulation" if (name, N) in left else "measurement"
             result["pairs"].append(
                 {"kernel": name, "D": N, "error": f"not run: the time limit ({why})"}

@@ -148,3 +148,100 @@ def test_without_a_gpu_the_measured_run_is_refused(bs, tmp_path, capsys) -> None
     assert bs.main([str(tmp_path), "--kernels", "gsmap.gsmap"]) == 2
     err = capsys.readouterr().err
     assert "needs a CUDA GPU" in err and "Traceback" not in err
+
+
+def test_the_gpu_run_s_orchestration_on_fakes(bs, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """run_gpu with the GPU parts faked (brute force writes a known truth to its store, the
+    search's measurement reads it back) and the emulations canned: truth, the search's K, its
+    measured choice, the scoring and the summary go together as on the GPU."""
+    import klaraptor.collect.collector as collector
+    import klaraptor.collect.measure as measure
+    from klaraptor import suite
+    from klaraptor.collect.measure import Measured, TimedConfig
+    from klaraptor.store import Measurement, Store
+
+    name = "tunables.gsmap.gsmap"
+    spec = suite.get(name)
+    sizes = bs.eval_sizes(spec)
+    ms = {
+        ("VEC=1,EPT=1", (256, 1, 1)): 2.0,
+        ("VEC=2,EPT=4", (128, 1, 1)): 1.0,
+        ("VEC=4,EPT=8", (128, 1, 1)): 1.5,
+        ("VEC=2,EPT=4", (256, 1, 1)): 1.02,
+    }
+    emu_order = [  # emulated ms: the fastest measured is second
+        ["VEC=4,EPT=8", [128, 1, 1], 0.1],
+        ["VEC=2,EPT=4", [256, 1, 1], 0.2],
+        ["VEC=2,EPT=4", [128, 1, 1], 0.3],
+        ["VEC=1,EPT=1", [256, 1, 1], 0.4],
+    ]
+
+    class FakeEmulations:
+        def __init__(self, todo, rank, workers, threads) -> None:  # noqa: ANN001
+            self.todo, self.compile_s = list(todo), {n: 2.0 for n, _ in todo}
+
+        def pump(self, on_done) -> None:  # noqa: ANN001
+            while self.todo:
+                n, N = self.todo.pop()
+                on_done({"kernel": n, "N": N, "walk": emu_order, "walk_s": 5.0, "steps": []})
+
+        def wait(self, on_done, deadline) -> None:  # noqa: ANN001
+            self.pump(on_done)
+
+        def close(self) -> list:
+            return []
+
+    def values(text: str):  # noqa: ANN202
+        return spec.param_values({k: int(v) for k, v in (kv.split("=") for kv in text.split(","))})
+
+    register = collector._register
+
+    def fake_collect(spec_, sizes_, *, store, options, progress):  # noqa: ANN001, ANN202
+        register(store, spec_)
+        store.put_measurements(
+            [
+                Measurement(
+                    name,
+                    "gpu0",
+                    spec.size(N),
+                    b,
+                    "time",
+                    "ok",
+                    {"median_ms": t * N / sizes[0], "wall_s": 0.5},
+                    params=values(v),
+                )
+                for N in sizes_
+                for (v, b), t in ms.items()
+            ]
+        )
+        return type("Report", (), {"device": "gpu0"})()
+
+    def fake_measure(spec_, D, configs, *, store):  # noqa: ANN001, ANN202
+        timed = tuple(
+            TimedConfig(c, ms[(bs.variant_text(c.params), c.block)] * D / sizes[0], 0.25, "ok")
+            for c in configs
+        )
+        return Measured(name, spec.size(D), "gpu0", timed, 3.0, len(timed), 0)
+
+    monkeypatch.setattr(measure, "gpu_check", lambda what: None)
+    monkeypatch.setattr(measure, "measure_configs", fake_measure)
+    monkeypatch.setattr(collector, "collect", fake_collect)
+    monkeypatch.setattr(bs, "Emulations", FakeEmulations)
+    monkeypatch.setattr(bs, "_prepare_store", lambda path: Store(path))
+    a = bs.parse_args([str(tmp_path), "--kernels", "gsmap.gsmap", "--k", "2"])
+    result = bs.run_gpu(a, lambda r: None)
+    assert (
+        result["complete"]
+        and [p["D"] for p in sorted(result["pairs"], key=lambda p: p["D"])] == sizes
+    )
+    for p in result["pairs"]:
+        s = p["search"]
+        assert (
+            p["truth_complete"] and p["configs"] == 4 and p["best"] == ["VEC=2,EPT=4", [128, 1, 1]]
+        )
+        # its two least emulated: VEC=4,EPT=8 (1.5) and VEC=2,EPT=4 at 256 (1.02): the latter
+        assert s["choice"] == ["VEC=2,EPT=4", [256, 1, 1]] and s["r"] == pytest.approx(1.02)
+        assert s["measurement_s"] == pytest.approx(0.5) and p["brute_force_s"] == pytest.approx(2.0)
+        assert p["search_cpu_s"] == pytest.approx(6.0) and p["search_wall_s"] == 3.0
+    assert result["summary"]["within_5pct"] == 1.0
+    assert result["summary"]["cost_ratio"]["total"] == pytest.approx(0.25)
