@@ -59,6 +59,7 @@ POOLS = ("walk", "rank")
 WITHIN = 1.05  # the issue's "within 5 % of the joint optimum"
 TARGET_WITHIN_SHARE = 0.80  # of the (kernel, D) pairs
 TARGET_COST_RATIO = 0.3  # search measurement seconds / brute force's
+MISSING_TOLERATED = 0.02  # share of the joint space a recorded truth may lack and be complete
 Key = tuple[str, tuple[int, int, int]]  # (variant text "A=1,B=2", block)
 
 
@@ -194,6 +195,13 @@ def search_seconds(emu: Mapping[str, Any], pool: str, compile_s: float) -> float
 # Scoring against the truth (recorded or this run's brute force)
 
 
+def truth_complete(space: int, missing: int) -> bool:
+    """Whether a recorded truth covers the joint space: it may lack up to `MISSING_TOLERATED`
+    of it (a configuration the compiler's attributes admit and the GPU's refused, as gsmap's
+    VEC=4, EPT=8 at 800 threads), not the rows a lost store took (sgemm N=1792: 51 of 168)."""
+    return space > 0 and missing <= MISSING_TOLERATED * space
+
+
 def score(
     emu: Mapping[str, Any],
     truth: Mapping[Key, tuple[float, float]],
@@ -206,8 +214,8 @@ def score(
     """One pair: the search's choice (the fastest of its K as it measured them: `measured`,
     else the truth's times), r from the truth, its measurement seconds against brute force's
     (the sum of every truth point's seconds), and every (pool, K) of `KS` on the truth.
-    `complete`: whether the truth holds the whole joint space (None: it does when it holds
-    every configuration the ranking emulated)."""
+    `complete`: whether the truth holds the whole joint space (None: `truth_complete` of the
+    configurations the ranking emulated that the truth lacks)."""
     best_key = min(truth, key=lambda c: truth[c][0])
     best = truth[best_key][0]
     brute_s = sum(s for _, s in truth.values())
@@ -215,7 +223,10 @@ def score(
     row: dict[str, Any] = {
         "configs": len(truth),
         "joint_space": len(space) or None,
-        "truth_complete": (bool(space) and space <= set(truth)) if complete is None else complete,
+        "configs_missing": len(space - set(truth)) if space else None,
+        "truth_complete": truth_complete(len(space), len(space - set(truth)))
+        if complete is None
+        else complete,
         "best": [best_key[0], list(best_key[1])],
         "best_ms": best,
         "brute_force_s": brute_s,
@@ -463,8 +474,11 @@ def run_recorded(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) 
 
 
 def _emulation_record(emu: Mapping[str, Any]) -> dict[str, Any]:
-    keep = ("steps", "search_error", "walk_s", "rank_s", "not_emulated")
-    rec = {k: emu[k] for k in keep if k in emu}
+    keep = ("steps", "search_error", "walk_s", "rank_s", "not_emulated", "walk", "rank")
+    rec = {k: emu[k] for k in keep if k in emu}  # the emulated ms, so any K can be rescored
+    for pool in POOLS:  # JSON has no infinity: a configuration that cannot be emulated is null
+        if rec.get(pool):
+            rec[pool] = [[t, b, ms if math.isfinite(ms) else None] for t, b, ms in rec[pool]]
     rec["walk_emulated"] = len(emu.get("walk") or [])
     return rec
 

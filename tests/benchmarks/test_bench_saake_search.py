@@ -103,6 +103,11 @@ def test_truth_without_every_configuration_is_not_complete(bs) -> None:  # noqa:
     assert not bs.score(EMU, partial, k=1, pool="rank")["truth_complete"]
 
 
+def test_a_truth_may_lack_two_percent_of_the_space(bs) -> None:  # noqa: ANN001
+    assert bs.truth_complete(377, 1) and bs.truth_complete(100, 2)
+    assert not bs.truth_complete(168, 117) and not bs.truth_complete(0, 0)
+
+
 def test_a_search_that_cannot_run_is_a_miss(bs) -> None:  # noqa: ANN001
     failed = {**EMU, "search_error": "an exit depends on data", "walk": None}
     row = bs.score(failed, TRUTH, k=3, pool="walk")
