@@ -42,6 +42,7 @@ import json
 import math
 import multiprocessing as mp
 import os
+import re
 import sys
 import tempfile
 import time
@@ -430,7 +431,10 @@ def run_recorded(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) 
     names = [n for n in a.kernels if n in kernels]
     result: dict[str, Any] = {
         "mode": "recorded",
-        "label": "choice by emulation on CPU, times from recorded H200 exhaustive truth",
+        "label": "choice by emulation on CPU, times from recorded H200 exhaustive truth"
+        + (
+            f" of {m.group(1)}" if (m := re.search(r"commit (\w+)", data.get("source", ""))) else ""
+        ),
         "source": data.get("source", ""),
         "not_recorded": [n for n in a.kernels if n not in kernels],
         "k": a.k,
