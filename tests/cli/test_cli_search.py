@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from klaraptor.backends.cupy_backend import gpu_problem
 from klaraptor.cli import main
 from tests.isa.helpers import needs_tools
 
@@ -47,3 +48,19 @@ def test_search_prints_the_path_and_why(capsys) -> None:  # noqa: ANN001
     rc, out, _ = run(capsys, "search", TRANSPOSE, "N=1024", "--json")
     doc = json.loads(out)
     assert rc == 0 and doc["emulated_not_measured"] and doc["steps"][-1]["moved_to"] is None
+
+
+def test_measure_zero_is_a_usage_error(capsys) -> None:  # noqa: ANN001
+    with pytest.raises(SystemExit) as exc:
+        main(["search", TRANSPOSE, "N=4096", "--measure", "0"])
+    assert exc.value.code == 2
+    assert "argument --measure: must be at least 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(gpu_problem() is None, reason="a GPU is here")
+def test_measure_without_a_gpu_stops_at_once_with_a_message(capsys) -> None:  # noqa: ANN001
+    rc, out, err = run(capsys, "search", TRANSPOSE, "N=1024", "--measure", "3")
+    assert rc != 0 and rc != 1 and out == ""  # a KlaraptorError's exit code, not an internal one
+    assert "klaraptor search --measure" in err and "needs a CUDA GPU" in err
+    assert "without it the search runs on emulated times alone" in err
+    assert "Traceback" not in err

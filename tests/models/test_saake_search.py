@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from klaraptor import suite
+from klaraptor.core.errors import KlaraptorError
 from klaraptor.core.types import KernelAttributes, ParamValues
 from klaraptor.device.profile import recorded_profile
 from klaraptor.models.saake.emulate import GridShape
@@ -19,7 +20,9 @@ from klaraptor.models.saake.search import (
     SearchConfig,
     SearchError,
     format_path,
+    most_promising,
     neighbours,
+    prior_order,
     search,
 )
 from tests.isa.helpers import needs_tools
@@ -147,3 +150,122 @@ def test_search_walks_a_compiled_kernel_on_emulated_times() -> None:
     assert all(s.bottleneck.startswith("bottleneck:") for s in path.steps)
     assert "cuobjdump" in path.attributes_source
     assert path.configurations_emulated >= len(path.steps)
+
+
+# -- the joint space ranked, the K most promising, and the `saake` prior of budgeted builds ---
+
+
+def test_most_promising_are_the_k_least_emulated_never_the_unemulated() -> None:
+    spec = suite.get(GSMAP)
+    a, b, c = (SearchConfig(spec.default_variant, (t, 1, 1)) for t in (64, 128, 256))
+    emulated = {a: 3.0, b: math.inf, c: 1.0}
+    assert most_promising(emulated, 2) == [c, a]
+    assert most_promising(list(emulated.items()), 5) == [c, a]
+    with pytest.raises(SearchError, match="at least 1"):
+        most_promising(emulated, 0)
+
+
+def test_the_walk_records_every_configuration_it_emulated() -> None:
+    path = _walk("throughput")
+    emulated = dict(path.emulated)
+    assert len(emulated) == path.configurations_emulated
+    assert all(s.config in emulated and emulated[s.config] == s.ms for s in path.steps)
+
+
+def _configs(spec, variants, blocks):  # noqa: ANN001, ANN202
+    from klaraptor.core.types import Config
+
+    return [Config(spec.param_values(v), b) for v in variants for b in blocks]
+
+
+def test_prior_order_ranks_configurations_by_emulated_time() -> None:
+    spec = suite.get(GSMAP)
+    variants = [{"VEC": 1, "EPT": 1}, {"VEC": 2, "EPT": 4}, {"VEC": 4, "EPT": 8}]
+    cands = _configs(spec, variants, [(64, 1, 1), (128, 1, 1)])
+
+    def emulator_of(pv, blocks):  # noqa: ANN001, ANN202
+        if pv["VEC"] == 4:  # as a variant whose trip counts need the kernel's data
+            raise SearchError("an exit depends on data")
+        return FakeEmulator(pv, tuple(blocks))
+
+    got = prior_order(
+        spec,
+        "N=1048576",
+        cands,
+        recorded_profile("h200"),
+        lambda pv: ATTRS,
+        emulator_of=emulator_of,
+    )
+    assert sorted(map(id, got)) == sorted(map(id, cands))
+    costs = [_cycles(c.params, c.block) for c in got[:4]]
+    assert costs == sorted(costs) and got[0].block == (128, 1, 1)
+    assert [dict(c.params.items())["VEC"] for c in got[4:]] == [4, 4]  # unemulated last
+    with pytest.raises(SearchError, match="none can be emulated.*exit depends on data"):
+        prior_order(
+            spec,
+            "N=1048576",
+            cands[4:],
+            recorded_profile("h200"),
+            lambda pv: ATTRS,
+            emulator_of=emulator_of,
+        )
+
+
+def test_saake_is_a_prior_for_kernels_with_program_parameters() -> None:
+    from klaraptor.models import model_tags, priors
+
+    assert "saake" in priors() and "snowpack" in priors()
+    assert model_tags("saake").ranks_params and not model_tags("snowpack").ranks_params
+
+
+def test_a_budgeted_plan_sweeps_in_the_saake_order(monkeypatch) -> None:  # noqa: ANN001
+    from klaraptor.assemble.planned import make_plan
+    from klaraptor.models.saake.model import SaakeModel
+
+    spec = suite.get(GSMAP)
+    cands = _configs(spec, [{"VEC": 1, "EPT": 1}, {"VEC": 2, "EPT": 4}], [(64, 1, 1), (128, 1, 1)])
+
+    def rank(self, spec, D, candidates, *, device, store):  # noqa: ANN001, ANN202
+        return prior_order(
+            spec,
+            D,
+            candidates,
+            device,
+            lambda pv: ATTRS,
+            emulator_of=lambda pv, b: FakeEmulator(pv, tuple(b)),
+        )
+
+    monkeypatch.setattr(SaakeModel, "rank", rank)
+    plan, _ = make_plan(
+        spec,
+        recorded_profile("h200"),
+        cands,
+        [spec.size(n) for n in spec.meta["train_sizes"]],
+        prior="saake",
+        prior_keep=2,
+    )
+    # The fake emulator's cheapest: VEC=2, EPT=4 at 128 threads, then at 64.
+    assert plan.sweep() == [3, 2]
+    with pytest.raises(KlaraptorError, match="unknown prior 'nope'.*saake"):
+        make_plan(
+            spec,
+            recorded_profile("h200"),
+            cands,
+            [spec.size(n) for n in spec.meta["train_sizes"]],
+            prior="nope",
+        )
+
+
+@needs_tools
+def test_prior_order_on_a_compiled_kernel() -> None:
+    spec = suite.get("tunables.transpose.transpose_tiles")
+    cands = _configs(
+        spec, [{"TILE": 32, "RPT": 4}, {"TILE": 32, "RPT": 1}], [(32, 8, 1), (32, 2, 1), (32, 4, 1)]
+    )
+    got = prior_order(spec, "N=1024", cands, recorded_profile("h200"))
+    assert sorted(map(id, got)) == sorted(map(id, cands))
+    from klaraptor.models.saake.search import JointSpace
+
+    joint = JointSpace(spec, "N=1024", recorded_profile("h200"))
+    ms = [joint.ms(SearchConfig(c.params, c.block)) for c in got]
+    assert all(math.isfinite(t) for t in ms) and ms == sorted(ms)

@@ -103,8 +103,10 @@ def plan(
         facts = store.collect_facts(spec.name, device.key)
     attrs = None if facts is None else facts.attributes
     points = space.dry_run(spec, [L, *smaller], device, attrs)
-    candidates: list[Block | Config] = [
-        p.block for p in points if p.D == L and p.status == "measure"
+    candidates: list[Block | Config] = [  # configurations (variant, block) with parameters
+        Config(p.params, p.block) if spec.params else p.block
+        for p in points
+        if p.D == L and p.status == "measure"
     ]
     if device is None:
         from klaraptor.device.profile import recorded_profile
@@ -200,7 +202,9 @@ def build(
     `prior="snowpack"` (budgeted builds): time the candidates at the largest training size in
     SNOWPACK's predicted order, which needs no measurement; `prior_keep=k` times only its first
     k there, so the build costs about k / n of tune-once's sweep and the others are never chosen
-    (`experiments/snowpack_prior.py` measures what that loses).
+    (`experiments/snowpack_prior.py` measures what that loses). `prior="saake"`: in order of
+    SAAKE's emulated time there, each compiled variant's SASS emulated without measuring (a
+    kernel with program parameters too); any registered model that ranks without measuring.
     """
     t0 = time.perf_counter()
     spec, budget, device = check_spec(spec), check_budget(budget), check_device(device)

@@ -301,7 +301,12 @@ class BudgetedPlan(_Shown):
         prior = None
         if req.prior is not None:
             sweep = plan.sweep()
-            blocks = [list(candidates[i]) for i in sweep]
+            blocks = [  # a configuration with program parameters: its values and block
+                {"params": dict(c.params.items()), "block": list(c.block)}
+                if isinstance(c := candidates[i], Config)
+                else list(c)
+                for i in sweep
+            ]
             prior = PriorOrder(req.prior, req.prior_keep, list(sweep), blocks)
         summary = CollectionSummary(budget=budget, cold_timings=why, prior=prior)
         sizes = tuple(req.sizes)

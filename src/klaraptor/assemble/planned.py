@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +101,8 @@ def make_plan(
     """The plan of a budgeted build (module docstring) and why it does or skips cold timings.
     `prior="snowpack"`: sweep the largest training size in SNOWPACK's order (no measurement
     needed; the store's model for this GPU, else the shipped one), only its first `prior_keep`
-    candidates when given."""
+    candidates when given; `prior="saake"`: in order of emulated time there (program parameters
+    included); any model tagged `ranks_without_measuring` (`models.priors()`)."""
     L, smaller = ladder_sizes(sizes)
     order: tuple[int, ...] = ()
     if prior is not None:
@@ -112,17 +114,22 @@ def make_plan(
                 f"measuring ({', '.join(priors())})"
             )
         model = get_model(prior)
-        if spec.params and not model.supports_params:
+        if spec.params and not model.tags.ranks_params:
             raise BuildError(
                 f"{spec.name}: the {prior} prior ranks blocks of one compiled kernel; a kernel "
                 "with program parameters is planned without it"
             )
         ranked = model.rank(spec, L, list(candidates), device=device, store=store)
-        # blocks only: a kernel with program parameters was refused above
-        index = {tuple(b): i for i, b in enumerate(candidates) if not isinstance(b, Config)}
-        order = tuple(index[tuple(b)] for b in ranked)
+
+        def key(c: Block | Config) -> Any:  # a Config is its own key; a block its tuple
+            return c if isinstance(c, Config) else tuple(c)
+
+        index = {key(c): i for i, c in enumerate(candidates)}
+        order = tuple(index[key(c)] for c in ranked)
     elif prior_keep is not None:
-        raise BuildError("prior_keep needs a prior (prior='snowpack')")
+        from klaraptor.models import priors
+
+        raise BuildError(f"prior_keep needs a prior (prior= one of {', '.join(priors())})")
     cold, why = needs_cold(spec, L, arg_bytes, float(device.l2_bytes))
     kw = {} if cost is None else {"cost": cost}
     plan = MeasurementPlan(

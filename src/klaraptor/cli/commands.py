@@ -51,7 +51,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from klaraptor.assemble import plan
     from klaraptor.backends.cupy_backend import gpu_problem
     from klaraptor.frontends.targets import resolve_specs
-    from klaraptor.models import get_model, is_budgeted
+    from klaraptor.models import get_model, is_budgeted, priors
 
     specs = resolve_specs(args.target)
     budget = getattr(args, "budget", 1.5)
@@ -61,7 +61,15 @@ def cmd_build(args: argparse.Namespace) -> int:
         get_model(args.model)  # an unknown model is refused before any work
     prior, prior_keep = getattr(args, "prior", None), getattr(args, "prior_keep", None)
     if prior_keep is not None and prior is None:
-        raise KlaraptorError("--prior-keep K needs --prior snowpack (it keeps the prior's K best)")
+        raise KlaraptorError(
+            f"--prior-keep K needs --prior MODEL, one of {', '.join(priors())} (it keeps the "
+            "prior's K best)"
+        )
+    if prior is not None and prior not in priors():  # the registry's, before any work
+        raise KlaraptorError(
+            f"unknown prior {prior!r}: a prior is a model that ranks candidates without "
+            f"measuring ({', '.join(priors())})"
+        )
     if prior is not None and not is_budgeted(args.model):
         raise KlaraptorError(
             f"--prior orders a budgeted build's sweep; model {args.model!r} times every candidate "

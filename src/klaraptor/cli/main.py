@@ -113,7 +113,8 @@ def make_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="MODEL",
         help="time the candidates at the largest training size in this model's predicted order "
-        "(a model that ranks candidates without measuring)",
+        "(a model tagged as ranking candidates without measuring; an unknown one is refused "
+        "with the list)",
     )
     b.add_argument(
         "--prior-keep",

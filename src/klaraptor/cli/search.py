@@ -1,26 +1,32 @@
 """`klaraptor search KERNEL D=...`: SAAKE's bottleneck-driven walk over a suite kernel's program
 parameters and block (models/saake/search), on emulated times: each variant is compiled and its
-SASS emulated at D, nothing is run. It prints the path it took and why."""
+SASS emulated at D, nothing is run. It prints the path it took and why. With `--measure K`, the
+K configurations of least emulated time are then timed on this machine's GPU (collection's
+worker and CUDA events, `collect/measure`), and the measured best is the choice."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import time
 import warnings
 from typing import Any
 
-from klaraptor.cli.common import console, size_text
-from klaraptor.core.validate import arg_nonempty
+from klaraptor.cli.common import console, open_store, size_text
+from klaraptor.core.validate import arg_nonempty, arg_positive_int
 
 
 def add_parser(sub: Any) -> None:
     s = sub.add_parser(
         "search",
-        help="SAAKE's walk over program parameters and block, emulated (not measured)",
+        help="SAAKE's walk over program parameters and block, emulated; --measure K times the "
+        "K most promising on the GPU",
         description="From the author's configuration, emulate each compiled variant's SASS at "
         "D, name the bottleneck, and move to the neighbour (one program parameter one value "
         "up or down, or one block dimension doubled or halved) that relieves it and emulates "
-        "faster; stop where none does (SAAKE, Alg. 3). Nothing is run on a GPU.",
+        "faster; stop where none does (SAAKE, Alg. 3). Nothing is run on a GPU unless "
+        "--measure K is given: then the K configurations of least emulated time are timed "
+        "there and the fastest measured is the choice.",
     )
     s.add_argument(
         "kernel", type=arg_nonempty, help="a suite kernel with program parameters (tunables.*)"
@@ -32,6 +38,20 @@ def add_parser(sub: Any) -> None:
         default="h200",
         help="the recorded GPU profile to emulate (default: h200)",
     )
+    s.add_argument(
+        "--measure",
+        type=arg_positive_int,
+        default=None,
+        metavar="K",
+        help="time the K configurations of least emulated time on this machine's GPU (the "
+        "measurements go to the store) and choose the fastest measured",
+    )
+    s.add_argument(
+        "--rank",
+        action="store_true",
+        help="also emulate every configuration of the joint space (not only the walk's), so "
+        "--measure takes the K least of all",
+    )
     s.add_argument("--json", action="store_true", help="the path as one JSON object on stdout")
     s.set_defaults(func=cmd_search)
 
@@ -41,7 +61,14 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     from klaraptor import suite
     from klaraptor.device.profile import recorded_profile
-    from klaraptor.models.saake.search import SearchError, format_path, path_to_dict, search
+    from klaraptor.models.saake.search import (
+        JointSpace,
+        SearchError,
+        format_path,
+        most_promising,
+        path_to_dict,
+        search,
+    )
 
     spec = suite.get(args.kernel)
     if not spec.params:  # before the size, which would be parsed for nothing
@@ -52,14 +79,100 @@ def cmd_search(args: argparse.Namespace) -> int:
         )
     D = spec.size(size_text(args.D))
     profile = recorded_profile(args.device)
+    measure = args.measure
+    if measure is not None:  # before minutes of emulation, not after
+        from klaraptor.collect.measure import gpu_check
+
+        gpu_check("klaraptor search --measure (without it the search runs on emulated times alone)")
+    t0 = time.perf_counter()
+    joint = JointSpace(spec, D, profile)
     # The interpreter of the kernel's integer arithmetic overflows float32 casts on values the
     # kernel never uses (e.g. out-of-range lanes): not the user's concern.
     with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        path = search(spec, D, profile)
+        path = search(spec, D, profile, joint=joint)
+        pool = joint.ranking() if args.rank else list(path.emulated)
+    emulation_s = time.perf_counter() - t0
+    doc: dict[str, Any] = {**path_to_dict(path), "device": args.device}
+    doc["emulation_s"] = emulation_s
+    if args.rank:
+        doc["configurations_ranked"] = len(pool)
+    measured = None
+    if measure is not None:
+        from klaraptor.collect.measure import measure_configs
+        from klaraptor.core.types import Config
+
+        top = most_promising(pool, measure)
+        measured = measure_configs(
+            spec,
+            D,
+            [Config(c.variant, c.block) for c in top],
+            store=open_store(args),
+            progress=not args.json,
+        )
+        doc["measured"] = _measured_dict(measured, dict(pool))
     if args.json:
-        console.print_json(json.dumps({**path_to_dict(path), "device": args.device}))
-    else:
-        console.print(f"GPU emulated: recorded profile {args.device!r}", markup=False)
-        console.print(format_path(path), markup=False, highlight=False)
+        console.print_json(json.dumps(doc))
+        return 0
+    console.print(f"GPU emulated: recorded profile {args.device!r}", markup=False)
+    ranked = f"; {len(pool)} configurations of the joint space" if args.rank else ""
+    console.print(f"compilation and emulation: {emulation_s:.1f} s{ranked}", markup=False)
+    console.print(format_path(path), markup=False, highlight=False)
+    if measured is not None:
+        console.print(_measured_text(measured, dict(pool)), markup=False, highlight=False)
     return 0
+
+
+def _cfg_text(c: Any) -> str:
+    vals = ", ".join(f"{k}={v}" for k, v in c.params.items())
+    return f"{vals}, block {c.block}"
+
+
+def _measured_dict(m: Any, emulated: dict[Any, float]) -> dict[str, Any]:
+    from klaraptor.models.saake.search import SearchConfig
+
+    best = m.best
+    return {
+        "gpu": m.device,
+        "configs": [
+            {
+                "params": dict(t.config.params.items()),
+                "block": list(t.config.block),
+                "emulated_ms": emulated.get(SearchConfig(t.config.params, t.config.block)),
+                "measured_ms": t.ms,
+                "status": t.status,
+                "seconds": t.seconds,
+            }
+            for t in m.timed
+        ],
+        "best": None
+        if best is None
+        else {"params": dict(best.config.params.items()), "block": list(best.config.block)},
+        "best_ms": None if best is None else best.ms,
+        "measurement_s": m.measurement_s,
+        "wall_s": m.wall_s,
+        "measured_now": m.measured_now,
+        "reused": m.reused,
+    }
+
+
+def _measured_text(m: Any, emulated: dict[Any, float]) -> str:
+    from klaraptor.models.saake.search import SearchConfig
+
+    lines = ["", f"measured on {m.device} (CUDA events, median):"]
+    for t in m.timed:
+        emu = emulated.get(SearchConfig(t.config.params, t.config.block))
+        got = f"{t.ms:.4g} ms" if t.ms is not None else f"{t.status}: {t.reason}"
+        lines.append(f"  {_cfg_text(t.config)}: emulated {emu:.4g} ms, measured {got}")
+    lines.append(
+        f"measurement: {m.measurement_s:.2f} s of timing ({m.measured_now} timed now, "
+        f"{m.reused} found in the store), {m.wall_s:.1f} s wall with worker start"
+    )
+    best = m.best
+    lines.append(
+        f"chosen: {_cfg_text(best.config)} at {best.ms:.4g} ms: measured, the fastest of "
+        f"{len(m.timed)}"
+        if best is not None and best.ms is not None
+        else "chosen: none (no configuration could be timed)"
+    )
+    return "\n".join(lines)

@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -339,8 +339,10 @@ def collect(
     options: CollectOptions = CollectOptions(),  # noqa: B008 - frozen, never mutated
     progress: bool = True,
     executor: Executor | None = None,
+    only: Collection[Config] | None = None,
 ) -> CollectReport:
-    """Measure `spec` at every admissible, launchable block for each size in `sizes`.
+    """Measure `spec` at every admissible, launchable block for each size in `sizes` (`only`:
+    at those configurations alone, e.g. a search's most promising).
 
     Every result goes to `store` as soon as it is measured (kind 'time': the CUDA-event
     statistics; kind 'ncu': the raw counters), so an interrupted call resumes where it stopped:
@@ -364,6 +366,13 @@ def collect(
         t = time.perf_counter()
         done = store.measured_configs(spec.name, dev.key, TIME)
         plan = plan_points(spec, sizes_d, space, attrs, dev, done)
+        if only is not None:
+            keep = {Config(c.params, tuple(c.block)) for c in only}  # type: ignore[arg-type]
+            plan = Plan(
+                [p for p in plan.points if p.config in keep],
+                [r for r in plan.rejected if r[1] in keep],
+                [p for p in plan.todo if p.config in keep],
+            )
         if plan.rejected:
             store.put_measurements(
                 Measurement(

@@ -239,7 +239,9 @@ class ModelTags:
     - `ranks_without_measuring`: it orders candidates before any measurement (`Model.rank`), so
       it can be a build's prior;
     - `supports_params`: it models kernels with compile-time program parameters (a
-      configuration is then a compiled variant and a block).
+      configuration is then a compiled variant and a block);
+    - `ranks_params`: its `rank` also orders the configurations (compiled variant, block) of a
+      kernel with program parameters, so it can be the prior of such a kernel's build.
     """
 
     needs_counters: bool = False
@@ -248,6 +250,7 @@ class ModelTags:
     auto_rank: int | None = None
     ranks_without_measuring: bool = False
     supports_params: bool = False
+    ranks_params: bool = False
 
 
 class Model(ABC):

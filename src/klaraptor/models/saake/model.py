@@ -217,7 +217,8 @@ class SaakeModel(Model):
     """Registry name ``"saake"`` (see the module docstring)."""
 
     name = "saake"
-    tags = ModelTags(needs_counters=True)
+    # As a prior it ranks from the SASS alone (`rank`): its fitted model needs counters.
+    tags = ModelTags(needs_counters=True, ranks_without_measuring=True, ranks_params=True)
 
     def __init__(
         self, *, cache_term: bool = True, calibrate: bool = True, max_warps: int = MAX_WARPS
@@ -231,6 +232,30 @@ class SaakeModel(Model):
             f"SaakeModel(cache_term={self.cache_term}, calibrate={self.calibrate}, "
             f"max_warps={self.max_warps})"
         )
+
+    def rank(
+        self,
+        spec: Any,
+        D: Any,
+        candidates: Sequence[Any],
+        *,
+        device: Any,
+        store: Any,
+    ) -> list[Any]:
+        """The candidates (blocks, or `Config`s with program parameters) in order of raw
+        emulated time at D, least first, without measuring or counters: each compiled
+        variant's SASS emulated with trip counts derived from the kernel's parameters
+        (`search.prior_order`). Each variant's attributes are the store's (as collection
+        queried them on the GPU), else the compiler's."""
+        from klaraptor.models.saake.search import compiled_attributes, prior_order
+
+        facts = store.collect_facts(spec.name, device.key) if store is not None else None
+
+        def attrs(pv: Any) -> Any:
+            known = facts.attributes_of(pv) if facts is not None else None
+            return known if known is not None else compiled_attributes(spec, pv, device)
+
+        return prior_order(spec, D, candidates, device, attrs)
 
     def emulator(self, job: HelperJob) -> KernelEmulator:
         return KernelEmulator.from_job(job, cache_term=self.cache_term, max_warps=self.max_warps)

@@ -13,6 +13,14 @@ The walk moves to the first neighbour, in that order, whose emulated time is low
 where none is. `search` returns the path (`SearchPath`), each step with the reason it was taken.
 The compiled attributes of each variant (registers, static shared memory) are the compiler's
 (`compiled_attributes`: cuobjdump's resource usage of the variant's cubin), unless given.
+
+`JointSpace` emulates the joint space lazily: a variant's emulator (its trip counts, the costly
+part: seconds per variant) is built once, after which each block costs milliseconds. So ranking
+every configuration (`JointSpace.ranking`) costs about what the walk costs once the walk has
+visited most variants. `most_promising(emulated, k)`: the k configurations of least emulated
+time, what `klaraptor search --measure K` times on the GPU; `SearchPath.emulated` holds every
+configuration the walk emulated. A variant whose trip counts need the kernel's data (no
+counters here) cannot be emulated: it ranks last, with why (`JointSpace.failed`).
 """
 
 from __future__ import annotations
@@ -72,6 +80,8 @@ class SearchPath:
     steps: tuple[SearchStep, ...]
     attributes_source: str
     configurations_emulated: int
+    # every configuration the walk emulated, with its emulated ms (inf: cannot be emulated)
+    emulated: tuple[tuple[SearchConfig, float], ...] = ()
 
     @property
     def chosen(self) -> SearchStep:
@@ -142,6 +152,168 @@ def compiled_attributes(spec: Any, variant: ParamValues, profile: Any) -> Kernel
     return attributes_from(from_isa_features(isa.features, spec.name), profile)
 
 
+class JointSpace:
+    """The joint space of a kernel at one size D, emulated on demand (module docstring): each
+    variant's launchable blocks (constraints, then the device limits of that compiled variant)
+    and its emulator, each made once. `ms(config)` records what it emulated (`emulated`)."""
+
+    def __init__(
+        self,
+        spec: Any,
+        D: Any,
+        profile: Any,
+        attrs_of_variant: Callable[[ParamValues], KernelAttributes] | None = None,
+        *,
+        emulator_of: Callable[[ParamValues, Sequence[Block]], VariantEmulator] | None = None,
+        attributes_source: str | None = None,
+        blocks: Mapping[ParamValues, Sequence[Block]] | None = None,
+    ) -> None:
+        """`blocks`: each variant's blocks as the caller has them (a build's launchable
+        candidates); default: the space's, filtered here (`blocks_of`)."""
+        from klaraptor.space.configspace import ConfigSpace
+
+        self.spec = spec
+        self.size = spec.size(D)
+        self.d = tuple(int(v) for v in self.size.values())
+        self.profile = profile
+        self.clock_khz = float(profile.sm_clock_mhz) * 1e3
+        if attrs_of_variant is None:
+            attrs_of_variant = lambda pv: compiled_attributes(spec, pv, profile)  # noqa: E731
+            attributes_source = attributes_source or ATTRIBUTES_FROM_COMPILER
+        self.attrs_of_variant = attrs_of_variant
+        self.attributes_source = attributes_source or "compiled attributes: given by the caller"
+        if emulator_of is None:
+            size = self.size
+
+            def emulator_of(pv: ParamValues, blocks: Sequence[Block]) -> VariantEmulator:
+                from klaraptor.models.saake.emulator import KernelEmulator
+
+                return KernelEmulator.from_variant(
+                    spec, pv, profile, attrs_of_variant(pv), blocks, [size]
+                )
+
+        self.emulator_of = emulator_of
+        self.space = ConfigSpace.for_spec(spec)
+        self.default = SearchConfig(spec.default_variant, tuple(spec.default_block or (256, 1, 1)))
+        self._blocks: dict[ParamValues, list[Block]] = (
+            {pv: [tuple(int(v) for v in b) for b in bs] for pv, bs in blocks.items()}  # type: ignore[misc]
+            if blocks is not None
+            else {}
+        )
+        self._given = blocks is not None
+        self._ems: dict[ParamValues, VariantEmulator | None] = {}
+        self.failed: dict[ParamValues, str] = {}  # variants that cannot be emulated, and why
+        self.emulated: dict[SearchConfig, float] = {}
+
+    def variants(self) -> list[ParamValues]:
+        return list(self._blocks) if self._given else self.space.variants(self.spec)
+
+    def blocks_of(self, pv: ParamValues) -> list[Block]:
+        """The variant's blocks that the constraints admit and that it can launch at D."""
+        if pv not in self._blocks:
+            if self._given:
+                return []
+            space, spec, size = self.space, self.spec, self.size
+            cands = list(dict.fromkeys([*space.candidates, self.default.block]))
+            arg = pv if spec.params else None
+            ok, _ = space.admissible(size, cands, spec=spec, params=arg)
+            ok, _ = space.filter_launchable(
+                ok, size, self.attrs_of_variant(pv), self.profile, params=arg
+            )
+            self._blocks[pv] = ok
+        return self._blocks[pv]
+
+    def emulator(self, pv: ParamValues) -> VariantEmulator | None:
+        """The variant's emulator over its blocks; None (why in `failed`) when its trip counts
+        cannot be derived without the kernel's data."""
+        if pv not in self._ems:
+            try:
+                self._ems[pv] = self.emulator_of(pv, self.blocks_of(pv))
+            except KlaraptorError as exc:
+                self._ems[pv] = None
+                self.failed[pv] = str(exc)
+        return self._ems[pv]
+
+    def where(self, c: SearchConfig) -> tuple[VariantEmulator, int]:
+        em = self.emulator(c.variant)
+        if em is None:
+            raise SearchError(
+                f"kernel {self.spec.name!r}: {c.text()} cannot be emulated: "
+                f"{self.failed[c.variant]}"
+            )
+        return em, em.candidates.index(c.block)
+
+    def ms(self, c: SearchConfig) -> float:
+        """Emulated milliseconds of one configuration at D (inf: it cannot be emulated)."""
+        if c not in self.emulated:
+            em = self.emulator(c.variant)
+            if em is None or c.block not in em.candidates:
+                self.emulated[c] = math.inf
+            else:
+                j = em.candidates.index(c.block)
+                self.emulated[c] = em.cycles(self.d, j) / self.clock_khz
+        return self.emulated[c]
+
+    def configs(self) -> list[SearchConfig]:
+        """Every configuration of the joint space at D, in canonical order."""
+        return [SearchConfig(pv, b) for pv in self.variants() for b in self.blocks_of(pv)]
+
+    def ranking(self) -> list[tuple[SearchConfig, float]]:
+        """Every configuration with its emulated ms, least first (those that cannot be emulated
+        last, in canonical order)."""
+        timed = [(c, self.ms(c)) for c in self.configs()]
+        return sorted(timed, key=lambda cm: cm[1] if math.isfinite(cm[1]) else math.inf)
+
+
+def most_promising(
+    emulated: Mapping[SearchConfig, float] | Sequence[tuple[SearchConfig, float]], k: int
+) -> list[SearchConfig]:
+    """The `k` configurations of least emulated time (ties in the given order); those that
+    cannot be emulated are never among them."""
+    if k < 1:
+        raise SearchError(f"the number of configurations to measure must be at least 1, got {k}")
+    items = list(emulated.items()) if isinstance(emulated, Mapping) else list(emulated)
+    finite = [(c, ms) for c, ms in items if math.isfinite(ms)]
+    return [c for c, _ in sorted(finite, key=lambda cm: cm[1])[:k]]
+
+
+def prior_order(
+    spec: Any,
+    D: Any,
+    candidates: Sequence[Any],
+    profile: Any,
+    attrs_of_variant: Callable[[ParamValues], KernelAttributes] | None = None,
+    *,
+    emulator_of: Callable[[ParamValues, Sequence[Block]], VariantEmulator] | None = None,
+) -> list[Any]:
+    """The candidates (blocks, or `Config`s of a kernel with program parameters) in order of
+    emulated time at D, least first, without measuring: the `saake` prior of budgeted builds.
+    Each variant's emulator is built once over that variant's candidate blocks; candidates
+    that cannot be emulated follow, in their given order. SearchError when none can be.
+    `attrs_of_variant`, `emulator_of`: as `search`."""
+    from klaraptor.core.types import Config
+
+    def cfg(c: Any) -> SearchConfig:
+        if isinstance(c, Config):
+            return SearchConfig(c.params, tuple(int(v) for v in c.block))  # type: ignore[arg-type]
+        return SearchConfig(spec.default_variant, tuple(int(v) for v in c))  # type: ignore[arg-type]
+
+    configs = [cfg(c) for c in candidates]
+    blocks: dict[ParamValues, list[Block]] = {}
+    for c in configs:
+        blocks.setdefault(c.variant, []).append(c.block)
+    joint = JointSpace(spec, D, profile, attrs_of_variant, emulator_of=emulator_of, blocks=blocks)
+    ms = [joint.ms(c) for c in configs]
+    if configs and not any(math.isfinite(t) for t in ms):
+        why = "; ".join(sorted(set(joint.failed.values()))) or "no candidate can launch"
+        raise SearchError(
+            f"kernel {spec.name!r}: the saake prior cannot rank its candidates at "
+            f"{joint.size}: none can be emulated ({why})"
+        )
+    order = sorted(range(len(configs)), key=lambda i: ms[i] if math.isfinite(ms[i]) else math.inf)
+    return [candidates[i] for i in order]
+
+
 def search(
     spec: Any,
     D: Any,
@@ -151,77 +323,53 @@ def search(
     emulator_of: Callable[[ParamValues, Sequence[Block]], VariantEmulator] | None = None,
     analyse: Callable[[Any, Sequence[int], int], Any] | None = None,
     attributes_source: str | None = None,
+    joint: JointSpace | None = None,
 ) -> SearchPath:
     """Alg. 3 on emulated times (module docstring) from the author's configuration at D.
 
     `attrs_of_variant`: a variant's compiled attributes (default `compiled_attributes`);
     `emulator_of(variant, blocks)`: its emulator over those blocks (default
     `KernelEmulator.from_variant` at D); `analyse(em, d, j)`: its sensitivity (default
-    `sensitivity.analyse`)."""
-    from klaraptor.space.configspace import ConfigSpace
-
+    `sensitivity.analyse`); `joint`: the emulated space to walk (default: one made from the
+    arguments before; pass one to rank the rest of the space with the same emulators)."""
     if not spec.params:
         raise SearchError(
             f"kernel {spec.name!r} has no program parameters: `search` walks program parameters "
             "and block shape (for the block alone use `klaraptor explain`)"
         )
-    size = spec.size(D)
-    d = tuple(int(v) for v in size.values())
-    clock_khz = float(profile.sm_clock_mhz) * 1e3
-    if attrs_of_variant is None:
-        attrs_of_variant = lambda pv: compiled_attributes(spec, pv, profile)  # noqa: E731
-        attributes_source = attributes_source or ATTRIBUTES_FROM_COMPILER
-    if emulator_of is None:
-
-        def emulator_of(pv: ParamValues, blocks: Sequence[Block]) -> VariantEmulator:
-            from klaraptor.models.saake.emulator import KernelEmulator
-
-            return KernelEmulator.from_variant(
-                spec, pv, profile, attrs_of_variant(pv), blocks, [size]
-            )
-
+    if joint is None:
+        joint = JointSpace(
+            spec,
+            D,
+            profile,
+            attrs_of_variant,
+            emulator_of=emulator_of,
+            attributes_source=attributes_source,
+        )
     if analyse is None:
         from klaraptor.models.saake import sensitivity
 
         analyse = sensitivity.analyse  # type: ignore[assignment]  # takes a KernelEmulator
     analyse_at: Callable[[Any, Sequence[int], int], Any] = analyse
-
-    space = ConfigSpace.for_spec(spec)
-    default = SearchConfig(spec.default_variant, tuple(spec.default_block or (256, 1, 1)))
-    blocks: dict[ParamValues, list[Block]] = {}
-    ems: dict[ParamValues, VariantEmulator] = {}
-
-    def blocks_of(pv: ParamValues) -> list[Block]:
-        if pv not in blocks:
-            cands = list(dict.fromkeys([*space.candidates, default.block]))
-            ok, _ = space.admissible(size, cands, spec=spec, params=pv)
-            ok, _ = space.filter_launchable(ok, size, attrs_of_variant(pv), profile, params=pv)
-            blocks[pv] = ok
-        return blocks[pv]
-
-    def where(c: SearchConfig) -> tuple[VariantEmulator, int]:
-        if c.variant not in ems:
-            ems[c.variant] = emulator_of(c.variant, blocks_of(c.variant))
-        em = ems[c.variant]
-        return em, em.candidates.index(c.block)
-
-    emulated: set[SearchConfig] = set()
+    size, d, clock_khz, default = joint.size, joint.d, joint.clock_khz, joint.default
+    where = joint.where
+    walked: dict[SearchConfig, float] = {}  # what this walk emulated (the space may hold more)
 
     def ms(c: SearchConfig) -> float:
-        em, j = where(c)
-        emulated.add(c)
-        return em.cycles(d, j) / clock_khz
+        walked[c] = joint.ms(c)
+        return walked[c]
 
-    if default.block not in blocks_of(default.variant):
+    if default.block not in joint.blocks_of(default.variant):
         raise SearchError(
             f"kernel {spec.name!r}: the author's configuration ({default.text()}) cannot launch "
             f"at {size}"
         )
     current, current_ms = default, ms(default)
     if not math.isfinite(current_ms):
+        why = joint.failed.get(default.variant)
         raise SearchError(
             f"kernel {spec.name!r}: the author's configuration ({default.text()}) cannot be "
-            f"emulated at {size}"
+            f"emulated at {size}" + (f": {why}" if why else "")
         )
     steps: list[SearchStep] = []
     visited = {current}
@@ -230,7 +378,7 @@ def search(
         s = analyse_at(em, d, j)
         headline = s.headline()
         meaning = s.meaning(s.bottleneck)
-        cands = [(c, m) for c, m in neighbours(spec, current, blocks_of) if c not in visited]
+        cands = [(c, m) for c, m in neighbours(spec, current, joint.blocks_of) if c not in visited]
         timed = {c: ms(c) for c, _ in cands}
         cands = [(c, m) for c, m in cands if math.isfinite(timed[c])]
         relief = (
@@ -271,8 +419,9 @@ def search(
         spec.name,
         size,
         tuple(steps),
-        attributes_source or "compiled attributes: given by the caller",
-        len(emulated),
+        joint.attributes_source,
+        len(walked),
+        tuple(walked.items()),
     )
 
 
@@ -319,14 +468,17 @@ def path_to_dict(path: SearchPath) -> dict[str, Any]:
 
 __all__ = [
     "ATTRIBUTES_FROM_COMPILER",
+    "JointSpace",
     "SearchConfig",
     "SearchError",
     "SearchPath",
     "SearchStep",
     "compiled_attributes",
     "format_path",
+    "most_promising",
     "neighbours",
     "path_to_dict",
+    "prior_order",
     "relief_key",
     "search",
 ]

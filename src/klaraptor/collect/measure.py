@@ -1,0 +1,151 @@
+"""Time a few chosen configurations of a kernel at one size on this machine's GPU, through
+collection (`collect(..., only=...)`: the same worker, CUDA events and protocol as every other
+measurement, results kept in the store), and read them back with what they cost.
+
+What `klaraptor search KERNEL D=... --measure K` uses for its K most promising configurations,
+and what `benchmarks/bench_saake_search.py` uses for the search and for brute force alike (so
+the two are measured by one path). A point the store already holds is not timed again: it is
+reported as reused, with the seconds it cost when it was timed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from klaraptor.collect.collector import CollectOptions, CollectReport, collect
+from klaraptor.core.errors import CollectError
+from klaraptor.core.types import Config, DataSize
+from klaraptor.spec import KernelSpec
+from klaraptor.store import Store
+
+# The protocol of the exhaustive ground truth (klaraptor.bench.truth.TRUTH_OPTIONS): a point is
+# timed for at least 10 ms of kernel time, 3-30 samples, no output check, no counters.
+MEASURE_OPTIONS = CollectOptions(
+    counters=False,
+    check=False,
+    warmup=1,
+    min_time_ms=10.0,
+    min_repeats=3,
+    max_repeats=30,
+    timeout_s=120.0,
+)
+
+
+class NoGPUError(CollectError):
+    """Measuring was asked for where no CUDA GPU can be used."""
+
+
+@dataclass(frozen=True)
+class TimedConfig:
+    """One configuration as measured: its median ms (None when it failed or was refused), the
+    seconds its measurement cost (the point's wall time and its share of the size's setup),
+    and the status and reason the store holds."""
+
+    config: Config
+    ms: float | None
+    seconds: float
+    status: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """The configurations timed at D; `wall_s` the collection's wall time (worker start and
+    compilation included), `measured_now` / `reused` how many points this call timed / found
+    already timed in the store."""
+
+    kernel: str
+    D: DataSize
+    device: str
+    timed: tuple[TimedConfig, ...]
+    wall_s: float
+    measured_now: int
+    reused: int
+
+    @property
+    def best(self) -> TimedConfig | None:
+        ok = [t for t in self.timed if t.ms is not None]
+        return min(ok, key=lambda t: t.ms or 0.0) if ok else None
+
+    @property
+    def measurement_s(self) -> float:
+        """Seconds the timings cost (sum over the points): what brute force is compared on."""
+        return sum(t.seconds for t in self.timed)
+
+
+def gpu_check(what: str) -> None:
+    """NoGPUError naming `what` needs the GPU, when CuPy sees no CUDA device here."""
+    from klaraptor.backends.cupy_backend import gpu_problem
+
+    problem = gpu_problem()
+    if problem is not None:
+        raise NoGPUError(f"{what} needs a CUDA GPU, and there is none usable here ({problem})")
+
+
+def point_seconds(value: Mapping[str, Any]) -> float:
+    """What one stored timing cost: its wall time and the size's setup it paid, if any."""
+    return float(value.get("wall_s", 0.0)) + float(value.get("setup_s", 0.0))
+
+
+def measure_configs(
+    spec: KernelSpec,
+    D: Any,
+    configs: Collection[Config],
+    *,
+    store: Store,
+    options: CollectOptions = MEASURE_OPTIONS,
+    progress: bool = False,
+) -> Measured:
+    """Time `configs` of `spec` at D (module docstring). NoGPUError without a GPU."""
+    gpu_check(f"measuring configurations of {spec.name}")
+    size = spec.size(D)
+    wanted = [Config(c.params, tuple(int(v) for v in c.block)) for c in configs]  # type: ignore[arg-type]
+    t0 = time.perf_counter()
+    report: CollectReport = collect(
+        spec, [size], store=store, options=options, progress=progress, only=wanted
+    )
+    wall = time.perf_counter() - t0
+    found = {
+        Config(m.params, m.block): m
+        for m in store.measurements(spec.name, report.device, kind="time")
+        if m.D == size
+    }
+    timed = []
+    for c in wanted:
+        m = found.get(c)
+        if m is None:
+            timed.append(TimedConfig(c, None, 0.0, "missing", "not planned: it cannot launch"))
+            continue
+        ok = m.status == "ok" and "median_ms" in m.value
+        timed.append(
+            TimedConfig(
+                c,
+                float(m.value["median_ms"]) if ok else None,
+                point_seconds(m.value),
+                m.status,
+                m.reason,
+            )
+        )
+    return Measured(
+        spec.name,
+        size,
+        report.device,
+        tuple(timed),
+        wall,
+        report.count("time", "ok") + report.count("time", "failed"),
+        report.count("time", "skipped"),
+    )
+
+
+__all__ = [
+    "MEASURE_OPTIONS",
+    "Measured",
+    "NoGPUError",
+    "TimedConfig",
+    "gpu_check",
+    "measure_configs",
+    "point_seconds",
+]
