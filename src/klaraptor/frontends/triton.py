@@ -358,11 +358,8 @@ class TritonTuner:
         if not all(type(v) is int for v in values):
             values = self._size(values).values()
         named = self._named(args, kwargs)
-        cand: Sequence[int]
-        if self._prunes:
-            cand = self._candidates(named, kwargs)
-        else:
-            cand = range(len(self.configs))
+        every: Sequence[int] = range(len(self.configs))
+        cand = self._candidates(named, kwargs) if self._prunes else every
         pred = chooser.predict(values, self._programs_all(grid, named, cand))
         if self._prunes:  # configs left out by pruning are never chosen
             left_out = np.ones(len(self.configs), dtype=bool)
