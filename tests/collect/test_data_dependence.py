@@ -77,6 +77,8 @@ def test_bad_timings_and_arguments_are_clear_errors() -> None:
         check_data_dependence(spec, 131072, n_blocks=0)
     with pytest.raises(KlaraptorError):
         check_data_dependence(spec, -5)
+    with pytest.raises(KlaraptorError, match=r"a block is \(bx, by, bz\), got \(32, 1\)"):
+        check_data_dependence(spec, 131072, blocks=[(32, 1)])
     assert issubclass(DataDependenceWarning, KlaraptorWarning)
 
 

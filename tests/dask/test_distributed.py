@@ -14,6 +14,7 @@ import textwrap
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -185,6 +186,51 @@ def test_version_mismatch_no_gpu_and_failed_probes_are_refused_with_why() -> Non
 
 # ---------------------------------------------------------------------------------------------
 # On the worker, without a GPU
+
+
+def _host_items_args(D: Any, rng: np.random.Generator) -> tuple[Any, ...]:
+    n = D["n"]
+    return rng.random(n, dtype=np.float32), np.empty(n, np.float32), np.int32(n)
+
+
+def test_preflight_checks_each_variant_against_its_own_plan() -> None:
+    """A kernel with program parameters plans each block once per compiled variant (here the
+    grid depends on ITEMS): the worker compares every point with its own variant's plan, and
+    a refused point gets the worker's reason."""
+    from klaraptor.collect.collector import plan_points
+    from klaraptor.space.configspace import ConfigSpace
+
+    spec = KernelSpec(
+        name="test.items.preflight",
+        source='extern "C" __global__ void k(float* x, float* y, int n) {}',
+        kernel="k",
+        data=(DataParam("n", arg=2),),
+        dim=1,
+        grid=("ceil(n / (bx * ITEMS))", "1", "1"),
+        make_args=_host_items_args,
+        params={"ITEMS": (1, 8)},
+        constraints=("bx * ITEMS <= 4096",),
+    )
+    dev = recorded_profile("h200")
+    space = ConfigSpace.for_spec(spec)
+    D = spec.size(1 << 16)
+    plan = plan_points(spec, [D], space, None, dev)
+    assert {p.params["ITEMS"] for p in plan.points} == {1, 8}
+    refused_d, refused_cfg, refused_why = next(
+        r for r in plan.rejected if r[1].params["ITEMS"] == 8
+    )
+    assert refused_cfg.block[0] * 8 > 4096
+    # a client that planned the refused point anyway (another worker's view of the space)
+    stray = Point(
+        len(plan.points), refused_d, refused_cfg.block, (1, 1, 1), params=refused_cfg.params
+    )
+    out = tasks.preflight_chunk(spec, [*plan.points, stray], dev.to_dict(), space, 0)
+    by_id = {r.id: r for r in out["results"]}
+    assert all(by_id[p.id].status == "ok" for p in plan.points), [
+        r.reason for r in out["results"] if r.status != "ok"
+    ]
+    assert by_id[stray.id].status == "failed"
+    assert refused_why in by_id[stray.id].reason
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")

@@ -640,10 +640,11 @@ def known_plan_results(
     spec: KernelSpec,
     device_key: str,
     keys: Mapping[tuple[DataSize, Config, bool], Any],
-) -> dict[Any, tuple[float, float] | None]:
-    """The plan keys already measured in the store: (ms, spread), or None for a failed point.
-    `keys` maps (D, configuration, cold) to the plan's key of that point."""
-    out: dict[Any, tuple[float, float] | None] = {}
+) -> dict[Any, tuple[float, ...] | None]:
+    """The plan keys already measured in the store: (ms, spread[, wall seconds[, setup
+    seconds]]) as `plan_result` gives them, or None for a failed point. `keys` maps
+    (D, configuration, cold) to the plan's key of that point."""
+    out: dict[Any, tuple[float, ...] | None] = {}
     for kind, cold in ((TIME, False), (COLD, True)):
         for m in store.measurements(spec.name, device_key, kind=kind):
             key = keys.get((m.D, Config(m.params, m.block), cold))
@@ -728,13 +729,17 @@ def collect_plan(
                     report.failures.append(Failure(p.D, p.block, kind, r.reason, p.params))
                     bars.print(f"failed: D={p.D} {_variant(p)}block={p.block} ({kind}): {r.reason}")
 
+            def on_results(rs: list[ItemResult]) -> None:
+                for r in rs:
+                    on_result(r)
+
             t = time.perf_counter()
             exists = set(key_of.values())
             if todo and plan.next_points(known, exists):
                 stats = executor.plan_session(
                     Work(spec, todo, options, workdir / "plan"),
                     PlanRun(plan, {p.id: key_of[p.id] for p in todo}, dict(known)),
-                    on_results=lambda rs: [on_result(r) for r in rs],
+                    on_results=on_results,
                 )
                 report.worker.update(stats)
             report.wall_s["timing"] = time.perf_counter() - t

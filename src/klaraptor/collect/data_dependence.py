@@ -163,6 +163,13 @@ def judge(
     return DataDependence(kernel, D, seeds, tuple(verdicts), dependent)
 
 
+def _as_block(b: Sequence[int]) -> Block:
+    """A caller's block as three ints; KlaraptorError for any other shape."""
+    if len(b) != 3:
+        raise KlaraptorError(f"a block is (bx, by, bz), got {tuple(b)!r}")
+    return (int(b[0]), int(b[1]), int(b[2]))
+
+
 def check_data_dependence(
     spec: KernelSpec,
     D: Any,
@@ -190,7 +197,7 @@ def check_data_dependence(
         raise KlaraptorError(f"n_blocks must be at least 1, got {n_blocks}")
     size = spec.size(D)
     backend_name(spec, options)  # an unknown backend fails here
-    picked = None if blocks is None else [tuple(int(v) for v in b) for b in blocks]
+    picked = None if blocks is None else [_as_block(b) for b in blocks]
     seeds2 = (int(seeds[0]), int(seeds[1]))
     if in_process:
         job = Job(MODE, spec, [], options, time.time(), {})

@@ -60,7 +60,8 @@ def pickled_modules(body: bytes) -> set[str]:
 
     modules: set[str] = set()
     recent: list[Any] = []
-    memo: dict[int, Any] = {}
+    # keyed by the memo index the opcode carries (an int for every memo opcode)
+    memo: dict[object, Any] = {}
     for op, arg, _ in pickletools.genops(body):
         name = op.name
         if name in _STRING_OPS:

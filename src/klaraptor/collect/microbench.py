@@ -204,7 +204,7 @@ class _Bench:
         data = cp.empty(words, dtype=cp.uint32)
         slopes: dict[int, float] = {}
         medians: dict[int, list[float]] = {}
-        fits: dict[int, tuple[float, float]] = {}
+        fits: dict[int, dict[str, Any]] = {}
         for uncoal in (0, 1):
             self.flush_l2()
             self.out.fill(0)
@@ -230,7 +230,7 @@ class _Bench:
         del data
         self.be.free_memory()
         coal = slopes[0]
-        uncoal = slopes[1] / WORDS_PER_LINE  # per transaction: 32 lines per warp request
+        uncoal_per_tx = slopes[1] / WORDS_PER_LINE  # 32 lines per warp request
         prov = {
             "method": "k warps of one block each issue one load after a barrier; slope of "
             f"completion cycles (clock64) vs k, least squares, k = 1..{kmax}",
@@ -241,7 +241,7 @@ class _Bench:
             "coalesced_fit": fits[0],
             "uncoalesced_fit": {**fits[1], "per_transaction": "slope / 32"},
         }
-        return coal, uncoal, prov
+        return coal, uncoal_per_tx, prov
 
     # -- bandwidth, issue ---------------------------------------------------------------------
 
@@ -315,7 +315,7 @@ def departure_slope(ks: np.ndarray, cycles: np.ndarray) -> tuple[float, dict[str
     dof = max(len(k) - 2, 1)
     resid_var = float(res[0]) / dof if len(res) else 0.0
     stderr = float(np.sqrt(resid_var / np.sum((k - k.mean()) ** 2)))
-    fit = {
+    fit: dict[str, Any] = {
         "slope": round(float(slope), 3),
         "intercept": round(float(intercept), 1),
         "slope_stderr": round(stderr, 3),

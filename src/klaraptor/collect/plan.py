@@ -544,11 +544,11 @@ class MeasurementPlan:
             pts = [(tuple(D), best) for D in sizes]
             est = cost.ncu_s([(t_hot[best] * self.cold_ratio_bound, NCU_PASSES_BOUND)] * len(pts))
             if self.force_counters or fits(est):
-                got = measurer.counters(pts)
+                profiled = measurer.counters(pts)
                 res.counter_requests = pts
-                s = cost.ncu_s([(float(v["ms"]), float(v["passes"])) for v in got])
+                s = cost.ncu_s([(float(v["ms"]), float(v["passes"])) for v in profiled])
                 res.spent_s += s
-                res.counters = [{**v, "cost_s": s / max(len(got), 1)} for v in got]
+                res.counters = [{**v, "cost_s": s / max(len(profiled), 1)} for v in profiled]
             else:
                 res.notes.append(f"counters skipped: {est:.2f} s would exceed the budget")
         return res

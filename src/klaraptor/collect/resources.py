@@ -571,7 +571,7 @@ class ResourceMeasurement:
 
     estimates: dict[str, Estimate]
     provenance: dict[str, Any]
-    raw: list[dict[str, dict[str, Any]]] = field(default_factory=list)
+    raw: list[dict[str, Mapping[str, Any]]] = field(default_factory=list)
 
     @property
     def values(self) -> dict[str, float]:

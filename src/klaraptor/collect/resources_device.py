@@ -381,7 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("names", nargs="+")
     a = ap.parse_args(argv)
     cfg_dict = json.loads(a.config)
-    cfg = ResourceConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg_dict.items()})
+    # JSON gives lists where the fields are tuples; the values are otherwise as written
+    fields: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in cfg_dict.items()
+    }
+    cfg = ResourceConfig(**fields)
 
     def emit(event: dict[str, Any]) -> None:
         with a.out.open("a", encoding="utf-8") as fh:

@@ -468,7 +468,7 @@ def _time_one(
 def plan_result(value: Mapping[str, Any]) -> tuple[float, ...]:
     """A timed point as a plan sees it: (median ms, relative IQR[, measured wall seconds[, of
     which building a new size's arguments and reference outputs]])."""
-    out = (float(value["median_ms"]), float(value.get("spread", float("nan"))))
+    out: tuple[float, ...] = (float(value["median_ms"]), float(value.get("spread", float("nan"))))
     if "wall_s" not in value:
         return out
     out = (*out, float(value["wall_s"]))
@@ -630,7 +630,7 @@ def time_on_inputs(
     timer = be.timer(be.device_clock_mhz(k.device_id))
     timings = []
     for b in blocks:
-        p = Point(0, D, tuple(b), spec.grid_for(D, tuple(b)), spec.dynamic_smem_for(D, tuple(b)))
+        p = Point(0, D, b, spec.grid_for(D, b), spec.dynamic_smem_for(D, b))
         rounds: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
         for _ in range(INPUT_ROUNDS):
             for key, s in zip(("a", "b"), seeds):

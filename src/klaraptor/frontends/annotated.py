@@ -61,7 +61,7 @@ _PRAGMA_VALUE = re.compile(r"=\s*([^;]*?)\s*;?\s*(?://.*)?")
 _DEFINE = re.compile(r"^\s*#\s*define\s+.*$", re.M)
 _FUNC_HEAD = re.compile(r"(?:extern\s+\"C\"\s+)?(__global__|__device__)[^;{()]*?\b(\w+)\s*\(", re.S)
 
-_C_DTYPES = {
+_C_DTYPES: dict[str, type[np.generic]] = {
     "float": np.float32,
     "double": np.float64,
     "int": np.int32,
@@ -497,8 +497,8 @@ def _device_source(
     defines = defines or {}
     parts = [f"#define {name} {value}" for name, value in defines.items()]
     for m in _DEFINE.finditer(code):
-        name = re.match(r"\s*#\s*define\s+(\w+)", m.group(0))
-        if name is None or name.group(1) not in defines:
+        define = re.match(r"\s*#\s*define\s+(\w+)", m.group(0))
+        if define is None or define.group(1) not in defines:
             parts.append(text[m.start() : m.end()])
     for m in _FUNC_HEAD.finditer(code):
         name, qual = m.group(2), m.group(1)

@@ -81,8 +81,8 @@ def program_options_kwargs(options: Sequence[str]) -> dict[str, Any]:
     includes: list[str] = []
     for opt in options:
         if opt in _FLAG_OPTIONS:
-            key, value = _FLAG_OPTIONS[opt]
-            kw[key] = value
+            key, on = _FLAG_OPTIONS[opt]
+            kw[key] = on
         elif opt.startswith(("-D", "--define-macro=")):
             text = opt.removeprefix("--define-macro=").removeprefix("-D")
             name, eq, value = text.partition("=")

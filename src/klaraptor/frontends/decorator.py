@@ -163,13 +163,17 @@ def data_params(
         p = _one_param(str(name), rule, params, where)
         out.append(p)
         if isinstance(p.reader, CallRule):
-            fn = p.reader.fn
-            getters.append(lambda args, fn=fn: fn(*args))
+            getters.append(_spread_into(p.reader.fn))
         else:
             getters.append(p.getter())
     if len(getters) == 1:
         return tuple(out), getters[0]
     return tuple(out), lambda args: tuple([g(args) for g in getters])
+
+
+def _spread_into(fn: Callable[..., Any]) -> Callable[[Sequence[Any]], Any]:
+    """A getter that calls `fn` with the call's arguments spread out."""
+    return lambda args: fn(*args)
 
 
 def _param_index(name: str, params: Sequence[str] | None, what: str, where: str) -> int:

@@ -542,11 +542,16 @@ def _measurements(
         if any(not _same(r.params.get(k), v) for k, v in plan.fixed.items()):
             skipped += 1
             continue
-        raw_pv = {p: r.params.get(t) for p, t in plan.params.items()}
-        if any(not any(_same(v, x) for x in declared[p]) for p, v in raw_pv.items()):
+        # each parameter's declared value that the record's tunable equals, None for none
+        matched = {
+            p: next((x for x in declared[p] if _same(r.params.get(t), x)), None)
+            for p, t in plan.params.items()
+        }
+        chosen = {p: x for p, x in matched.items() if x is not None}
+        if len(chosen) != len(matched):
             skipped += 1  # a variant the spec does not declare
             continue
-        pv = spec.param_values({p: int(v) for p, v in raw_pv.items()})
+        pv = spec.param_values(chosen)
 
         def value_of(src: tuple[str, Any], what: str, r: Record = r) -> Any:
             kind, v = src
@@ -578,7 +583,8 @@ def _measurements(
                 "parameter of the spec",
             )
         seen[(D, block, pv)] = r.where
-        reason = r.extra.get("reason") if isinstance(r.extra.get("reason"), str) else ""
+        given = r.extra.get("reason")
+        reason = given if isinstance(given, str) else ""
         if r.error is None:
             status, value = "ok", _time_value(f, r)
             if r.extra.get("num_regs") is not None:
@@ -648,8 +654,9 @@ def _time_value_raw(f: KTFile, r: Record) -> dict[str, Any]:
             v["kt_time_ms"] = float(r.time_ms)
         return {**v, "source": "kernel_tuner"}
     q = [r.extra.get(k) for k in ("time_median", "time_q1", "time_q3")]
-    if all(is_num(x) and math.isfinite(x) for x in q):
-        med, q1, q3 = (float(x) for x in q)
+    finite = [float(x) for x in q if is_num(x) and math.isfinite(x)]
+    if len(finite) == len(q):
+        med, q1, q3 = finite
         spread = (q3 - q1) / med if med > 0 else math.nan
         return {
             "median_ms": med,

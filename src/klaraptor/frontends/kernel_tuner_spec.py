@@ -39,6 +39,7 @@ from klaraptor.frontends.kernel_tuner import KT_DEFAULT_BLOCK
 from klaraptor.frontends.kernel_tuner_files import BLOCK_NAMES
 from klaraptor.spec import DataParam, KernelSpec
 from klaraptor.spec.expressions import is_int
+from klaraptor.spec.params import ProgramParam
 
 # Defines Kernel Tuner adds per configuration that depend on the launch, not on a tunable.
 _GRID_DEFINES = ("grid_size_x", "grid_size_y", "grid_size_z")
@@ -166,6 +167,7 @@ def spec_from_tune_params(
         parts = [_translate(d, to_block, f"{where}: grid_div_{axis}") for d in divs]
         grid.append(f"ceil(({num}) / ({' * '.join(f'({p})' for p in parts)}))" if parts else num)
     grid += ["1"] * (3 - len(grid))
+    grid_x, grid_y, grid_z = grid  # at most one per problem_size axis, padded to three
 
     if 'extern "C"' not in source and not re.search(r"\btemplate\s*<", source):
         source = 'extern "C" {\n' + source + "\n}\n"
@@ -177,11 +179,11 @@ def spec_from_tune_params(
         kernel=kernel,
         data=tuple(data),
         dim=dim,
-        grid=tuple(grid),
+        grid=(grid_x, grid_y, grid_z),
         make_args=make_args,
         constraints=tuple(constraints),
         options=tuple(options),
-        params=params,
+        params=tuple(ProgramParam(n, values) for n, values in params.items()),
         meta=meta,
         **fields,
     )

@@ -188,7 +188,6 @@ class NumbaAdapter:
         self.factory = factory
         module = (factory.__module__ or "main").replace("__main__", "main")
         self.base_name = f"numba.{module}.{fname}".replace("<locals>.", "")
-        self._source_of = factory
         return self
 
     def variant(self, params: Any) -> Any:
@@ -259,7 +258,8 @@ class NumbaAdapter:
 
     def source_text(self) -> str:
         try:
-            return inspect.getsource(getattr(self, "_source_of", self.py_func))
+            # a factory's source holds its kernel's
+            return inspect.getsource(self.factory if self.factory is not None else self.py_func)
         except (OSError, TypeError):  # defined where no source file exists (a REPL)
             code = self.py_func.__code__
             blob = repr((code.co_code, code.co_consts, code.co_names)).encode()

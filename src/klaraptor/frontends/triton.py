@@ -275,12 +275,13 @@ class TritonTuner:
         if not callable(grid):
             return self._programs(grid, named, cand[0])
         code = getattr(grid, "__code__", None)
-        ok = None if self._meta_vec is not None and code is not None else False
+        meta = self._meta_vec
+        ok = None if meta is not None and code is not None else False
         if ok is None:
             ok = self._grid_vectorises.get(code)
-        if ok is not False:
+        if ok is not False and meta is not None:  # `ok` is False whenever `meta` is None
             try:
-                vec = programs_vector(grid, named, self._meta_vec, len(self.configs))
+                vec = programs_vector(grid, named, meta, len(self.configs))
             except Exception:  # the grid needs scalars: one call per config from now on
                 vec = None
             if ok is None:  # first sight of this grid code: check it against per-config calls
@@ -357,10 +358,8 @@ class TritonTuner:
         if not all(type(v) is int for v in values):
             values = self._size(values).values()
         named = self._named(args, kwargs)
-        if self._prunes:
-            cand = self._candidates(named, kwargs)
-        else:
-            cand = range(len(self.configs))
+        every: Sequence[int] = range(len(self.configs))
+        cand = self._candidates(named, kwargs) if self._prunes else every
         pred = chooser.predict(values, self._programs_all(grid, named, cand))
         if self._prunes:  # configs left out by pruning are never chosen
             left_out = np.ones(len(self.configs), dtype=bool)

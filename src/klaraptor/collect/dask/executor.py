@@ -195,10 +195,10 @@ class DaskExecutor:
             except Exception as exc:  # noqa: BLE001 - the worker left while answering
                 return WorkerProbe.failed(address, f"its probe was lost ({exc})")
         if fut.status == "error":
-            exc = fut.exception()
+            err = fut.exception()
             return WorkerProbe.failed(
                 address,
-                f"cannot run klaraptor's probe ({type(exc).__name__}: {exc}); is the same "
+                f"cannot run klaraptor's probe ({type(err).__name__}: {err}); is the same "
                 "klaraptor installed on the worker?",
             )
         fut.cancel()

@@ -320,8 +320,10 @@ def preflight_chunk(
         for D, pts in by_d.items():
             try:
                 plan = plan_points(spec, [D], space, None, dev)
-                planned = {q.block: q for q in plan.points}
-                refused = {b: why for _, b, why in plan.rejected}
+                # keyed by configuration: a kernel with program parameters plans each block
+                # once per compiled variant
+                planned = {q.config: q for q in plan.points}
+                refused = {c: why for _, c, why in plan.rejected}
                 plan_error = ""
             except KlaraptorError as exc:
                 planned, refused, plan_error = {}, {}, f"the worker cannot plan D={D}: {exc}"
@@ -332,11 +334,11 @@ def preflight_chunk(
                 sha, nbytes = "", 0
                 args_error = f"make_args failed for D={D}: {type(exc).__name__}: {exc}"
             for p in pts:
-                q = planned.get(p.block)
+                q = planned.get(p.config)
                 why = plan_error or args_error
                 if not why and q is None:
                     why = f"the worker's plan refuses block {p.block} at D={D}: " + refused.get(
-                        p.block, "not a candidate"
+                        p.config, "not a candidate"
                     )
                 elif not why and q is not None and (tuple(q.grid), q.smem) != (p.grid, p.smem):
                     why = (

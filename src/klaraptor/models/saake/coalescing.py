@@ -142,8 +142,8 @@ class _Interp:
             return neg(v) if m.group(1) else v
         m = _IMM.match(s)
         if m:
-            v = int(m.group(2), 0)
-            return _const(-v if m.group(1) else v)
+            imm = int(m.group(2), 0)
+            return _const(-imm if m.group(1) else imm)
         m = _CONST.match(s)
         if m:
             off = int(m.group(1), 16)

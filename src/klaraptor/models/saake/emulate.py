@@ -249,12 +249,12 @@ def emulate_sm(
             alive -= 1
             ready[w] = _INF
         else:
-            r = t + lat_issue
+            at = t + lat_issue  # when warp w can issue next: after its operands are ready
             for d in deps[p]:
                 fd = fw[d]
-                if fd > r:
-                    r = fd
-            ready[w] = r
+                if fd > at:
+                    at = fd
+            ready[w] = at
         cur = w
     busy = (amounts.sum(axis=0) * S).tolist()
     busy[issue_r] = sum(issue_cost) * S

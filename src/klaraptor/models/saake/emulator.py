@@ -399,7 +399,7 @@ class KernelEmulator:
         tc = tripcounts.TripCounts(classes, tripcounts.static_matrix(isa, classes))
         sizes = sorted({tuple(int(v) for v in d) for d in train.D})[-PARAMETER_SIZES:]
         wanted = range(len(self.candidates)) if only is None else only
-        rows = []
+        rows: list[tuple[tuple[int, ...], tuple[int, int, int], dict[str, float]]] = []
         for d in sizes:
             D = self.spec.size(dict(zip(self.spec.data_names, d)))
             for j in wanted:

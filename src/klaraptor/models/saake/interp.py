@@ -195,7 +195,8 @@ class WarpInterpreter(OpcodeSemantics):
             if b in self.headers and self.fast_forward:
                 self._maybe_fast_forward(e, len(stack), history, path, out)
                 path[(len(stack), b)] = []
-            ran = e.mask.reshape(-1, LANES).any(axis=1).astype(np.float64)
+            # asarray: numpy's stubs type any(axis=1) as possibly a scalar; here it is an array
+            ran = np.asarray(e.mask.reshape(-1, LANES).any(axis=1).astype(np.float64))
             for pth in path.values():
                 pth.append((b, ran))
             out.counts[b] += float(self.wweight @ ran)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -111,6 +112,26 @@ class OpcodeSemantics:
     # While the interpreter probes a loop: every integer comparison's operands, in order.
     _isetp_log: list[tuple[np.ndarray, np.ndarray, str, np.ndarray]] | None = None
 
+    # What `WarpInterpreter` provides: the lanes' thread and block indices, the lane count, and
+    # its register file (declared here for the type checker only).
+    tid: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ctaid: tuple[np.ndarray, ...]
+    n: int
+
+    if TYPE_CHECKING:
+
+        def _pred(self, name: str) -> tuple[np.ndarray, np.ndarray]: ...
+
+        def _set(
+            self, name: str, val: Val | None, lanes: np.ndarray, wide: bool = False
+        ) -> None: ...
+
+        def _setp(self, name: str, v: np.ndarray, ok: np.ndarray, lanes: np.ndarray) -> None: ...
+
+        def _operand(self, text: str) -> Val: ...
+
+        def _pair(self, text: str) -> tuple[Val, Val]: ...
+
     def _exec(self, ins: Instruction, lanes: np.ndarray) -> None:  # noqa: C901 - a dispatch
         op, mods = ins.opcode, set(ins.mods)
         ops = [o.strip() for o in ins.operands]
@@ -199,8 +220,8 @@ class OpcodeSemantics:
                     prod = a.v.astype(np.uint64) * b.v.astype(np.uint64)
                 else:
                     prod = (a.signed() * b.signed()).astype(np.uint64)
-                c = (c_hi.v.astype(np.uint64) << np.uint64(32)) | c_lo.v.astype(np.uint64)
-                tot = prod + c
+                c_wide = (c_hi.v.astype(np.uint64) << np.uint64(32)) | c_lo.v.astype(np.uint64)
+                tot = prod + c_wide
                 ok = known(a, b, c_lo, c_hi)
                 lo_w = (tot & np.uint64(M32)).astype(np.int64)
                 hi_w = (tot >> np.uint64(32)).astype(np.int64)
@@ -224,7 +245,7 @@ class OpcodeSemantics:
             return Val((res_u & np.uint64(M32)).astype(np.int64), ok), None, (carry, ok)
         if op in ("IADD3", "IADD"):
             vals = [V(x) for x in src[:3] if not _PRED.match(x)]
-            res = sum(v.v for v in vals)
+            res = np.asarray(sum(v.v for v in vals))
             ok = known(*vals)
             if "X" in mods:
                 for p in [x for x in src[3:] if _PRED.match(x)]:
@@ -241,24 +262,24 @@ class OpcodeSemantics:
                 # LEA.HI d, a, b, c_hi, s: (((c:a) << s) >> 32) + b (SX32: a sign-extended).
                 a, b = V(src[0]), V(src[1])
                 if "SX32" in mods:
-                    s = int(src[2], 0)
-                    wide = a.signed().astype(np.uint64) << np.uint64(s)
+                    amount = int(src[2], 0)
+                    wide = a.signed().astype(np.uint64) << np.uint64(amount)
                     ok = known(a, b)
                 else:
-                    c, s = V(src[2]), int(src[3], 0)
+                    c, amount = V(src[2]), int(src[3], 0)
                     cat = (c.v.astype(np.uint64) << np.uint64(32)) | a.v.astype(np.uint64)
-                    wide = cat << np.uint64(s)
+                    wide = cat << np.uint64(amount)
                     ok = known(a, b, c)
                 res = ((wide >> np.uint64(32)) & np.uint64(M32)).astype(np.int64) + b.v
                 if "X" in mods:
-                    p = [x for x in src if _PRED.match(x)]
-                    if p:
-                        pv, pok = self._pred(p[-1])
+                    preds = [x for x in src if _PRED.match(x)]
+                    if preds:
+                        pv, pok = self._pred(preds[-1])
                         res = res + pv.astype(np.int64)
                         ok = ok & pok
                 return Val(res & M32, ok), None, None
-            a, b, s = V(src[0]), V(src[1]), int(src[2], 0)
-            res = ((a.v << s) & M32) + b.v
+            a, b, amount = V(src[0]), V(src[1]), int(src[2], 0)
+            res = ((a.v << amount) & M32) + b.v
             ok = known(a, b)
             return Val(res & M32, ok), None, ((res >> 32) > 0, ok)
         if op == "SHF":
@@ -354,18 +375,18 @@ class OpcodeSemantics:
             x = a.f32().astype(np.float64)
             with np.errstate(all="ignore"):
                 if "RCP" in mods:
-                    r = 1.0 / x
+                    fr = 1.0 / x
                 elif "RSQ" in mods:
-                    r = 1.0 / np.sqrt(x)
+                    fr = 1.0 / np.sqrt(x)
                 elif "SQRT" in mods:
-                    r = np.sqrt(x)
+                    fr = np.sqrt(x)
                 elif "EX2" in mods:
-                    r = np.exp2(x)
+                    fr = np.exp2(x)
                 elif "LG2" in mods:
-                    r = np.log2(x)
+                    fr = np.log2(x)
                 else:
                     return None, None, None
-            return _from_f32(r.astype(np.float32), a.ok), None, None
+            return _from_f32(fr.astype(np.float32), a.ok), None, None
         if op in ("FADD", "FMUL", "FFMA", "FMNMX", "HFMA2", "FRND"):
             return self._float(op, mods, src)
         return None, None, None

@@ -179,9 +179,9 @@ def calibrated_emulator(
     col = {b: j for j, b in enumerate(em.candidates)}
     points, t = [], []
     for i, d in enumerate(job.train.derived):
-        b = tuple(int(v) for v in job.train.blocks[i])
-        if b in col and "time_ms" in d:
-            points.append((tuple(int(v) for v in job.train.D[i]), col[b]))
+        block = tuple(int(v) for v in job.train.blocks[i])
+        if block in col and "time_ms" in d:
+            points.append((tuple(int(v) for v in job.train.D[i]), col[block]))
             t.append(float(d["time_ms"]))
     clock = float(em.profile.sm_clock_mhz) * 1e3
     times = np.array(t)
@@ -190,10 +190,17 @@ def calibrated_emulator(
         return _calibrate([e.wave_parts(D, j) for D, j in points], times, clock)
 
     a, b, loss, n = fit(em)
-    best, scale = em, {}
+    best = em
+    scale: dict[str, float] = {}
     resources = gap_resources(em, [D for D, _ in points])
     if correct_gaps and len({j for _, j in points}) >= len(resources) + 3:
-        found = (loss, em, a, b, scale)
+        found: tuple[float, KernelEmulator, float, float, dict[str, float]] = (
+            loss,
+            em,
+            a,
+            b,
+            scale,
+        )
         for factors in itertools.product(GAP_FACTORS, repeat=len(resources)):
             if all(f == 1.0 for f in factors):
                 continue

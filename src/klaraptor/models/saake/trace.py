@@ -72,7 +72,7 @@ class Trace:
 def build_trace(
     isa: KernelISA,
     classes: Sequence[CountClass],
-    counts: Sequence[float],
+    counts: Sequence[float] | np.ndarray,
     *,
     unroll_inner: int = UNROLL_INNER,
     unroll_outer: int = UNROLL_OUTER,
@@ -88,9 +88,9 @@ def build_trace(
             class_of[b] = j
     loop_class = {}
     for li, lp in enumerate(cfg.loops):
-        j = class_of.get(lp.header)
-        if j is not None and classes[j].kind == "loop":
-            loop_class[li] = j
+        header_class = class_of.get(lp.header)
+        if header_class is not None and classes[header_class].kind == "loop":
+            loop_class[li] = header_class
     children: dict[int | None, list[int]] = {}
     for li, lp in enumerate(cfg.loops):
         children.setdefault(lp.parent, []).append(li)
