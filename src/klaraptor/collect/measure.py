@@ -21,8 +21,9 @@ from klaraptor.core.types import Config, DataSize
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store
 
-# The protocol of the exhaustive ground truth (klaraptor.bench.truth.TRUTH_OPTIONS): a point is
-# timed for at least 10 ms of kernel time, 3-30 samples, no output check, no counters.
+# How a chosen configuration is timed, and the exhaustive ground truth with it (the evaluation
+# plug-in's TRUTH_OPTIONS is this): at least 10 ms of kernel time, 3-30 samples, no output
+# check, no counters.
 MEASURE_OPTIONS = CollectOptions(
     counters=False,
     check=False,

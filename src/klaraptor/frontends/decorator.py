@@ -433,18 +433,10 @@ class Tuned(Launcher):
                 stacklevel=5,
             )
             return None
-        # Start the measuring worker now, so its start-up (Python, CuPy) overlaps the build's
-        # own preparation (issue 33); discarded if no job reaches it (no GPU after all).
-        from klaraptor.backends.cupy_backend import gpu_available
-        from klaraptor.collect import warm
-
-        early = warm.prestart() if gpu_available() else None
+        # The measuring worker is prestarted by build() itself; what the first launch needs
+        # (Numba's JIT compile) starts now, to overlap the build's measuring.
         self._adapter.prepare_launch()
-        try:
-            return self._build(self._options.sizes, D)
-        finally:
-            if early is not None:
-                warm.POOL.discard(early)
+        return self._build(self._options.sizes, D)
 
     def _build(self, sizes: Sequence[Any] | None, D: DataSize | None) -> Any:
         from rich.console import Console

@@ -23,19 +23,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from klaraptor.collect.collector import CollectOptions, CollectReport, collect
+from klaraptor.collect.measure import MEASURE_OPTIONS
 from klaraptor.spec import KernelSpec
 from klaraptor.store import Store, TruthDecision
 
 PER_POINT_S = 0.05  # measured host overhead of one timed point (worker, events, bookkeeping)
-TRUTH_OPTIONS = CollectOptions(
-    counters=False,
-    check=False,
-    warmup=1,
-    min_time_ms=10.0,
-    min_repeats=3,
-    max_repeats=30,
-    timeout_s=120.0,
-)
+# The ground truth's protocol is the product's measuring protocol for chosen configurations
+# (`klaraptor search --measure` times by it too, so the two compare like for like).
+TRUTH_OPTIONS = MEASURE_OPTIONS
 
 
 def complexity_power(spec: KernelSpec) -> float:
