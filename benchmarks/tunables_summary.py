@@ -65,9 +65,9 @@ def suite_block(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def merged_runs(paths: list[Path]) -> dict[str, Any]:
-    """One run of every kernel scored in `paths` (histogram and n-body finished only in a later
-    device call than the other eight); each kernel keeps the run it came from, and every run's
-    provenance is kept."""
+    """One run of every kernel scored in `paths` (the suite split over the GPUs of one machine,
+    one bench process per GPU, or a kernel finished in a later device call); each kernel keeps
+    the run it came from, and every run's provenance is kept."""
     kernels: dict[str, dict[str, Any]] = {}
     provenance = []
     for path in paths:
@@ -107,20 +107,21 @@ def main(argv: list[str] | None = None) -> int:
         "--quality",
         type=Path,
         nargs="+",
-        default=[
-            RESULTS / "bench_tunables_1954ee6.json",
-            RESULTS / "bench_tunables_13ffd70_histogram_nbody.json",
-        ],
+        default=[RESULTS / f"bench_tunables_a02ca89_gpu{i}.json" for i in range(3)],
         help="runs whose choices are scored; a kernel scored in a later run replaces an earlier",
     )
-    ap.add_argument("--cost", type=Path, default=RESULTS / "bench_tunables_ab94cd9.json")
+    ap.add_argument(
+        "--cost",
+        type=Path,
+        nargs="+",
+        default=[RESULTS / f"bench_tunables_a02ca89_gpu{i}.json" for i in range(3)],
+        help="runs whose build and Kernel Tuner walls are compared (each kernel within one run)",
+    )
     ap.add_argument("--summary", type=Path, default=RESULTS / "summary.json")
     a = ap.parse_args(argv)
     summary = json.loads(a.summary.read_text())
     summary["suites"]["tunables"] = suite_block(merged_runs(a.quality))
-    summary.setdefault("cost", {})["build_over_kernel_tuner"] = cost_block(
-        json.loads(a.cost.read_text())
-    )
+    summary.setdefault("cost", {})["build_over_kernel_tuner"] = cost_block(merged_runs(a.cost))
     a.summary.write_text(json.dumps(summary, indent=1) + "\n")
     t = summary["suites"]["tunables"]["methods"]
     print(
