@@ -222,26 +222,18 @@ def calibrate(client: Any, spec: Any, device: Any, order: list[str], tmp: Path) 
         collect_on(
             client, spec, device, [256], tmp / f"warm{i}.sqlite", space=space, workers=[addr]
         )
-    # Two collections on the first worker, 9 and 27 points: the slope is a point's cost, the
-    # rest the collection's fixed cost (a single 18-point calibration priced a point at 45 ms
-    # where the run then spent 7 ms, H200 x4, 93da4fc).
-    timed = []
-    for sizes in ([256], [256, 1024, 2048]):
-        report, ex, store, wall = collect_on(
-            client,
-            spec,
-            device,
-            sizes,
-            tmp / f"calib{len(sizes)}.sqlite",
-            space=space,
-            workers=[order[0]],
-        )
-        n = report.count("time", "ok") + report.count("time", "failed")
-        timed.append((n, report.wall_s.get("timing", wall), wall))
-        store.close()
-    (n1, t1, w1), (n, timing, wall) = timed
-    per_point = max(0.0, (timing - t1) / max(1, n - n1))
+    # Every block at three sizes spread over the range, on the first worker: a point's cost in
+    # bulk includes its share of the per-size work (arguments, the host reference), which a
+    # calibration of 9 blocks a size priced at 45-54 ms a point where the runs then spent
+    # 7-8.5 ms (H200 x4, 93da4fc and 5f2989f).
+    report, ex, store, wall = collect_on(
+        client, spec, device, [256, 1152, 2048], tmp / "calib.sqlite", workers=[order[0]]
+    )
+    n = report.count("time", "ok") + report.count("time", "failed")
+    timing = report.wall_s.get("timing", wall)
+    per_point = timing / max(1, n)  # an upper bound: the timing pass's fixed cost included
     startup = 0.0
+    store.close()
     return {
         "points": n,
         "wall_s": round(wall, 2),
@@ -249,18 +241,16 @@ def calibrate(client: Any, spec: Any, device: Any, order: list[str], tmp: Path) 
         "worker_startup_s": round(startup, 2),
         "per_point_s": per_point,
         "blocks": len(full.candidates),
-        "fixed_s": round(wall - n * per_point, 3),
+        "fixed_s": round(wall - timing, 3),
     }
 
 
 def choose_sizes(cal: dict[str, Any]) -> list[int]:
-    """k sizes, multiples of 16 from 256 on, evenly spread over 256..max(2048, 256 + 16 (k - 1)),
-    one GPU taking ~TARGET_1GPU_S (4 to 400 sizes)."""
-    # Never trust a calibration below 3 ms a point (racing on a warm worker, H200).
-    per_size = cal["blocks"] * max(cal["per_point_s"], 0.003) + 0.02  # + arguments, reference
-    k = int(np.clip(round((TARGET_1GPU_S - cal.get("fixed_s", 1.0)) / per_size), 4, 400))
-    top = max(2048, 256 + 16 * (k - 1))
-    return sorted({int(round(x / 16) * 16) for x in np.linspace(256, top, k)})
+    """k sizes, multiples of 8 evenly spread over 256..2048, one GPU taking ~TARGET_1GPU_S
+    (4 to 225 sizes: every multiple of 8 there)."""
+    per_size = cal["blocks"] * max(cal["per_point_s"], 0.003)
+    k = int(np.clip(round((TARGET_1GPU_S - cal.get("fixed_s", 1.0)) / per_size), 4, 225))
+    return sorted({int(round(x / 8) * 8) for x in np.linspace(256, 2048, k)})
 
 
 def run_summary(report: Any, ex: Any, wall: float) -> dict[str, Any]:
