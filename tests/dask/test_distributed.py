@@ -100,6 +100,21 @@ def test_a_size_stays_whole_when_it_fits_and_is_cut_evenly_when_not() -> None:
     assert any(len({p.D for p in c}) == 3 for c in small)
 
 
+def test_the_last_chunks_are_cut_so_the_gpus_finish_together() -> None:
+    # 43 sizes of 51 points on 4 GPUs: 102-point chunks (two sizes) to the end would leave the
+    # GPUs up to a chunk apart; the last chunk per GPU is cut in four, handed out last.
+    pts = points({256 + 16 * i: 51 for i in range(43)})
+    chunks = partition(pts, 4)
+    assert sorted(p.id for c in chunks for p in c) == [p.id for p in pts]
+    sizes = [len(c) for c in chunks]
+    assert sizes == sorted(sizes, reverse=True) and sizes[0] == 102
+    assert max(sizes[-4:]) <= 26  # pieces of a quarter of a chunk come last
+    load = greedy(chunks, 4)
+    assert max(load) - min(load) <= 26
+    # One GPU: nothing to balance, no chunk is cut.
+    assert min(len(c) for c in partition(pts, 1)) >= 51
+
+
 def test_chunk_target() -> None:
     assert chunk_target(816, 1) == 204 and chunk_target(816, 2) == 102
     assert chunk_target(10_000, 1) == 256  # capped: one lost worker costs at most a chunk

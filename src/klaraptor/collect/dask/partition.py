@@ -10,7 +10,11 @@ The rule:
 - chunks are handed out largest first (by points, then by data size: a bigger D costs at
   least as much per point, with longer kernels, arguments and reference outputs), one at a time
   to whichever GPU is idle (dynamic list scheduling, LPT order), which keeps every GPU busy and
-  the work per GPU within one chunk of the others.
+  the work per GPU within one chunk of the others;
+- the last chunks handed out are cut smaller (the last one per GPU, when it holds at least
+  `TAIL_MIN` points, into `TAIL_SPLIT` pieces), so that the GPUs finish together: with whole
+  chunks to the end, 4 GPUs ended 510 points (2 chunks) apart and the timing pass took 13 % more
+  than a quarter of one GPU's (2DCONV, 8,364 points, H200 x4, 641866e).
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from klaraptor.collect.worker import Point
 
 PER_WORKER = 4
 MAX_POINTS = 256
+TAIL_SPLIT = 4
+TAIL_MIN = 32
 
 
 def chunk_target(
@@ -73,6 +79,15 @@ def partition(
     for b in bins:
         b.sort(key=lambda p: (p.D.values(), p.id))
     bins.sort(key=lambda b: (-len(b), _larger_first(b), b[0].id))
+    if n_workers > 1 and len(bins) > n_workers:
+        tail = [b for b in bins[-n_workers:] if len(b) >= TAIL_MIN]
+        kept = [b for b in bins if not any(b is t for t in tail)]
+        cut = [
+            [b[i] for i in idx]
+            for b in tail
+            for idx in np.array_split(np.arange(len(b)), TAIL_SPLIT)
+        ]
+        bins = sorted(kept + cut, key=lambda b: (-len(b), _larger_first(b), b[0].id))
     return bins
 
 
