@@ -134,3 +134,46 @@ def test_a_noise_level_fold_difference_does_not_drop_the_size_term() -> None:
     )
     pred = fit.predict([big], waves, np.zeros(12))
     assert obj["configs"][int(np.argmin(pred))].split(",")[0] != "BLOCK_SIZE=512"
+
+
+def test_a_grid_dimension_that_also_sets_a_programs_work_enters_it_when_waves_show_it() -> None:
+    """Attention-like: N_CTX sets the program count (Z*H*ceil(N/BLOCK_M)) and each program's
+    loop over the N keys. Trained at several multi-wave counts, the fold offers N as a term of a
+    wave's time (not only the fill) and the model sees the crossover past the training sizes:
+    config 0 wins to N ~ 1365, config 1 after (the tutorial kernel on the H200 at 661e2d2 chose
+    BLOCK_M 128 where 64 won, r up to 1.20, with no such term)."""
+    sms, zh = 132, 128
+    block_m = np.array([128.0, 64.0])
+    active = np.array([1.0, 2.0])
+    base = np.array([0.010, 0.014])  # ms of one wave at N -> 0
+    per_n = np.array([0.020, 0.017])  # ms more per wave at N = 1024
+
+    def truth(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        programs = zh * np.ceil(n / block_m)
+        w = full_waves(programs, active, sms)
+        f = wave_fill(programs, w, active * sms)
+        return w, f, 0.003 + w * (base + per_n * n / 1024)
+
+    D, cfg, W, F, t = [], [], [], [], []
+    for n in (256, 512, 768, 1024):
+        w, f, tt = truth(n)
+        for c in range(2):
+            D.append((n, 64))
+            cfg.append(c)
+            W.append(w[c])
+            F.append(f[c])
+            t.append(tt[c])
+    fit = choose_wave_fit(
+        np.array(D, float),
+        np.array(cfg),
+        np.array(W),
+        np.array(t),
+        2,
+        data_names=("N_CTX", "HEAD_DIM"),
+        fill=np.array(F),
+        grid_dims=(0,),
+    )
+    assert "N_CTX" in fit.report["fold"] and "N_CTX" in fit.report["chosen_terms"]
+    for n in (2048, 4096, 8192):
+        w, f, tt = truth(n)
+        assert int(np.argmin(fit.predict((n, 64), w, f))) == int(np.argmin(tt)) == 1

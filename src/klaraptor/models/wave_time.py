@@ -228,6 +228,19 @@ def _ranking_loss(
     return float(np.exp(np.mean(np.log(rs)))), float(np.mean(errs))
 
 
+def _multi_wave(cfg: np.ndarray, waves: np.ndarray) -> bool:
+    """Do most measured configurations show at least two distinct full-wave counts of 2 or
+    more? Within one wave, a grid dimension's growth of the program count and of a program's
+    work look alike (time ~ b + g D_j fits both), and beyond it the second grows as waves x
+    D_j: the softmax's rows, trained within one wave, chose 8 warps over 2 at 4x-16x the rows
+    (r up to 1.37, H200, cd0d53b)."""
+    seen = np.unique(cfg)
+    many = sum(
+        np.unique(waves[(cfg == c) & np.isfinite(waves) & (waves >= 2)]).size >= 2 for c in seen
+    )
+    return bool(seen.size) and many > seen.size / 2
+
+
 # Two fold options whose r at the held-out size differ by less than this are tied: a choice
 # among microsecond launches timed by do_bench moves by 1-2 % between runs (layer norm on the
 # H200: r 1.0136 against 1.0 for the option whose held-out log error was half).
@@ -247,8 +260,10 @@ def choose_wave_fit(
 ) -> WaveFit:
     """Fit with the per-wave terms a fold on the training data chooses: fit on all sizes but the
     largest, rank at the largest; among the options whose r is within RANK_TIE of the lowest,
-    the lowest log error wins (then the fewest terms). With one training size there is no fold: no terms. A data parameter in
-    `grid_dims` (it sets the program count) is offered as the FILL term instead (with `fill`)."""
+    the lowest log error wins (then the fewest terms). With one training size there is no fold: no
+    terms. A data parameter in `grid_dims` (it sets the program count) is offered as the FILL
+    term instead (with `fill`), and also as itself where most configurations were measured at
+    several multi-wave counts (`_multi_wave`)."""
     D = np.atleast_2d(np.asarray(D, dtype=np.float64))
     cfg = np.asarray(cfg, dtype=np.int64)
     waves = np.asarray(waves, dtype=np.float64)
@@ -258,10 +273,14 @@ def choose_wave_fit(
     varying = [j for j in range(d) if np.unique(D[:, j]).size > 1]
     grid = set(int(j) for j in grid_dims) if fill is not None else set()
     as_terms = sorted({FILL if j in grid else j for j in varying})
+    # A grid dimension may also set a program's work (the attention's loop over N_CTX: its
+    # programs and each program's keys both grow with it). Offered as D_j / D_j* too only where
+    # the fold can tell the two apart: most configurations seen at several multi-wave counts.
+    also = [j for j in varying if j in grid and _multi_wave(cfg, waves)]
     options: list[tuple[int, ...]] = [()]
-    options += [(j,) for j in as_terms]
-    if len(as_terms) > 1:
-        options.append(tuple(as_terms))
+    options += [(j,) for j in as_terms + also]
+    if len(as_terms) + len(also) > 1:
+        options.append(tuple(sorted(set(as_terms) | set(also))))
     size = np.prod(np.maximum(D, 1.0), axis=1)
     largest = size == size.max()
     fold: dict[str, Any] = {}
