@@ -41,6 +41,7 @@ from klaraptor.collect.executor import (
     PlanRun,
     Work,
 )
+from klaraptor.collect.noise import race_band, record_band
 from klaraptor.collect.plan import MeasurementPlan, PlanResult
 from klaraptor.collect.process import ItemResult
 from klaraptor.collect.worker import Point, backend_name, plan_result
@@ -365,6 +366,8 @@ def collect(
     report = CollectReport(kernel=spec.name, device="", sizes=sizes_d)
     try:
         dev, attrs = _info_step(spec, sizes_d, store, device, options, workdir, executor, report)
+        dev = _with_stored_band(store, dev)
+        options = _race_options(options, dev)
         t = time.perf_counter()
         done = store.measured_configs(spec.name, dev.key, TIME)
         plan = plan_points(spec, sizes_d, space, attrs, dev, done)
@@ -387,7 +390,10 @@ def collect(
 
         with _Progress(progress) as bars:
             if options.timing:
-                _timing_pass(spec, plan, store, dev.key, options, workdir, executor, bars, report)
+                timed = _timing_pass(
+                    spec, plan, store, dev.key, options, workdir, executor, bars, report
+                )
+                record_band(store, dev, timed, source=f"collect {spec.name}")
             if options.counters:
                 _ncu_pass(spec, plan, store, dev, options, workdir, executor, bars, report)
                 _update_facts(
@@ -418,6 +424,24 @@ def footprint_sizes(sizes: Sequence[DataSize], cap: int = FOOTPRINT_SIZES) -> li
         return list(sizes)
     idx = np.unique(np.round(np.linspace(0, len(sizes) - 1, cap)).astype(int))
     return [sizes[int(i)] for i in idx]
+
+
+def _with_stored_band(store: Store, device: DeviceProfile) -> DeviceProfile:
+    """`device` with the noise band the store keeps for it (measured by an earlier collection)."""
+    if device.timing_noise_band is not None:
+        return device
+    cached = store.cached_profile(device.key)
+    if cached is None or cached.timing_noise_band is None:
+        return device
+    return dataclasses.replace(device, timing_noise_band=cached.timing_noise_band)
+
+
+def _race_options(options: CollectOptions, device: DeviceProfile) -> CollectOptions:
+    """The options with the device's racing band where none was given."""
+    band = race_band(device)
+    if options.noise_band is not None or band is None:
+        return options
+    return dataclasses.replace(options, noise_band=band)
 
 
 def _info_step(
@@ -493,11 +517,13 @@ def _timing_pass(
     executor: Executor,
     bars: _Progress,
     report: CollectReport,
-) -> None:
+) -> list[dict[str, Any]]:
+    """The timing pass over the plan's points still to do; returns the values timed ok."""
     report._add(TIME, "skipped", plan.skipped)
     if not plan.todo:
         report.wall_s["timing"] = 0.0
-        return
+        return []
+    timed: list[dict[str, Any]] = []
     by_id = {p.id: p for p in plan.points}
     advance = bars.task(f"timing {spec.name}", len(plan.todo))
     t = time.perf_counter()
@@ -521,6 +547,8 @@ def _timing_pass(
                 )
             )
             report._add(TIME, status)
+            if status == "ok":
+                timed.append(r.value)
             if status == "failed":
                 report.failures.append(Failure(p.D, p.block, TIME, r.reason, p.params))
                 bars.print(f"failed: D={p.D} {_variant(p)}block={p.block}: {r.reason}")
@@ -534,6 +562,7 @@ def _timing_pass(
     report.wall_s["timing"] = wall
     report.worker.update(stats)
     report.worker["timing_ms_per_point"] = 1e3 * wall / len(plan.todo)
+    return timed
 
 
 def _ncu_pass(
@@ -695,6 +724,9 @@ def collect_plan(
     worker's GPU, its results stored when the session returns)."""
     executor = executor or LocalExecutor()
     t_total = time.perf_counter()
+    device = _with_stored_band(store, device)
+    options = _race_options(options, device)
+    timed: list[dict[str, Any]] = []
     space = space or ConfigSpace.for_spec(spec)
     names = spec.data_names
     sizes = [DataSize(names, tuple(plan.L))] + [DataSize(names, tuple(D)) for D in plan.smaller]
@@ -742,6 +774,8 @@ def collect_plan(
                     )
                 )
                 report._add(kind, status)
+                if status == "ok" and kind == TIME:
+                    timed.append(r.value)
                 known[key_of[p.id]] = plan_result(r.value) if status == "ok" else None
                 if status != "ok":
                     report.failures.append(Failure(p.D, p.block, kind, r.reason, p.params))
@@ -761,6 +795,7 @@ def collect_plan(
                 )
                 report.worker.update(stats)
             report.wall_s["timing"] = time.perf_counter() - t
+            record_band(store, device, timed, source=f"build {spec.name}")
             result = plan.replay(known, exists)
             if result.counter_requests and options.counters:
                 wanted = {(D, _as_config(candidates[c])) for D, c in result.counter_requests}

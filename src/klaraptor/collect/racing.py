@@ -27,7 +27,8 @@ from typing import Any, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
-# The timing noise band of a device when none was measured: the median relative IQR of the
+# The timing noise band of a device until its first collection measured one (klaraptor.collect.
+# noise, twice the device's median relative IQR): the median relative IQR of the
 # recorded H200 training timings is 0.29 % (issue 33); twice that keeps the race conservative.
 DEFAULT_BAND = 0.006
 # Fields of the first estimate a full measurement keeps (it is not checked again).

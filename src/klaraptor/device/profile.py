@@ -183,6 +183,9 @@ class DeviceProfile(SaakeResources, MwpCwpParams, DeviceLimits):
     that type); `limits`, `mwp_cwp` and `resources` give each part alone."""
 
     provenance: dict[str, Any] = field(default_factory=dict)
+    # The median relative IQR of this device's precisely timed points (klaraptor.collect.noise):
+    # measured once, by the first collection on the device, and kept with the profile.
+    timing_noise_band: float | None = None
 
     @property
     def limits(self) -> DeviceLimits:
@@ -255,6 +258,8 @@ class DeviceProfile(SaakeResources, MwpCwpParams, DeviceLimits):
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name == "timing_noise_band" and v is None:
+                continue  # a profile without it reads and writes as before it existed
             out[f.name] = list(v) if isinstance(v, tuple) else v
         out["provenance"] = json.loads(json.dumps(self.provenance, default=str))
         return out
@@ -300,6 +305,8 @@ class DeviceProfile(SaakeResources, MwpCwpParams, DeviceLimits):
                     kw[n] = float(v)
                 elif n in _MICROBENCH_NAMES:
                     kw[n] = None if v is None else float(v)
+                elif n == "timing_noise_band":
+                    kw[n] = None if v is None else _fraction(v, n)
                 elif n == "total_mem_bytes":
                     kw[n] = None if v is None else _int(v, n)
                 else:
@@ -320,6 +327,13 @@ def device_key(
     nvidia-smi count a few hundred MiB differently, which must not split one GPU in two."""
     mem = "" if total_mem_bytes is None else f"|{round(total_mem_bytes / 2**30)} GiB"
     return f"{name}|{sm_count} SMs|{sm_clock_mhz:.0f} MHz|mem {mem_clock_mhz:.0f} MHz{mem}"
+
+
+def _fraction(v: Any, name: str) -> float:
+    f = float(v)
+    if not (math.isfinite(f) and 0.0 <= f < 1.0):
+        raise ValueError(f"field {name!r} must be a fraction in [0, 1), got {v!r}")
+    return f
 
 
 def _int(v: Any, name: str) -> int:
