@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device call on a machine of several GPUs: the wheels installed once, then one sequence of
+# steps per GPU, the sequences in parallel (each step's ratios stay within one GPU). Logs and
+# results under OUT/gpu<i>/, archived as OUT/round.tgz (the device returns at most 8 files).
+# Usage (device, repo root):
+#   KLARAPTOR_COMMIT=<sha> bash scripts/device_parallel.sh OUT "0:triton:90,cost:100" "1:gputests:200" ...
+# Steps: triton (benchmarks/bench_triton.py), cost (bench_cost.py), firstcall
+# (bench_first_call.py), gputests (pytest -m gpu over ${GPUTESTS_<i>:-tests/}), tunables
+# (bench_tunables.py over ${TUNABLES_<i>}, Kernel Tuner on each).
+set -u
+OUT=${1:?}; shift
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > "$OUT/wheels.log" 2>&1
+export PYTHONPATH=$PWD/scripts/device_env:$PWD/src:$PWD/plugins/klaraptor-bench/src:/tmp/site PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv > "$OUT/smi_start.csv" 2>&1
+run_gpu() {
+  local gpu=$1 steps=$2 dir="$OUT/gpu$1"
+  mkdir -p "$dir" "/tmp/klhome$gpu"
+  export CUDA_VISIBLE_DEVICES=$gpu KLARAPTOR_HOME=/tmp/klhome$gpu
+  for step in ${steps//,/ }; do
+    local name=${step%%:*} limit=${step#*:}; [ "$limit" = "$step" ] && limit=300
+    local t0; t0=$(date +%s); echo "=== gpu$gpu $name (limit ${limit}s) $(date +%T)"
+    case "$name" in
+      triton) timeout "$limit" python3 benchmarks/bench_triton.py "$dir" --limit $((limit - 15)) > "$dir/triton.log" 2>&1;;
+      cost) timeout "$limit" python3 benchmarks/bench_cost.py "$dir" --limit $((limit - 15)) > "$dir/cost.log" 2>&1;;
+      firstcall) timeout "$limit" python3 benchmarks/bench_first_call.py "$dir" > "$dir/firstcall.log" 2>&1;;
+      gputests) local var="GPUTESTS_$gpu"; timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider -rs ${!var:-tests/} > "$dir/gpu_tests.log" 2>&1;;
+      tunables) local var="TUNABLES_$gpu"; local n; n=$(echo ${!var} | wc -w)
+        timeout "$limit" python3 benchmarks/bench_tunables.py "$dir" --limit $((limit - 15)) --kt "$n" --step $((limit / 2)) ${!var} > "$dir/tunables.log" 2>&1;;
+      *) echo "unknown step $name";;
+    esac
+    echo "--- gpu$gpu $name rc=$? took $(( $(date +%s) - t0 )) s"
+  done
+}
+for seq in "$@"; do run_gpu "${seq%%:*}" "${seq#*:}" & done
+wait
+nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu --format=csv > "$OUT/smi_end.csv" 2>&1
+for d in "$OUT"/gpu*; do for f in "$d"/*.log; do echo "## $f"; tail -6 "$f"; done; done
+(cd "$OUT" && tar czf round.tgz gpu* *.log *.csv && rm -rf gpu* *.log *.csv)
+ls -la "$OUT"
