@@ -255,6 +255,8 @@ def run_case(
                 "chosen_ms": t_chosen,
                 "best_ms": t_best,
                 "r": r,
+                # every config's autotune timing: a later model is scored offline on them
+                "timings_ms": [timings.get(i) for i in range(len(configs_t))],
             }
         )
     res["shapes"] = shapes_out

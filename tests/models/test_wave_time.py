@@ -177,3 +177,22 @@ def test_a_grid_dimension_that_also_sets_a_programs_work_enters_it_when_waves_sh
     for n in (2048, 4096, 8192):
         w, f, tt = truth(n)
         assert int(np.argmin(fit.predict((n, 64), w, f))) == int(np.argmin(tt)) == 1
+
+
+def test_a_parameter_the_growth_test_finds_driving_time_is_in_every_option() -> None:
+    """Every option the fold may choose holds a required parameter; without the requirement the
+    fold's one held-out size may pick an option that extrapolates no growth with it."""
+    rng = np.random.default_rng(3)
+    D, cfg, W, t = [], [], [], []
+    for cols in (256, 512, 1024):
+        for c in range(3):
+            D.append((cols,))
+            cfg.append(c)
+            W.append(1.0)
+            t.append((0.01 + 0.01 * (c + 1) * cols / 1024) * (1 + 0.01 * rng.standard_normal()))
+    args = (np.array(D, float), np.array(cfg), np.array(W), np.array(t), 3)
+    fit = choose_wave_fit(*args, data_names=("n_cols",), required=(0,))
+    assert fit.report["chosen_terms"] == ["n_cols"]
+    assert all("n_cols" in name for name in fit.report["fold"])  # one option left: no fold
+    free = choose_wave_fit(*args, data_names=("n_cols",))
+    assert "none" in free.report["fold"]  # without the requirement the fold sees both

@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +44,7 @@ from klaraptor.collect.executor import (
 from klaraptor.collect.noise import race_band, record_band
 from klaraptor.collect.plan import MeasurementPlan, PlanResult
 from klaraptor.collect.process import ItemResult
+from klaraptor.collect.progress import Progress as _Progress
 from klaraptor.collect.worker import Point, backend_name, plan_result
 from klaraptor.core.errors import CollectError
 from klaraptor.core.metrics import PIPE_METRICS, RAW_METRICS
@@ -235,64 +236,6 @@ def plan_points(
                 )
     todo = [p for p in points if (p.D, p.config) not in done]
     return Plan(points, rejected, todo)
-
-
-# ---------------------------------------------------------------------------------------------
-# Progress
-
-
-def progress_columns(description: str, remaining: str) -> tuple[Any, ...]:
-    """rich progress columns: the task's `description` (a rich format), the bar, done of total,
-    the elapsed time, then `remaining` and the time left."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    return (
-        TextColumn(description),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn(remaining),
-        TimeRemainingColumn(),
-    )
-
-
-class _Progress:
-    """rich progress bars (count, elapsed, ETA) on stderr, or nothing."""
-
-    def __init__(self, enabled: bool) -> None:
-        self._p: Any = None
-        if enabled:
-            from rich.console import Console
-            from rich.progress import Progress
-
-            columns = progress_columns("[bold]{task.description}", "eta")
-            self._p = Progress(*columns, console=Console(stderr=True))
-
-    def __enter__(self) -> _Progress:
-        if self._p is not None:
-            self._p.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._p is not None:
-            self._p.stop()
-
-    def task(self, description: str, total: int) -> Callable[..., None]:
-        """A function advancing the new bar by n (default 1)."""
-        if self._p is None:
-            return lambda n=1: None
-        tid = self._p.add_task(description, total=total)
-        return lambda n=1: self._p.advance(tid, n)
-
-    def print(self, text: str) -> None:
-        if self._p is not None:
-            self._p.console.print(text, markup=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from klaraptor.frontends.triton_choice import Chooser, grid_dims, programs_vecto
 from klaraptor.frontends.triton_extend import (
     SizeExtension,
     TrainingPoints,
+    driving_parameters,
     extend_keys,
     flat_check,
     read_points,
@@ -700,15 +701,10 @@ class TritonTuner:
         programs, cfg_a, D_a = pts.programs, pts.cfg, pts.D
         w = full_waves(programs, active[cfg_a], self.device.sm_count)
         fill = wave_fill(programs, w, active[cfg_a] * float(self.device.sm_count))
+        grid, n = grid_dims(D_a, cfg_a, programs), len(self.configs)
+        need = driving_parameters(D_a, cfg_a, pts.t, n, self.key, grid)
         fit = choose_wave_fit(
-            D_a,
-            cfg_a,
-            w,
-            pts.t,
-            len(self.configs),
-            data_names=self.key,
-            fill=fill,
-            grid_dims=grid_dims(D_a, cfg_a, programs),
+            D_a, cfg_a, w, pts.t, n, data_names=self.key, fill=fill, grid_dims=grid, required=need
         )
         check = flat_check(D_a, cfg_a, pts.t, programs, len(self.configs), self.key)
         report: dict[str, Any] = {

@@ -30,6 +30,7 @@ from klaraptor.models.growth import GrowthCheck, growth_checks
 from klaraptor.store import KernelRecord
 
 __all__ = [
+    "driving_parameters",
     "MAX_EXTRA_KEYS",
     "AddedKey",
     "ExtensionOutcome",
@@ -149,6 +150,20 @@ class SizeExtension:
             tuple(GrowthCheck.from_dict(c) for c in obj["checks"]),
             str(obj.get("reason", "")),
         )
+
+
+def driving_parameters(
+    D: np.ndarray,
+    cfg: np.ndarray,
+    time_ms: np.ndarray,
+    n_cfg: int,
+    data_names: Sequence[str],
+    grid: Sequence[int],
+) -> list[int]:
+    """The key parameters, of those that do not set the program count (`grid`), that more
+    configurations grow with than timing noise explains (`GrowthCheck.drives_time`)."""
+    checks = growth_checks(D, cfg, time_ms, n_cfg, data_names=data_names, skip=grid)
+    return [c.index for c in checks if c.drives_time]
 
 
 def flat_check(

@@ -85,6 +85,12 @@ class GrowthCheck:
     def tested(self) -> tuple[int, ...]:
         return tuple(c for c, g in enumerate(self.growth) if math.isfinite(g))
 
+    @property
+    def drives_time(self) -> bool:
+        """More configurations grow with the parameter than timing noise explains: the time
+        depends on it, and a model that leaves it out contradicts the training timings."""
+        return _more_than_noise(len(self.growing), len(self.tested))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "parameter": self.parameter,

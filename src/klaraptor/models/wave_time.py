@@ -257,13 +257,15 @@ def choose_wave_fit(
     data_names: Sequence[str],
     fill: np.ndarray | None = None,
     grid_dims: Sequence[int] = (),
+    required: Sequence[int] = (),
 ) -> WaveFit:
     """Fit with the per-wave terms a fold on the training data chooses: fit on all sizes but the
     largest, rank at the largest; among the options whose r is within RANK_TIE of the lowest,
     the lowest log error wins (then the fewest terms). With one training size there is no fold: no
     terms. A data parameter in `grid_dims` (it sets the program count) is offered as the FILL
     term instead (with `fill`), and also as itself where most configurations were measured at
-    several multi-wave counts (`_multi_wave`)."""
+    several multi-wave counts (`_multi_wave`). Every option offered holds the parameters in
+    `required` (those a growth test found driving the time)."""
     D = np.atleast_2d(np.asarray(D, dtype=np.float64))
     cfg = np.asarray(cfg, dtype=np.int64)
     waves = np.asarray(waves, dtype=np.float64)
@@ -281,6 +283,13 @@ def choose_wave_fit(
     options += [(j,) for j in as_terms + also]
     if len(as_terms) + len(also) > 1:
         options.append(tuple(sorted(set(as_terms) | set(also))))
+    # A parameter the growth test found driving the time (`required`) is in every option: the
+    # fold ranks at one held-out size, where an option without it can tie by chance and then
+    # extrapolate no growth at all (the fused softmax at 661e2d2 -> 7fe1ea0: "fill" alone won a
+    # tie at n_cols 512 and lost up to 1.50x at 2560-3584 columns).
+    need = {int(j) for j in required if j in varying and j not in grid}
+    if need:
+        options = [o for o in options if need <= set(o)] or options
     size = np.prod(np.maximum(D, 1.0), axis=1)
     largest = size == size.max()
     fold: dict[str, Any] = {}

@@ -186,7 +186,7 @@ def _task_progress(console: Any | None, total: int) -> Iterator[Callable[[tuple[
         return
     from rich.progress import Progress
 
-    from klaraptor.collect.collector import progress_columns
+    from klaraptor.collect.progress import progress_columns
 
     columns = progress_columns("{task.description}", "left")
     with Progress(*columns, console=console, transient=True) as progress:
