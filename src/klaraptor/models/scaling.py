@@ -33,6 +33,20 @@ parameters), x = s / s(L):
   hot-timing evidence, so the cold regime does not use them. With no such evidence the ranking
   at any D in one regime is the ranking measured at L.
 
+For a kernel with program parameters whose time at L is far above what its argument footprint
+costs at DRAM bandwidth (`COMPUTE_BOUND`: SM-bound, not bound by the memory the SMs share), the
+time also follows the blocks its busiest SM runs, which the block and the variant's work per
+block quantise differently for each candidate:
+
+    t(c, D) = (the above) · q_c(D) / q_c(L),   q_c(D) = ceil(blocks_c(D) / SMs)   (`BusiestSM`)
+
+q is exact (the grid formula and the SM count), never fitted; the training times are divided by
+q_c(n) / q_c(L) before the fit, so the growth law and the deviations see the times net of it.
+The ×2 fold (anchor at M, predict L) can veto it: it is left out when the fold's choice with it
+is slower at L than without it by more than twice the noise band. (The rows of an SM-bound
+kernel's busiest SM set its time; a memory-bound kernel's blocks share the DRAM, whatever SM
+runs them: there, and for every kernel without program parameters, q is not used.)
+
 Everything is rational in D (`ScalingFit.to_program`): tables per configuration, a polynomial
 footprint compared with the L2 size, a polynomial growth law and the Padé factor.
 """
@@ -48,10 +62,12 @@ import numpy as np
 from scipy.optimize import nnls
 
 from klaraptor.core.errors import FitError
-from klaraptor.program import Expr, Program, const, table, var, where
+from klaraptor.program import Expr, Program, ceil, const, table, var, where
 
 __all__ = [
+    "COMPUTE_BOUND",
     "DELTA_LIMIT",
+    "BusiestSM",
     "Footprint",
     "GrowthLaw",
     "ScalingFit",
@@ -63,6 +79,11 @@ __all__ = [
 ]
 
 DELTA_LIMIT = 0.9  # |d| < 1 keeps the Padé factor positive for every x > 0
+# A kernel is SM-bound when its fastest time at L is at least this multiple of its argument
+# footprint's time at DRAM bandwidth. Measured on the H200 tunables suite (bench_tunables at
+# 1954ee6 and 13ffd70): the memory-bound kernels sit at 1.0-2.0, sgemm at 59 and n-body near
+# 2700, so any threshold from about 3 to 50 classifies them alike.
+COMPUTE_BOUND = 10.0
 MAX_GROWTH_DEGREE = 3
 _EXACT_RTOL = 1e-9
 
@@ -133,6 +154,35 @@ def exact_quantities(
     with np.errstate(divide="ignore", invalid="ignore"):
         waves = np.where(active > 0, blocks / (active * sm_count), np.inf)
     return ExactQuantities(blocks, threads, active, waves, np.ceil(waves))
+
+
+@dataclass(frozen=True)
+class BusiestSM:
+    """q_c(D) = ceil(blocks_c(D) / SMs): the blocks the busiest SM runs (exact, never fitted).
+
+    `grid` are the spec's grid formulas over the data names, ``bx``, ``by``, ``bz`` and the
+    program parameters; `per_candidate` gives those per-candidate inputs' values (arrays, one
+    entry per candidate), so the same formulas serve `count` and the rational program."""
+
+    sm_count: int
+    grid: tuple[Expr, Expr, Expr]
+    per_candidate: Mapping[str, np.ndarray]
+
+    def blocks_expr(self) -> Expr:
+        gx, gy, gz = self.grid
+        return gx * gy * gz
+
+    def expr(self) -> Expr:
+        return ceil(self.blocks_expr() / const(float(self.sm_count)))
+
+    def count(self, D: Mapping[str, float]) -> np.ndarray:
+        """q of every candidate at D (a mapping from data name to value)."""
+        expr = self.expr()
+        names = tuple(sorted(expr.variables()))
+        prog = Program("busiest_sm", names, [("q", expr)], ["q"])
+        env = {n: self.per_candidate[n] if n in self.per_candidate else float(D[n]) for n in names}
+        n_cfg = len(next(iter(self.per_candidate.values())))
+        return np.broadcast_to(prog.evaluate(env)["q"], (n_cfg,)).astype(np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,6 +394,8 @@ class ScalingFit:
     band: float  # timing noise band (median relative IQR at L)
     drift: float  # relative-time drift per unit of 2(x-1)/(x+1), from the fold
     report: dict[str, Any] = field(default_factory=dict)
+    busiest: BusiestSM | None = None  # the busiest SM's blocks, for an SM-bound kernel
+    q_ref: np.ndarray | None = None  # its q_c at L
 
     @property
     def n_cfg(self) -> int:
@@ -382,7 +434,11 @@ class ScalingFit:
         a = np.where(cold, self.a_cold, self.a_hot)
         d = np.where(cold, 0.0, self.delta)
         p = ((1.0 + d) * x + (1.0 - d)) / ((1.0 - d) * x + (1.0 + d))
-        return a * g * p
+        if self.busiest is None:
+            return a * g * p
+        assert self.q_ref is not None
+        q = self.busiest.count(dict(zip(self.data_names, D)))
+        return a * g * p * (q / self.q_ref)
 
     def choose(self, D: Sequence[float]) -> int:
         pred = self.predict(D)
@@ -430,7 +486,7 @@ class ScalingFit:
                 ((const(1.0) + d) * var("x") + (const(1.0) - d))
                 / ((const(1.0) - d) * var("x") + (const(1.0) + d)),
             ),
-            ("time_ms", var("a") * var("g") * var("p")),
+            *self._busiest_assignments(),
             ("cycles", var("time_ms") * const(clock_mhz * 1e3)),
             ("z", const(2.0) * (var("x") - 1.0) / (var("x") + 1.0)),
             (
@@ -439,7 +495,23 @@ class ScalingFit:
                 + const(self.drift) * where(var("z") < 0.0, -var("z"), var("z")),
             ),
         ]
-        return Program(name, tuple(dn) + ("cfg",), asg, ["cycles", "time_ms", "cold", "band"])
+        per_candidate: tuple[str, ...] = ()
+        if self.busiest is not None:
+            per_candidate = tuple(sorted(set(self.busiest.expr().variables()) - set(dn)))
+        return Program(
+            name, tuple(dn) + per_candidate + ("cfg",), asg, ["cycles", "time_ms", "cold", "band"]
+        )
+
+    def _busiest_assignments(self) -> list[tuple[str, Expr]]:
+        """time_ms, times q_c(D) / q_c(L) for an SM-bound kernel (`BusiestSM`)."""
+        t = var("a") * var("g") * var("p")
+        if self.busiest is None:
+            return [("time_ms", t)]
+        assert self.q_ref is not None
+        return [
+            ("q", self.busiest.expr()),
+            ("time_ms", t * var("q") / table(var("cfg"), self.q_ref)),
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -465,6 +537,13 @@ class ScalingFit:
             "band": self.band,
             "drift": self.drift,
             "report": self.report,
+            **(
+                {}
+                if self.busiest is None or self.q_ref is None
+                else {
+                    "busiest_sm": {"sm_count": self.busiest.sm_count, "q_ref": self.q_ref.tolist()}
+                }
+            ),
         }
 
 
@@ -552,11 +631,14 @@ def fit_scaling(
     l2_bytes: float = math.inf,
     waves_ref: Any = None,
     unpadded: Mapping[float, np.ndarray] | None = None,
+    busiest: BusiestSM | None = None,
 ) -> ScalingFit:
     """Fit the model on `tab` (see the module docstring). Every candidate must be timed hot at the
     largest size L; `waves_ref` (optional) are the candidates' exact waves at L; `unpadded`
     (optional) maps a size s to the mask of candidates that launch no padding thread there
-    (exact, from the grid formula), so the fold compares like with like."""
+    (exact, from the grid formula), so the fold compares like with like; `busiest` (optional,
+    an SM-bound kernel with program parameters) the busiest SM's blocks, used unless the ×2
+    fold vetoes them."""
     s_all = tab.size
     hot = ~tab.cold
     if not hot.any():
@@ -564,6 +646,12 @@ def fit_scaling(
     if not (tab.cfg[hot] < n_cfg).all() or not (tab.cfg >= 0).all():
         raise FitError(f"scaling: candidate indices outside 0..{n_cfg - 1}")
     s_ref = float(s_all[hot].max())
+    q_ref = None
+    busiest_report: dict[str, Any] | None = None
+    if busiest is not None:
+        tab, q_ref, busiest_report = _net_of_busiest(tab, n_cfg, s_ref, busiest, data_names)
+        if not busiest_report["used"]:
+            busiest, q_ref = None, None
     D_ref = tuple(float(v) for v in tab.D[hot][np.argmax(s_all[hot])])
     a_hot = _hot_at(tab, n_cfg, s_ref)
     missing = np.flatnonzero(np.isnan(a_hot)).tolist()
@@ -593,6 +681,8 @@ def fit_scaling(
         "cold_measured": int(measured.sum()),
         "missing_at_L": missing,
     }
+    if busiest_report is not None:
+        report["busiest_sm"] = busiest_report
     smaller = sorted({float(v) for v in s_all[hot] if v < s_ref}, reverse=True)
 
     # Shared growth law from the median ratio to L at each smaller size.
@@ -635,7 +725,49 @@ def fit_scaling(
         band,
         float(drift),
         report,
+        busiest,
+        q_ref,
     )
+
+
+def _net_of_busiest(
+    tab: ScalingTable,
+    n_cfg: int,
+    s_ref: float,
+    busiest: BusiestSM,
+    data_names: Sequence[str],
+) -> tuple[ScalingTable, np.ndarray, dict[str, Any]]:
+    """The table with every time divided by q_c(n) / q_c(L), q_c at L, and the ×2 fold's
+    verdict on q: anchored at the largest smaller size M, over the candidates timed hot at M
+    and L, the choice by t(M) · q(L) / q(M) against the choice by t(M), each measured at L; q
+    is not used (`used` False) when its choice is slower by more than twice the timing band."""
+    rows = np.unique(tab.D, axis=0)
+    q_at = {float(np.prod(row)): busiest.count(dict(zip(data_names, row.tolist()))) for row in rows}
+    q_ref = q_at[s_ref]
+    scale = np.array([q_ref[c] / q_at[float(s)][c] for c, s in zip(tab.cfg, tab.size)])
+    net = ScalingTable(tab.D, tab.cfg, tab.time_ms * scale, tab.cold, tab.spread, tab.waves)
+    out: dict[str, Any] = {"used": True, "sm_count": busiest.sm_count}
+    hot = ~tab.cold
+    smaller = sorted({float(v) for v in tab.size[hot] if v < s_ref}, reverse=True)
+    if not smaller:
+        out["fold"] = "no smaller size: no fold"
+        return net, q_ref, out
+    M = smaller[0]
+    a_M, a_L = _hot_at(tab, n_cfg, M), _hot_at(tab, n_cfg, s_ref)
+    both = np.isfinite(a_M) & np.isfinite(a_L)
+    if both.sum() < 2:
+        out["fold"] = f"{int(both.sum())} candidate timed at both {M:g} and {s_ref:g}: no fold"
+        return net, q_ref, out
+    spreads = tab.spread[hot & (tab.size == s_ref)]
+    band = float(np.nanmedian(spreads)) if np.isfinite(spreads).any() else 0.0
+    best = float(np.min(a_L[both]))
+    without = int(np.argmin(np.where(both, a_M, np.inf)))
+    with_q = int(np.argmin(np.where(both, a_M * q_ref / q_at[M], np.inf)))
+    r_without, r_with = float(a_L[without] / best), float(a_L[with_q] / best)
+    out["fold"] = {"anchor": M, "target": s_ref, "compared": int(both.sum()),
+                   "r_without": r_without, "r_with": r_with, "band": band}  # fmt: skip
+    out["used"] = r_with <= r_without * (1.0 + 2.0 * band)
+    return net, q_ref, out
 
 
 def _fold(

@@ -22,7 +22,14 @@ from klaraptor.core.errors import BuildError, FitError
 from klaraptor.core.types import DataSize
 from klaraptor.helper.program import HelperProgram
 from klaraptor.models.base import HelperJob, Model, ModelTags
-from klaraptor.models.scaling import Footprint, ScalingTable, exact_quantities, fit_scaling
+from klaraptor.models.scaling import (
+    COMPUTE_BOUND,
+    BusiestSM,
+    Footprint,
+    ScalingTable,
+    exact_quantities,
+    fit_scaling,
+)
 
 __all__ = ["ScalingModel", "argument_footprint", "scaling_table"]
 
@@ -98,6 +105,34 @@ def _exact(job: HelperJob, D: DataSize) -> Any:
     )
 
 
+def sm_bound_ratio(job: HelperJob, tab: ScalingTable, footprint: Footprint | None) -> float:
+    """The fastest hot time at the largest training size over the time its argument footprint
+    takes at the device's DRAM bandwidth (nan when either is unknown): about 1 for a kernel
+    bound by the memory all SMs share, far above for one bound by its SMs."""
+    bw = float(getattr(job.profile, "dram_bandwidth_gbs", math.nan))
+    hot = ~tab.cold
+    if footprint is None or not (bw > 0) or not hot.any():
+        return math.nan
+    at_L = hot & (tab.size == tab.size[hot].max())
+    fp = float(footprint.bytes(tab.D[at_L][:1])[0])
+    if not fp > 0:
+        return math.nan
+    return float(np.min(tab.time_ms[at_L])) * 1e-3 / (fp / (bw * 1e9))
+
+
+def busiest_sm(job: HelperJob, tab: ScalingTable, footprint: Footprint | None) -> BusiestSM | None:
+    """The busiest SM's blocks (`klaraptor.models.scaling.BusiestSM`) for a kernel with program
+    parameters that is SM-bound (`sm_bound_ratio` at least COMPUTE_BOUND); None otherwise, so a
+    kernel without parameters is modelled exactly as before."""
+    if not job.spec.params or not sm_bound_ratio(job, tab, footprint) >= COMPUTE_BOUND:
+        return None
+    blocks = np.asarray(job.blocks, dtype=np.float64)
+    per = {"bx": blocks[:, 0], "by": blocks[:, 1], "bz": blocks[:, 2]}
+    for name in job.spec.param_names:
+        per[name] = np.array([float(c.params[name]) for c in job.configs])
+    return BusiestSM(int(job.profile.sm_count), job.spec.grid_exprs(), per)
+
+
 def _waves_by_size(job: HelperJob) -> dict[tuple[int, ...], np.ndarray]:
     return {D.values(): _exact(job, D).waves for D in job.train.sizes()}
 
@@ -140,6 +175,7 @@ class ScalingModel(Model):
                 l2_bytes=float(job.profile.l2_bytes),
                 waves_ref=exact[L].waves,
                 unpadded=unpadded,
+                busiest=busiest_sm(job, tab, footprint),
             )
         except FitError as exc:
             raise BuildError(f"{spec.name}: the scaling model cannot be fitted: {exc}") from None
@@ -149,6 +185,8 @@ class ScalingModel(Model):
             "cold_points": int(tab.cold.sum()),
             "anchor": list(L.values()),
             "tune_once": fit.tune_once,
+            # (kernels without parameters keep their report as it was)
+            **({"sm_bound_ratio": sm_bound_ratio(job, tab, footprint)} if spec.params else {}),
             "footprint": None
             if footprint is None
             else {
