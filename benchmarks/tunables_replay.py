@@ -2,11 +2,12 @@
 training rows a `benchmarks/bench_tunables.py` run recorded, choose at each evaluation size and
 score the choice against that run's ground truth. No GPU.
 
-    PYTHONPATH=src:plugins/klaraptor-bench/src python3 benchmarks/tunables_replay.py SOURCE OUT.json \
-        [--models auto scaling time_fit ...] [kernels...]
+    PYTHONPATH=src:plugins/klaraptor-bench/src python3 benchmarks/tunables_replay.py \
+        --out OUT.json SOURCE [SOURCE ...] [--models auto scaling time_fit ...] [--kernels ...]
 
-SOURCE is the run's output folder (its `stores/*.sqlite`, and `bench_tunables.json`, whose
-provenance names the source data's GPU, date and commit) or a .tgz of it. For each kernel:
+Each SOURCE is a run's output folder (its `stores/*.sqlite`, and `bench_tunables.json`, whose
+provenance names the source data's GPU, date and commit) or a .tgz of it; several runs (e.g.
+the suite split over GPUs) are replayed together. For each kernel:
 1. its store is copied with every row outside the training sizes deleted (the rows at the
    evaluation sizes are ground truth: they never reach a fit) and its builds dropped;
 2. `klaraptor.build(spec, model=m, budget=1.5, collect_data=False)` rebuilds the model from that
@@ -234,40 +235,44 @@ def summarize(recs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("source", type=Path, help="bench_tunables.py's output folder, or a .tgz")
-    ap.add_argument("out", type=Path, help="the JSON to write")
-    ap.add_argument("kernels", nargs="*", help="store names (default: every store)")
+    ap.add_argument("sources", type=Path, nargs="+", help="bench_tunables.py output folders/.tgz")
+    ap.add_argument("--out", type=Path, required=True, help="the JSON to write")
+    ap.add_argument("--kernels", nargs="*", default=[], help="store names (default: all)")
     ap.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
-    a = ap.parse_intermixed_args(argv)
+    a = ap.parse_args(argv)
     import warnings
 
     from klaraptor.core.provenance import stamp
 
     warnings.simplefilter("ignore")
     recs: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        root = _source_dir(a.source, tmp / "src")
-        stores = sorted((root / "stores").glob("*.sqlite"))
-        stores = [s for s in stores if not a.kernels or s.stem in a.kernels]
-        src_prov = _source_provenance(root)
-        for path in stores:
-            work = tmp / "work"
-            work.mkdir(exist_ok=True)
-            try:
-                rec = replay_kernel(path, a.models, work)
-            except Exception as exc:  # noqa: BLE001 - recorded, the others go on
-                rec = {"kernel": path.stem, "error": f"{type(exc).__name__}: {exc}"}
-            recs.append(rec)
-            shutil.rmtree(work, ignore_errors=True)
-            line = rec.get("error") or "  ".join(
-                f"N={p['N']} " + " ".join(f"{m}={v:.3f}" for m, v in sorted(p["r"].items()) if v)
-                for p in rec["pairs"]
-            )
-            print(f"{path.stem}: {line}", flush=True)
+        for i, source in enumerate(a.sources):
+            root = _source_dir(source, tmp / f"src{i}")
+            prov = {"source": str(source), **_source_provenance(root)}
+            runs.append(prov)
+            stores = sorted((root / "stores").glob("*.sqlite"))
+            for path in [s for s in stores if not a.kernels or s.stem in a.kernels]:
+                work = tmp / "work"
+                work.mkdir(exist_ok=True)
+                try:
+                    rec = replay_kernel(path, a.models, work)
+                except Exception as exc:  # noqa: BLE001 - recorded, the others go on
+                    rec = {"kernel": path.stem, "error": f"{type(exc).__name__}: {exc}"}
+                rec["source_run"] = prov.get("command")
+                recs.append(rec)
+                shutil.rmtree(work, ignore_errors=True)
+                line = rec.get("error") or "  ".join(
+                    f"N={p['N']} "
+                    + " ".join(f"{m}={v:.3f}" for m, v in sorted(p["r"].items()) if v)
+                    for p in rec["pairs"]
+                )
+                print(f"{path.stem}: {line}", flush=True)
     summary = summarize(recs)
     report = {
-        "provenance": stamp(source=str(a.source), source_run=src_prov, models=a.models),
+        "provenance": stamp(source_runs=runs, models=a.models),
         "kernels": recs,
         "summary": summary,
     }
