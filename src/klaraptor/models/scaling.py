@@ -33,19 +33,24 @@ parameters), x = s / s(L):
   hot-timing evidence, so the cold regime does not use them. With no such evidence the ranking
   at any D in one regime is the ranking measured at L.
 
-For a kernel with program parameters whose time at L is far above what its argument footprint
-costs at DRAM bandwidth (`COMPUTE_BOUND`: SM-bound, not bound by the memory the SMs share), the
-time also follows the blocks its busiest SM runs, which the block and the variant's work per
-block quantise differently for each candidate:
+For a kernel with program parameters, the candidates are variants whose blocks do different
+work, so their launches fill the GPU differently at each D; an exact launch quantity q_c(D) (the
+grid formula, the SM count and the variant's occupancy; never fitted) carries that:
 
-    t(c, D) = (the above) · q_c(D) / q_c(L),   q_c(D) = ceil(blocks_c(D) / SMs)   (`BusiestSM`)
+    t(c, D) = (the above) · q_c(D) / q_c(L)                                  (`LaunchQuantity`)
 
-q is exact (the grid formula and the SM count), never fitted; the training times are divided by
-q_c(n) / q_c(L) before the fit, so the growth law and the deviations see the times net of it.
-The ×2 fold (anchor at M, predict L) can veto it: it is left out when the fold's choice with it
-is slower at L than without it by more than twice the noise band. (The rows of an SM-bound
-kernel's busiest SM set its time; a memory-bound kernel's blocks share the DRAM, whatever SM
-runs them: there, and for every kernel without program parameters, q is not used.)
+- SM-bound kernel (its fastest time at L is at least `COMPUTE_BOUND` times what its argument
+  footprint costs at DRAM bandwidth): the blocks its busiest SM runs, q = ceil(blocks / SMs)
+  (`LaunchForm.BUSIEST_SM`): that SM's rows of blocks set the time;
+- memory-bound kernel (the SMs share the DRAM, whatever SM runs a block): the fill of a partial
+  first wave, q = 1 / min(waves, 1) (`LaunchForm.FILL`; waves = blocks / (active blocks per
+  SM · SMs)): a candidate timed at L in less than one wave leaves SMs idle there, and that
+  handicap goes once its grid fills the GPU; beyond one wave q is 1.
+
+The training times are divided by q_c(n) / q_c(L) before the fit, so the growth law and the
+deviations see the times net of it. The ×2 fold (anchor at the largest smaller size M, predict
+L) can veto it: q is left out when the fold's choice with it is slower at L than without it by
+more than twice the noise band. Kernels without program parameters never use q.
 
 Everything is rational in D (`ScalingFit.to_program`): tables per configuration, a polynomial
 footprint compared with the L2 size, a polynomial growth law and the Padé factor.
@@ -53,6 +58,7 @@ footprint compared with the L2 size, a polynomial growth law and the Padé facto
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -62,12 +68,13 @@ import numpy as np
 from scipy.optimize import nnls
 
 from klaraptor.core.errors import FitError
-from klaraptor.program import Expr, Program, ceil, const, table, var, where
+from klaraptor.program import Expr, Program, ceil, const, maximum, table, var, where
 
 __all__ = [
     "COMPUTE_BOUND",
     "DELTA_LIMIT",
-    "BusiestSM",
+    "LaunchForm",
+    "LaunchQuantity",
     "Footprint",
     "GrowthLaw",
     "ScalingFit",
@@ -156,32 +163,51 @@ def exact_quantities(
     return ExactQuantities(blocks, threads, active, waves, np.ceil(waves))
 
 
+class LaunchForm(enum.Enum):
+    """Which exact launch quantity q scales a candidate's time (module docstring)."""
+
+    BUSIEST_SM = "busiest_sm"  # ceil(blocks / SMs): SM-bound kernels
+    FILL = "fill"  # 1 / min(waves, 1): memory-bound kernels
+
+
 @dataclass(frozen=True)
-class BusiestSM:
-    """q_c(D) = ceil(blocks_c(D) / SMs): the blocks the busiest SM runs (exact, never fitted).
+class LaunchQuantity:
+    """q_c(D) of every candidate (exact, never fitted; module docstring).
 
     `grid` are the spec's grid formulas over the data names, ``bx``, ``by``, ``bz`` and the
-    program parameters; `per_candidate` gives those per-candidate inputs' values (arrays, one
-    entry per candidate), so the same formulas serve `count` and the rational program."""
+    program parameters; `per_candidate` gives those per-candidate inputs' values (one entry per
+    candidate), so the same formulas serve `count` and the rational program; `active` (FILL) is
+    each candidate's active blocks per SM (its occupancy, which does not depend on D)."""
 
+    form: LaunchForm
     sm_count: int
     grid: tuple[Expr, Expr, Expr]
     per_candidate: Mapping[str, np.ndarray]
+    active: np.ndarray | None = None
 
-    def blocks_expr(self) -> Expr:
-        gx, gy, gz = self.grid
-        return gx * gy * gz
+    def __post_init__(self) -> None:
+        if self.form is LaunchForm.FILL and self.active is None:
+            raise FitError("the fill of a partial wave needs each candidate's active blocks")
 
     def expr(self) -> Expr:
-        return ceil(self.blocks_expr() / const(float(self.sm_count)))
+        """q over the data names, the per-candidate inputs and ``cfg``."""
+        gx, gy, gz = self.grid
+        blocks = gx * gy * gz
+        if self.form is LaunchForm.BUSIEST_SM:
+            return ceil(blocks / const(float(self.sm_count)))
+        assert self.active is not None
+        capacity = table(var("cfg"), self.active * float(self.sm_count))
+        # 1 / min(waves, 1) = max(capacity / blocks, 1); no resident block (capacity 0): 1
+        return maximum(capacity / blocks, const(1.0))
 
     def count(self, D: Mapping[str, float]) -> np.ndarray:
         """q of every candidate at D (a mapping from data name to value)."""
         expr = self.expr()
         names = tuple(sorted(expr.variables()))
-        prog = Program("busiest_sm", names, [("q", expr)], ["q"])
-        env = {n: self.per_candidate[n] if n in self.per_candidate else float(D[n]) for n in names}
+        prog = Program("launch_quantity", names, [("q", expr)], ["q"])
         n_cfg = len(next(iter(self.per_candidate.values())))
+        fixed = {**self.per_candidate, "cfg": np.arange(n_cfg, dtype=np.float64)}
+        env = {n: fixed[n] if n in fixed else float(D[n]) for n in names}
         return np.broadcast_to(prog.evaluate(env)["q"], (n_cfg,)).astype(np.float64)
 
 
@@ -394,7 +420,7 @@ class ScalingFit:
     band: float  # timing noise band (median relative IQR at L)
     drift: float  # relative-time drift per unit of 2(x-1)/(x+1), from the fold
     report: dict[str, Any] = field(default_factory=dict)
-    busiest: BusiestSM | None = None  # the busiest SM's blocks, for an SM-bound kernel
+    launch: LaunchQuantity | None = None  # the exact launch quantity (parameters only)
     q_ref: np.ndarray | None = None  # its q_c at L
 
     @property
@@ -434,11 +460,11 @@ class ScalingFit:
         a = np.where(cold, self.a_cold, self.a_hot)
         d = np.where(cold, 0.0, self.delta)
         p = ((1.0 + d) * x + (1.0 - d)) / ((1.0 - d) * x + (1.0 + d))
-        if self.busiest is None:
+        if self.launch is None:
             return a * g * p
         assert self.q_ref is not None
-        q = self.busiest.count(dict(zip(self.data_names, D)))
-        return a * g * p * (q / self.q_ref)
+        q = self.launch.count(dict(zip(self.data_names, D)))
+        return a * g * p * q / self.q_ref  # the order of operations of `to_program`
 
     def choose(self, D: Sequence[float]) -> int:
         pred = self.predict(D)
@@ -486,7 +512,7 @@ class ScalingFit:
                 ((const(1.0) + d) * var("x") + (const(1.0) - d))
                 / ((const(1.0) - d) * var("x") + (const(1.0) + d)),
             ),
-            *self._busiest_assignments(),
+            *self._launch_assignments(),
             ("cycles", var("time_ms") * const(clock_mhz * 1e3)),
             ("z", const(2.0) * (var("x") - 1.0) / (var("x") + 1.0)),
             (
@@ -496,20 +522,21 @@ class ScalingFit:
             ),
         ]
         per_candidate: tuple[str, ...] = ()
-        if self.busiest is not None:
-            per_candidate = tuple(sorted(set(self.busiest.expr().variables()) - set(dn)))
+        if self.launch is not None:
+            used = set(self.launch.expr().variables()) - set(dn) - {"cfg"}
+            per_candidate = tuple(sorted(used))
         return Program(
             name, tuple(dn) + per_candidate + ("cfg",), asg, ["cycles", "time_ms", "cold", "band"]
         )
 
-    def _busiest_assignments(self) -> list[tuple[str, Expr]]:
-        """time_ms, times q_c(D) / q_c(L) for an SM-bound kernel (`BusiestSM`)."""
+    def _launch_assignments(self) -> list[tuple[str, Expr]]:
+        """time_ms, times q_c(D) / q_c(L) where the launch quantity is used."""
         t = var("a") * var("g") * var("p")
-        if self.busiest is None:
+        if self.launch is None:
             return [("time_ms", t)]
         assert self.q_ref is not None
         return [
-            ("q", self.busiest.expr()),
+            ("q", self.launch.expr()),
             ("time_ms", t * var("q") / table(var("cfg"), self.q_ref)),
         ]
 
@@ -539,9 +566,13 @@ class ScalingFit:
             "report": self.report,
             **(
                 {}
-                if self.busiest is None or self.q_ref is None
+                if self.launch is None or self.q_ref is None
                 else {
-                    "busiest_sm": {"sm_count": self.busiest.sm_count, "q_ref": self.q_ref.tolist()}
+                    "launch_quantity": {
+                        "form": self.launch.form.value,
+                        "sm_count": self.launch.sm_count,
+                        "q_ref": self.q_ref.tolist(),
+                    }
                 }
             ),
         }
@@ -631,14 +662,14 @@ def fit_scaling(
     l2_bytes: float = math.inf,
     waves_ref: Any = None,
     unpadded: Mapping[float, np.ndarray] | None = None,
-    busiest: BusiestSM | None = None,
+    launch: LaunchQuantity | None = None,
 ) -> ScalingFit:
     """Fit the model on `tab` (see the module docstring). Every candidate must be timed hot at the
     largest size L; `waves_ref` (optional) are the candidates' exact waves at L; `unpadded`
     (optional) maps a size s to the mask of candidates that launch no padding thread there
-    (exact, from the grid formula), so the fold compares like with like; `busiest` (optional,
-    an SM-bound kernel with program parameters) the busiest SM's blocks, used unless the ×2
-    fold vetoes them."""
+    (exact, from the grid formula), so the fold compares like with like; `launch` (optional,
+    kernels with program parameters) the exact launch quantity q, used unless the ×2 fold
+    vetoes it."""
     s_all = tab.size
     hot = ~tab.cold
     if not hot.any():
@@ -647,11 +678,13 @@ def fit_scaling(
         raise FitError(f"scaling: candidate indices outside 0..{n_cfg - 1}")
     s_ref = float(s_all[hot].max())
     q_ref = None
-    busiest_report: dict[str, Any] | None = None
-    if busiest is not None:
-        tab, q_ref, busiest_report = _net_of_busiest(tab, n_cfg, s_ref, busiest, data_names)
-        if not busiest_report["used"]:
-            busiest, q_ref = None, None
+    launch_report: dict[str, Any] | None = None
+    if launch is not None:
+        net, q_ref, launch_report = _net_of_launch(tab, n_cfg, s_ref, launch, data_names)
+        if launch_report["used"]:
+            tab = net
+        else:
+            launch, q_ref = None, None
     D_ref = tuple(float(v) for v in tab.D[hot][np.argmax(s_all[hot])])
     a_hot = _hot_at(tab, n_cfg, s_ref)
     missing = np.flatnonzero(np.isnan(a_hot)).tolist()
@@ -681,8 +714,8 @@ def fit_scaling(
         "cold_measured": int(measured.sum()),
         "missing_at_L": missing,
     }
-    if busiest_report is not None:
-        report["busiest_sm"] = busiest_report
+    if launch_report is not None:
+        report["launch_quantity"] = launch_report
     smaller = sorted({float(v) for v in s_all[hot] if v < s_ref}, reverse=True)
 
     # Shared growth law from the median ratio to L at each smaller size.
@@ -725,16 +758,16 @@ def fit_scaling(
         band,
         float(drift),
         report,
-        busiest,
+        launch,
         q_ref,
     )
 
 
-def _net_of_busiest(
+def _net_of_launch(
     tab: ScalingTable,
     n_cfg: int,
     s_ref: float,
-    busiest: BusiestSM,
+    launch: LaunchQuantity,
     data_names: Sequence[str],
 ) -> tuple[ScalingTable, np.ndarray, dict[str, Any]]:
     """The table with every time divided by q_c(n) / q_c(L), q_c at L, and the ×2 fold's
@@ -742,11 +775,11 @@ def _net_of_busiest(
     and L, the choice by t(M) · q(L) / q(M) against the choice by t(M), each measured at L; q
     is not used (`used` False) when its choice is slower by more than twice the timing band."""
     rows = np.unique(tab.D, axis=0)
-    q_at = {float(np.prod(row)): busiest.count(dict(zip(data_names, row.tolist()))) for row in rows}
+    q_at = {float(np.prod(row)): launch.count(dict(zip(data_names, row.tolist()))) for row in rows}
     q_ref = q_at[s_ref]
     scale = np.array([q_ref[c] / q_at[float(s)][c] for c, s in zip(tab.cfg, tab.size)])
     net = ScalingTable(tab.D, tab.cfg, tab.time_ms * scale, tab.cold, tab.spread, tab.waves)
-    out: dict[str, Any] = {"used": True, "sm_count": busiest.sm_count}
+    out: dict[str, Any] = {"used": True, "form": launch.form.value, "sm_count": launch.sm_count}
     hot = ~tab.cold
     smaller = sorted({float(v) for v in tab.size[hot] if v < s_ref}, reverse=True)
     if not smaller:

@@ -24,8 +24,9 @@ from klaraptor.helper.program import HelperProgram
 from klaraptor.models.base import HelperJob, Model, ModelTags
 from klaraptor.models.scaling import (
     COMPUTE_BOUND,
-    BusiestSM,
     Footprint,
+    LaunchForm,
+    LaunchQuantity,
     ScalingTable,
     exact_quantities,
     fit_scaling,
@@ -120,17 +121,29 @@ def sm_bound_ratio(job: HelperJob, tab: ScalingTable, footprint: Footprint | Non
     return float(np.min(tab.time_ms[at_L])) * 1e-3 / (fp / (bw * 1e9))
 
 
-def busiest_sm(job: HelperJob, tab: ScalingTable, footprint: Footprint | None) -> BusiestSM | None:
-    """The busiest SM's blocks (`klaraptor.models.scaling.BusiestSM`) for a kernel with program
-    parameters that is SM-bound (`sm_bound_ratio` at least COMPUTE_BOUND); None otherwise, so a
-    kernel without parameters is modelled exactly as before."""
-    if not job.spec.params or not sm_bound_ratio(job, tab, footprint) >= COMPUTE_BOUND:
+def launch_quantity(
+    job: HelperJob, tab: ScalingTable, footprint: Footprint | None
+) -> LaunchQuantity | None:
+    """The exact launch quantity (`klaraptor.models.scaling.LaunchQuantity`) of a kernel with
+    program parameters: the busiest SM's blocks when it is SM-bound (`sm_bound_ratio` at least
+    COMPUTE_BOUND), else the fill of a partial wave (when the occupancy does not depend on D);
+    None without parameters (such a kernel is modelled exactly as before) or when the footprint
+    or the bandwidth is unknown."""
+    ratio = sm_bound_ratio(job, tab, footprint) if job.spec.params else math.nan
+    if not math.isfinite(ratio):
         return None
     blocks = np.asarray(job.blocks, dtype=np.float64)
     per = {"bx": blocks[:, 0], "by": blocks[:, 1], "bz": blocks[:, 2]}
     for name in job.spec.param_names:
         per[name] = np.array([float(c.params[name]) for c in job.configs])
-    return BusiestSM(int(job.profile.sm_count), job.spec.grid_exprs(), per)
+    sms = int(job.profile.sm_count)
+    if ratio >= COMPUTE_BOUND:
+        return LaunchQuantity(LaunchForm.BUSIEST_SM, sms, job.spec.grid_exprs(), per)
+    smem = job.spec.smem_expr()
+    if smem is not None and set(smem.variables()) & set(job.spec.data_names):
+        return None  # the occupancy would change with D
+    active = _exact(job, job.train.sizes()[-1]).active_blocks
+    return LaunchQuantity(LaunchForm.FILL, sms, job.spec.grid_exprs(), per, active=active)
 
 
 def _waves_by_size(job: HelperJob) -> dict[tuple[int, ...], np.ndarray]:
@@ -175,7 +188,7 @@ class ScalingModel(Model):
                 l2_bytes=float(job.profile.l2_bytes),
                 waves_ref=exact[L].waves,
                 unpadded=unpadded,
-                busiest=busiest_sm(job, tab, footprint),
+                launch=launch_quantity(job, tab, footprint),
             )
         except FitError as exc:
             raise BuildError(f"{spec.name}: the scaling model cannot be fitted: {exc}") from None
