@@ -33,24 +33,12 @@ parameters), x = s / s(L):
   hot-timing evidence, so the cold regime does not use them. With no such evidence the ranking
   at any D in one regime is the ranking measured at L.
 
-For a kernel with program parameters, the candidates are variants whose blocks do different
-work, so their launches fill the GPU differently at each D; an exact launch quantity q_c(D) (the
-grid formula, the SM count and the variant's occupancy; never fitted) carries that:
-
-    t(c, D) = (the above) · q_c(D) / q_c(L)                                  (`LaunchQuantity`)
-
-- SM-bound kernel (its fastest time at L is at least `COMPUTE_BOUND` times what its argument
-  footprint costs at DRAM bandwidth): the blocks its busiest SM runs, q = ceil(blocks / SMs)
-  (`LaunchForm.BUSIEST_SM`): that SM's rows of blocks set the time;
-- memory-bound kernel (the SMs share the DRAM, whatever SM runs a block): the fill of a partial
-  first wave, q = 1 / min(waves, 1) (`LaunchForm.FILL`; waves = blocks / (active blocks per
-  SM · SMs)): a candidate timed at L in less than one wave leaves SMs idle there, and that
-  handicap goes once its grid fills the GPU; beyond one wave q is 1.
-
-The training times are divided by q_c(n) / q_c(L) before the fit, so the growth law and the
-deviations see the times net of it. The ×2 fold (anchor at the largest smaller size M, predict
-L) can veto it: q is left out when the fold's choice with it is slower at L than without it by
-more than twice the noise band. Kernels without program parameters never use q.
+For a kernel with program parameters, t(c, D) is also multiplied by q_c(D) / q_c(L), an exact
+launch quantity (`klaraptor.models.launch_quantity`): the busiest SM's blocks ceil(blocks / SMs)
+for an SM-bound kernel (fastest time at L ≥ `COMPUTE_BOUND` × its argument footprint's time at
+DRAM bandwidth), else the fill of a partial first wave, 1 / min(waves, 1). The training times
+are divided by q_c(n) / q_c(L) before the fit; the ×2 fold vetoes q when its choice at L is
+slower than without q by more than twice the noise band. Kernels without parameters never use q.
 
 Everything is rational in D (`ScalingFit.to_program`): tables per configuration, a polynomial
 footprint compared with the L2 size, a polynomial growth law and the Padé factor.
@@ -58,7 +46,6 @@ footprint compared with the L2 size, a polynomial growth law and the Padé facto
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,7 +55,8 @@ import numpy as np
 from scipy.optimize import nnls
 
 from klaraptor.core.errors import FitError
-from klaraptor.program import Expr, Program, ceil, const, maximum, table, var, where
+from klaraptor.models.launch_quantity import LaunchForm, LaunchQuantity
+from klaraptor.program import Expr, Program, const, table, var, where
 
 __all__ = [
     "COMPUTE_BOUND",
@@ -161,54 +149,6 @@ def exact_quantities(
     with np.errstate(divide="ignore", invalid="ignore"):
         waves = np.where(active > 0, blocks / (active * sm_count), np.inf)
     return ExactQuantities(blocks, threads, active, waves, np.ceil(waves))
-
-
-class LaunchForm(enum.Enum):
-    """Which exact launch quantity q scales a candidate's time (module docstring)."""
-
-    BUSIEST_SM = "busiest_sm"  # ceil(blocks / SMs): SM-bound kernels
-    FILL = "fill"  # 1 / min(waves, 1): memory-bound kernels
-
-
-@dataclass(frozen=True)
-class LaunchQuantity:
-    """q_c(D) of every candidate (exact, never fitted; module docstring).
-
-    `grid` are the spec's grid formulas over the data names, ``bx``, ``by``, ``bz`` and the
-    program parameters; `per_candidate` gives those per-candidate inputs' values (one entry per
-    candidate), so the same formulas serve `count` and the rational program; `active` (FILL) is
-    each candidate's active blocks per SM (its occupancy, which does not depend on D)."""
-
-    form: LaunchForm
-    sm_count: int
-    grid: tuple[Expr, Expr, Expr]
-    per_candidate: Mapping[str, np.ndarray]
-    active: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        if self.form is LaunchForm.FILL and self.active is None:
-            raise FitError("the fill of a partial wave needs each candidate's active blocks")
-
-    def expr(self) -> Expr:
-        """q over the data names, the per-candidate inputs and ``cfg``."""
-        gx, gy, gz = self.grid
-        blocks = gx * gy * gz
-        if self.form is LaunchForm.BUSIEST_SM:
-            return ceil(blocks / const(float(self.sm_count)))
-        assert self.active is not None
-        capacity = table(var("cfg"), self.active * float(self.sm_count))
-        # 1 / min(waves, 1) = max(capacity / blocks, 1); no resident block (capacity 0): 1
-        return maximum(capacity / blocks, const(1.0))
-
-    def count(self, D: Mapping[str, float]) -> np.ndarray:
-        """q of every candidate at D (a mapping from data name to value)."""
-        expr = self.expr()
-        names = tuple(sorted(expr.variables()))
-        prog = Program("launch_quantity", names, [("q", expr)], ["q"])
-        n_cfg = len(next(iter(self.per_candidate.values())))
-        fixed = {**self.per_candidate, "cfg": np.arange(n_cfg, dtype=np.float64)}
-        env = {n: fixed[n] if n in fixed else float(D[n]) for n in names}
-        return np.broadcast_to(prog.evaluate(env)["q"], (n_cfg,)).astype(np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
