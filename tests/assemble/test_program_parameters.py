@@ -71,7 +71,17 @@ def law_ms(n: int, bx: int, items: int) -> float:
     return n * per_elem * spill + 2e-5 * blocks / 132 + 3e-3
 
 
-def _store(path: Path) -> tuple[Store, str]:
+def sm_bound_ms(n: int, bx: int, items: int) -> float:
+    """A synthetic SM-bound time: the busiest SM's blocks, ceil(blocks / 132), each costing its
+    work (bx * items elements) plus a fixed 256, ITEMS = 8 spilling. At 2^19 the largest blocks
+    (4096 elements, 128 of them: one per SM) win; at 600000 they need two rows of blocks and
+    1024-element blocks win."""
+    blocks = math.ceil(n / (bx * items))
+    spill = 1.3 if items == 8 else 1.0
+    return 1e-2 * math.ceil(blocks / 132) * (bx * items + 256) / 256 * spill
+
+
+def _store(path: Path, law: Any = law_ms) -> tuple[Store, str]:
     prof = recorded_profile("h200")
     store = Store(path)
     store.put_kernel(
@@ -101,7 +111,7 @@ def _store(path: Path) -> tuple[Store, str]:
                 if t * items > 4096:
                     continue
                 block = (t, 1, 1)
-                ms = law_ms(n, t, items)
+                ms = law(n, t, items)
                 grid = SPEC.grid_for(D, block, pv)
                 value = {"median_ms": ms, "spread": 0.01, "grid": list(grid)}
                 rows.append(
@@ -249,3 +259,36 @@ def test_the_budgeted_build_plans_over_the_joint_space(tmp_path: Path) -> None:
     measured = [pt for pt in p if pt.status == "measure"]
     assert {pt.params["ITEMS"] for pt in measured} == set(ITEMS)
     assert all(pt.block[0] * pt.params["ITEMS"] <= 4096 for pt in measured)
+
+
+def test_the_launch_quantity_is_vetoed_where_the_fold_contradicts_it(built: Any) -> None:
+    """The synthetic law above is far from its footprint's DRAM time (SM-bound), but its times
+    do not follow the busiest SM's blocks: the ×2 fold vetoes them, the model is as before."""
+    kern, _ = built
+    q = kern.report.fits["scaling"]["report"]["launch_quantity"]
+    assert kern.report.fits["sm_bound_ratio"] >= 10
+    assert q["form"] == "busiest_sm" and q["used"] is False
+    assert q["fold"]["r_with"] > q["fold"]["r_without"]
+    assert kern.helper.model.inputs == ("n", "cfg")
+
+
+def test_the_launch_quantity_reaches_select_and_the_exports(tmp_path: Path) -> None:
+    """Times that follow the busiest SM's blocks: the fold keeps them, the program takes each
+    candidate's block and parameters, and select and the Python export choose the fastest
+    configuration of the law at sizes never trained."""
+    store, _ = _store(tmp_path / "sm.sqlite", law=sm_bound_ms)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kern = build(SPEC, model="scaling", store=store, device=recorded_profile("h200"),
+                     collect_data=False, budget=None, progress=False)  # fmt: skip
+        q = kern.report.fits["scaling"]["report"]["launch_quantity"]
+        assert q["form"] == "busiest_sm" and q["used"] is True
+        assert {"bx", "ITEMS", "cfg"} <= set(kern.helper.model.inputs)
+        ns: dict[str, Any] = {}
+        exec(compile(kern.export_python(), "<export>", "exec"), ns)  # noqa: S102 - our own output
+        for n in (600_000, 700_000, 1 << 21, 3_000_000):
+            sel = kern.select(n)
+            best = min(sm_bound_ms(n, c.block[0], c.params["ITEMS"]) for c in kern.helper.keys)
+            assert sm_bound_ms(n, sel.block[0], sel.params["ITEMS"]) == pytest.approx(best)
+            grid, block, params = ns["best"]((n,))
+            assert (tuple(grid), tuple(block), params) == (sel.grid, sel.block, dict(sel.params))

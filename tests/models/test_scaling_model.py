@@ -289,3 +289,164 @@ def test_helper_program_from_the_fit_chooses_like_the_fit() -> None:
         top, ms, _ = helper.choose(spec.size(N), k=6)
         assert top[0] == fit.choose((N,))
         np.testing.assert_allclose(ms, np.sort(fit.predict((N,)))[: len(ms)], rtol=1e-12)
+
+
+# -- the busiest SM's blocks (SM-bound kernels with program parameters) -------------------------
+
+
+def _sgemm_like() -> tuple[object, list[tuple[dict[str, int], tuple[int, int, int]]]]:
+    """The tunables SGEMM's grid formulas and two of its configurations: (TM=8, TN=4, 16x16), a
+    64 x 128 tile, and (TM=4, TN=8, 8x16), a 64 x 64 tile."""
+    spec = suite.get("tunables.sgemm.sgemm")
+    return spec, [({"TM": 8, "TN": 4}, (16, 16, 1)), ({"TM": 4, "TN": 8}, (8, 16, 1))]
+
+
+def _launch(spec: object, configs: list, active: list[float] | None = None) -> object:
+    """The busiest SM's blocks of `configs` (with `active`: the fill of a partial wave)."""
+    from klaraptor.models.scaling import LaunchForm, LaunchQuantity
+
+    blocks = np.array([b for _, b in configs], dtype=np.float64)
+    per = {"bx": blocks[:, 0], "by": blocks[:, 1], "bz": blocks[:, 2]}
+    for name in ("TM", "TN"):
+        per[name] = np.array([float(p[name]) for p, _ in configs])
+    if active is None:
+        return LaunchQuantity(LaunchForm.BUSIEST_SM, 132, spec.grid_exprs(), per)  # type: ignore[attr-defined]
+    return LaunchQuantity(LaunchForm.FILL, 132, spec.grid_exprs(), per, active=np.array(active))  # type: ignore[attr-defined]
+
+
+def test_busiest_sm_counts_the_grid_over_the_sms() -> None:
+    spec, configs = _sgemm_like()
+    busiest = _launch(spec, configs)
+    for n in (384, 768, 1792, 1000):
+        expect = [
+            math.ceil(math.ceil(n / (b[0] * p["TN"])) * math.ceil(n / (b[1] * p["TM"])) / 132)
+            for p, b in configs
+        ]
+        assert busiest.count({"N": n}).tolist() == expect  # type: ignore[attr-defined]
+    # 768: 72 blocks of the first (one per SM, 60 SMs idle), 144 of the second (two on some).
+    assert busiest.count({"N": 768}).tolist() == [1, 2]  # type: ignore[attr-defined]
+
+
+def _sm_bound_table(times: dict[int, list[float]]) -> ScalingTable:
+    """The two SGEMM configurations' hot times {N: [ms, ms]}."""
+    rows = [(n, c, t) for n, ts in sorted(times.items()) for c, t in enumerate(ts)]
+    return ScalingTable(
+        D=np.array([[r[0]] for r in rows], dtype=np.float64),
+        cfg=np.array([r[1] for r in rows]),
+        time_ms=np.array([r[2] for r in rows]),
+        cold=np.zeros(len(rows), dtype=bool),
+        spread=np.full(len(rows), 0.003),
+    )
+
+
+# Times proportional to the busiest SM's blocks (1 and 1 at 384, 1 and 2 at 768) times the
+# shared N^3 work: at L the first configuration is faster (1.0 against 2 x 0.55).
+SM_BOUND = {384: [1.0 / 8, 0.55 / 8], 768: [1.0, 1.1]}
+
+
+def test_busiest_sm_reranks_where_the_tiles_quantise_differently() -> None:
+    spec, configs = _sgemm_like()
+    busiest = _launch(spec, configs)
+    tab = _sm_bound_table(SM_BOUND)
+    plain = fit_scaling(tab, 2)
+    fit = fit_scaling(tab, 2, launch=busiest)  # type: ignore[arg-type]
+    assert fit.report["launch_quantity"]["used"] is True
+    assert fit.report["launch_quantity"]["fold"]["r_with"] == 1.0
+    assert plain.choose((768,)) == fit.choose((768,)) == 0
+    # 1100: 162 blocks of the first (2 on the busiest SM), 324 of the second (3): 2 x 1.0
+    # against 3 x 0.55, the second wins; without q the ranking at L is kept.
+    assert busiest.count({"N": 1100}).tolist() == [2, 3]  # type: ignore[attr-defined]
+    assert fit.choose((1100,)) == 1 and plain.choose((1100,)) == 0
+    # 1280: 2 against 4 blocks: the first again.
+    assert fit.choose((1280,)) == 0
+
+
+def test_busiest_sm_vetoed_by_the_fold() -> None:
+    """At L the second is faster (0.9 against 1.0); at 384 it was faster too, by less than its
+    q doubles: the fold's choice with q (the first) is slower at L by 11 %: q is left out."""
+    spec, configs = _sgemm_like()
+    tab = _sm_bound_table({384: [0.125, 0.09], 768: [1.0, 0.9]})
+    fit = fit_scaling(tab, 2, launch=_launch(spec, configs))  # type: ignore[arg-type]
+    rep = fit.report["launch_quantity"]
+    assert rep["used"] is False
+    assert rep["fold"]["r_with"] == pytest.approx(1.0 / 0.9) and rep["fold"]["r_without"] == 1.0
+    assert fit.launch is None and "launch_quantity" not in fit.to_dict()
+    # vetoed: the fit is exactly the fit without it
+    plain = fit_scaling(tab, 2)
+    for N in (768, 1100, 4096):
+        assert np.array_equal(fit.predict((N,)), plain.predict((N,)))
+    assert fit.to_program().inputs == ("N", "cfg")
+
+
+def test_busiest_sm_program_matches_predict_bit_for_bit() -> None:
+    spec, configs = _sgemm_like()
+    busiest = _launch(spec, configs)
+    fit = fit_scaling(_sm_bound_table(SM_BOUND), 2, launch=busiest)  # type: ignore[arg-type]
+    prog = fit.to_program(clock_mhz=1980.0)
+    assert set(prog.inputs) == {"N", "bx", "by", "TM", "TN", "cfg"}
+    per = busiest.per_candidate  # type: ignore[attr-defined]
+    for N in (384, 768, 1000, 1280, 1792, 4096):
+        out = prog.evaluate(
+            N=float(N), cfg=np.arange(2.0), **{k: per[k] for k in prog.inputs if k in per}
+        )
+        assert np.array_equal(out["time_ms"], fit.predict((N,))), N
+    assert fit.to_dict()["launch_quantity"] == {
+        "form": "busiest_sm",
+        "sm_count": 132,
+        "q_ref": [1.0, 2.0],
+    }
+
+
+def test_busiest_sm_is_never_offered_without_program_parameters() -> None:
+    """A kernel without parameters is modelled exactly as before (PolyBench, Rodinia)."""
+    from klaraptor.models.scaling_model import launch_quantity
+
+    class _Job:
+        spec = suite.get("polybench.gemm.gemm")
+
+    assert launch_quantity(_Job(), None, None) is None  # type: ignore[arg-type]
+    tab = _table({(n, c): _shared_growth(n) * (1 + 0.1 * c) for n in SIZES for c in range(3)})
+    prog = fit_scaling(tab, 3).to_program()
+    assert prog.inputs == ("N", "cfg")
+
+
+def test_fill_counts_a_partial_first_wave_only() -> None:
+    """q = 1 / min(waves, 1): 2 resident blocks per SM (264 at once) for the first, 4 for the
+    second; below one wave q is the capacity over the blocks, from one wave on 1."""
+    spec, configs = _sgemm_like()
+    fill = _launch(spec, configs, active=[2.0, 4.0])
+    # 384: 18 and 36 blocks; 768: 72 and 144; 2048: 512 and 1024 (beyond one wave: 1)
+    assert fill.count({"N": 384}).tolist() == [264 / 18, 528 / 36]  # type: ignore[attr-defined]
+    assert fill.count({"N": 768}).tolist() == [264 / 72, 528 / 144]  # type: ignore[attr-defined]
+    assert fill.count({"N": 2048}).tolist() == [1.0, 1.0]  # type: ignore[attr-defined]
+
+
+def test_fill_lifts_the_handicap_of_a_partial_wave_at_L() -> None:
+    """Timed at L in a third of a wave, the second configuration is 20 % slower there; once
+    both fill the GPU it is the faster (its time at L was for a GPU 73 % idle)."""
+    spec, configs = _sgemm_like()
+    fill = _launch(spec, configs, active=[0.5, 4.0])  # 66 and 528 blocks at once
+    tab = _sm_bound_table({768: [1.0, 1.2]})
+    fit = fit_scaling(tab, 2, launch=fill)  # type: ignore[arg-type]
+    assert fit.report["launch_quantity"]["used"] is True
+    assert fit.report["launch_quantity"]["fold"] == "no smaller size: no fold"
+    assert fit.choose((768,)) == 0
+    # 2048: 512 and 1024 blocks, both beyond one wave: 1.0 x 1 against 1.2 x 144/528
+    assert fit.choose((2048,)) == 1
+    assert fit_scaling(tab, 2).choose((2048,)) == 0
+    prog = fit.to_program()
+    assert "cfg" in prog.inputs
+    per = fill.per_candidate  # type: ignore[attr-defined]
+    for N in (768, 1024, 2048, 4096):
+        out = prog.evaluate(
+            N=float(N), cfg=np.arange(2.0), **{k: per[k] for k in prog.inputs if k in per}
+        )
+        assert np.array_equal(out["time_ms"], fit.predict((N,))), N
+
+
+def test_fill_needs_the_active_blocks() -> None:
+    from klaraptor.models.scaling import LaunchForm, LaunchQuantity
+
+    spec, _ = _sgemm_like()
+    with pytest.raises(FitError, match="active blocks"):
+        LaunchQuantity(LaunchForm.FILL, 132, spec.grid_exprs(), {"bx": np.ones(2)})  # type: ignore[attr-defined]

@@ -33,6 +33,13 @@ parameters), x = s / s(L):
   hot-timing evidence, so the cold regime does not use them. With no such evidence the ranking
   at any D in one regime is the ranking measured at L.
 
+For a kernel with program parameters, t(c, D) is also multiplied by q_c(D) / q_c(L), an exact
+launch quantity (`klaraptor.models.launch_quantity`): the busiest SM's blocks ceil(blocks / SMs)
+for an SM-bound kernel (fastest time at L ≥ `COMPUTE_BOUND` × its argument footprint's time at
+DRAM bandwidth), else the fill of a partial first wave, 1 / min(waves, 1). The training times
+are divided by q_c(n) / q_c(L) before the fit; the ×2 fold vetoes q when its choice at L is
+slower than without q by more than twice the noise band. Kernels without parameters never use q.
+
 Everything is rational in D (`ScalingFit.to_program`): tables per configuration, a polynomial
 footprint compared with the L2 size, a polynomial growth law and the Padé factor.
 """
@@ -48,10 +55,14 @@ import numpy as np
 from scipy.optimize import nnls
 
 from klaraptor.core.errors import FitError
+from klaraptor.models.launch_quantity import LaunchForm, LaunchQuantity
 from klaraptor.program import Expr, Program, const, table, var, where
 
 __all__ = [
+    "COMPUTE_BOUND",
     "DELTA_LIMIT",
+    "LaunchForm",
+    "LaunchQuantity",
     "Footprint",
     "GrowthLaw",
     "ScalingFit",
@@ -63,6 +74,11 @@ __all__ = [
 ]
 
 DELTA_LIMIT = 0.9  # |d| < 1 keeps the Padé factor positive for every x > 0
+# A kernel is SM-bound when its fastest time at L is at least this multiple of its argument
+# footprint's time at DRAM bandwidth. Measured on the H200 tunables suite (bench_tunables at
+# 1954ee6 and 13ffd70): the memory-bound kernels sit at 1.0-2.0, sgemm at 59 and n-body near
+# 2700, so any threshold from about 3 to 50 classifies them alike.
+COMPUTE_BOUND = 10.0
 MAX_GROWTH_DEGREE = 3
 _EXACT_RTOL = 1e-9
 
@@ -344,6 +360,8 @@ class ScalingFit:
     band: float  # timing noise band (median relative IQR at L)
     drift: float  # relative-time drift per unit of 2(x-1)/(x+1), from the fold
     report: dict[str, Any] = field(default_factory=dict)
+    launch: LaunchQuantity | None = None  # the exact launch quantity (parameters only)
+    q_ref: np.ndarray | None = None  # its q_c at L
 
     @property
     def n_cfg(self) -> int:
@@ -382,7 +400,11 @@ class ScalingFit:
         a = np.where(cold, self.a_cold, self.a_hot)
         d = np.where(cold, 0.0, self.delta)
         p = ((1.0 + d) * x + (1.0 - d)) / ((1.0 - d) * x + (1.0 + d))
-        return a * g * p
+        if self.launch is None:
+            return a * g * p
+        assert self.q_ref is not None
+        q = self.launch.count(dict(zip(self.data_names, D)))
+        return a * g * p * q / self.q_ref  # the order of operations of `to_program`
 
     def choose(self, D: Sequence[float]) -> int:
         pred = self.predict(D)
@@ -430,7 +452,7 @@ class ScalingFit:
                 ((const(1.0) + d) * var("x") + (const(1.0) - d))
                 / ((const(1.0) - d) * var("x") + (const(1.0) + d)),
             ),
-            ("time_ms", var("a") * var("g") * var("p")),
+            *self._launch_assignments(),
             ("cycles", var("time_ms") * const(clock_mhz * 1e3)),
             ("z", const(2.0) * (var("x") - 1.0) / (var("x") + 1.0)),
             (
@@ -439,7 +461,24 @@ class ScalingFit:
                 + const(self.drift) * where(var("z") < 0.0, -var("z"), var("z")),
             ),
         ]
-        return Program(name, tuple(dn) + ("cfg",), asg, ["cycles", "time_ms", "cold", "band"])
+        per_candidate: tuple[str, ...] = ()
+        if self.launch is not None:
+            used = set(self.launch.expr().variables()) - set(dn) - {"cfg"}
+            per_candidate = tuple(sorted(used))
+        return Program(
+            name, tuple(dn) + per_candidate + ("cfg",), asg, ["cycles", "time_ms", "cold", "band"]
+        )
+
+    def _launch_assignments(self) -> list[tuple[str, Expr]]:
+        """time_ms, times q_c(D) / q_c(L) where the launch quantity is used."""
+        t = var("a") * var("g") * var("p")
+        if self.launch is None:
+            return [("time_ms", t)]
+        assert self.q_ref is not None
+        return [
+            ("q", self.launch.expr()),
+            ("time_ms", t * var("q") / table(var("cfg"), self.q_ref)),
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -465,6 +504,17 @@ class ScalingFit:
             "band": self.band,
             "drift": self.drift,
             "report": self.report,
+            **(
+                {}
+                if self.launch is None or self.q_ref is None
+                else {
+                    "launch_quantity": {
+                        "form": self.launch.form.value,
+                        "sm_count": self.launch.sm_count,
+                        "q_ref": self.q_ref.tolist(),
+                    }
+                }
+            ),
         }
 
 
@@ -552,11 +602,14 @@ def fit_scaling(
     l2_bytes: float = math.inf,
     waves_ref: Any = None,
     unpadded: Mapping[float, np.ndarray] | None = None,
+    launch: LaunchQuantity | None = None,
 ) -> ScalingFit:
     """Fit the model on `tab` (see the module docstring). Every candidate must be timed hot at the
     largest size L; `waves_ref` (optional) are the candidates' exact waves at L; `unpadded`
     (optional) maps a size s to the mask of candidates that launch no padding thread there
-    (exact, from the grid formula), so the fold compares like with like."""
+    (exact, from the grid formula), so the fold compares like with like; `launch` (optional,
+    kernels with program parameters) the exact launch quantity q, used unless the ×2 fold
+    vetoes it."""
     s_all = tab.size
     hot = ~tab.cold
     if not hot.any():
@@ -564,6 +617,14 @@ def fit_scaling(
     if not (tab.cfg[hot] < n_cfg).all() or not (tab.cfg >= 0).all():
         raise FitError(f"scaling: candidate indices outside 0..{n_cfg - 1}")
     s_ref = float(s_all[hot].max())
+    q_ref = None
+    launch_report: dict[str, Any] | None = None
+    if launch is not None:
+        net, q_ref, launch_report = _net_of_launch(tab, n_cfg, s_ref, launch, data_names)
+        if launch_report["used"]:
+            tab = net
+        else:
+            launch, q_ref = None, None
     D_ref = tuple(float(v) for v in tab.D[hot][np.argmax(s_all[hot])])
     a_hot = _hot_at(tab, n_cfg, s_ref)
     missing = np.flatnonzero(np.isnan(a_hot)).tolist()
@@ -593,6 +654,8 @@ def fit_scaling(
         "cold_measured": int(measured.sum()),
         "missing_at_L": missing,
     }
+    if launch_report is not None:
+        report["launch_quantity"] = launch_report
     smaller = sorted({float(v) for v in s_all[hot] if v < s_ref}, reverse=True)
 
     # Shared growth law from the median ratio to L at each smaller size.
@@ -635,7 +698,49 @@ def fit_scaling(
         band,
         float(drift),
         report,
+        launch,
+        q_ref,
     )
+
+
+def _net_of_launch(
+    tab: ScalingTable,
+    n_cfg: int,
+    s_ref: float,
+    launch: LaunchQuantity,
+    data_names: Sequence[str],
+) -> tuple[ScalingTable, np.ndarray, dict[str, Any]]:
+    """The table with every time divided by q_c(n) / q_c(L), q_c at L, and the ×2 fold's
+    verdict on q: anchored at the largest smaller size M, over the candidates timed hot at M
+    and L, the choice by t(M) · q(L) / q(M) against the choice by t(M), each measured at L; q
+    is not used (`used` False) when its choice is slower by more than twice the timing band."""
+    rows = np.unique(tab.D, axis=0)
+    q_at = {float(np.prod(row)): launch.count(dict(zip(data_names, row.tolist()))) for row in rows}
+    q_ref = q_at[s_ref]
+    scale = np.array([q_ref[c] / q_at[float(s)][c] for c, s in zip(tab.cfg, tab.size)])
+    net = ScalingTable(tab.D, tab.cfg, tab.time_ms * scale, tab.cold, tab.spread, tab.waves)
+    out: dict[str, Any] = {"used": True, "form": launch.form.value, "sm_count": launch.sm_count}
+    hot = ~tab.cold
+    smaller = sorted({float(v) for v in tab.size[hot] if v < s_ref}, reverse=True)
+    if not smaller:
+        out["fold"] = "no smaller size: no fold"
+        return net, q_ref, out
+    M = smaller[0]
+    a_M, a_L = _hot_at(tab, n_cfg, M), _hot_at(tab, n_cfg, s_ref)
+    both = np.isfinite(a_M) & np.isfinite(a_L)
+    if both.sum() < 2:
+        out["fold"] = f"{int(both.sum())} candidate timed at both {M:g} and {s_ref:g}: no fold"
+        return net, q_ref, out
+    spreads = tab.spread[hot & (tab.size == s_ref)]
+    band = float(np.nanmedian(spreads)) if np.isfinite(spreads).any() else 0.0
+    best = float(np.min(a_L[both]))
+    without = int(np.argmin(np.where(both, a_M, np.inf)))
+    with_q = int(np.argmin(np.where(both, a_M * q_ref / q_at[M], np.inf)))
+    r_without, r_with = float(a_L[without] / best), float(a_L[with_q] / best)
+    out["fold"] = {"anchor": M, "target": s_ref, "compared": int(both.sum()),
+                   "r_without": r_without, "r_with": r_with, "band": band}  # fmt: skip
+    out["used"] = r_with <= r_without * (1.0 + 2.0 * band)
+    return net, q_ref, out
 
 
 def _fold(

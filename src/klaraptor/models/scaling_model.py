@@ -22,7 +22,15 @@ from klaraptor.core.errors import BuildError, FitError
 from klaraptor.core.types import DataSize
 from klaraptor.helper.program import HelperProgram
 from klaraptor.models.base import HelperJob, Model, ModelTags
-from klaraptor.models.scaling import Footprint, ScalingTable, exact_quantities, fit_scaling
+from klaraptor.models.scaling import (
+    COMPUTE_BOUND,
+    Footprint,
+    LaunchForm,
+    LaunchQuantity,
+    ScalingTable,
+    exact_quantities,
+    fit_scaling,
+)
 
 __all__ = ["ScalingModel", "argument_footprint", "scaling_table"]
 
@@ -98,6 +106,46 @@ def _exact(job: HelperJob, D: DataSize) -> Any:
     )
 
 
+def sm_bound_ratio(job: HelperJob, tab: ScalingTable, footprint: Footprint | None) -> float:
+    """The fastest hot time at the largest training size over the time its argument footprint
+    takes at the device's DRAM bandwidth (nan when either is unknown): about 1 for a kernel
+    bound by the memory all SMs share, far above for one bound by its SMs."""
+    bw = float(getattr(job.profile, "dram_bandwidth_gbs", math.nan))
+    hot = ~tab.cold
+    if footprint is None or not (bw > 0) or not hot.any():
+        return math.nan
+    at_L = hot & (tab.size == tab.size[hot].max())
+    fp = float(footprint.bytes(tab.D[at_L][:1])[0])
+    if not fp > 0:
+        return math.nan
+    return float(np.min(tab.time_ms[at_L])) * 1e-3 / (fp / (bw * 1e9))
+
+
+def launch_quantity(
+    job: HelperJob, tab: ScalingTable, footprint: Footprint | None
+) -> LaunchQuantity | None:
+    """The exact launch quantity (`klaraptor.models.scaling.LaunchQuantity`) of a kernel with
+    program parameters: the busiest SM's blocks when it is SM-bound (`sm_bound_ratio` at least
+    COMPUTE_BOUND), else the fill of a partial wave (when the occupancy does not depend on D);
+    None without parameters (such a kernel is modelled exactly as before) or when the footprint
+    or the bandwidth is unknown."""
+    ratio = sm_bound_ratio(job, tab, footprint) if job.spec.params else math.nan
+    if not math.isfinite(ratio):
+        return None
+    blocks = np.asarray(job.blocks, dtype=np.float64)
+    per = {"bx": blocks[:, 0], "by": blocks[:, 1], "bz": blocks[:, 2]}
+    for name in job.spec.param_names:
+        per[name] = np.array([float(c.params[name]) for c in job.configs])
+    sms = int(job.profile.sm_count)
+    if ratio >= COMPUTE_BOUND:
+        return LaunchQuantity(LaunchForm.BUSIEST_SM, sms, job.spec.grid_exprs(), per)
+    smem = job.spec.smem_expr()
+    if smem is not None and set(smem.variables()) & set(job.spec.data_names):
+        return None  # the occupancy would change with D
+    active = _exact(job, job.train.sizes()[-1]).active_blocks
+    return LaunchQuantity(LaunchForm.FILL, sms, job.spec.grid_exprs(), per, active=active)
+
+
 def _waves_by_size(job: HelperJob) -> dict[tuple[int, ...], np.ndarray]:
     return {D.values(): _exact(job, D).waves for D in job.train.sizes()}
 
@@ -140,6 +188,7 @@ class ScalingModel(Model):
                 l2_bytes=float(job.profile.l2_bytes),
                 waves_ref=exact[L].waves,
                 unpadded=unpadded,
+                launch=launch_quantity(job, tab, footprint),
             )
         except FitError as exc:
             raise BuildError(f"{spec.name}: the scaling model cannot be fitted: {exc}") from None
@@ -149,6 +198,8 @@ class ScalingModel(Model):
             "cold_points": int(tab.cold.sum()),
             "anchor": list(L.values()),
             "tune_once": fit.tune_once,
+            # (kernels without parameters keep their report as it was)
+            **({"sm_bound_ratio": sm_bound_ratio(job, tab, footprint)} if spec.params else {}),
             "footprint": None
             if footprint is None
             else {
