@@ -138,7 +138,12 @@ def test_template_interface() -> None:
         get_model("nope")
 
 
-def test_register_model() -> None:
+def test_register_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    import klaraptor.models as models
+
+    # The registration is undone after the test: a model left registered joins every later
+    # test's automatic model selection.
+    monkeypatch.setattr(models, "_FACTORIES", dict(models._FACTORIES))
     register_model("mwp_cwp_8", lambda: MwpCwpModel(coalesced_max_sectors=8))
     assert "mwp_cwp_8" in available_models()
     assert get_model("mwp_cwp_8").coalesced_max_sectors == 8.0
