@@ -426,10 +426,16 @@ def test_fill_lifts_the_handicap_of_a_partial_wave_at_L() -> None:
     both fill the GPU it is the faster (its time at L was for a GPU 73 % idle)."""
     spec, configs = _sgemm_like()
     fill = _launch(spec, configs, active=[0.5, 4.0])  # 66 and 528 blocks at once
-    tab = _sm_bound_table({768: [1.0, 1.2]})
+    # With no smaller size there is no fold to check q against: it is not used.
+    alone = fit_scaling(_sm_bound_table({768: [1.0, 1.2]}), 2, launch=fill)  # type: ignore[arg-type]
+    assert alone.report["launch_quantity"]["used"] is False
+    assert alone.report["launch_quantity"]["fold"].startswith("no smaller size")
+    assert alone.choose((2048,)) == 0
+    # At 384 (18 and 36 blocks: q 3.67 and 14.67) the fold's choice with q agrees: it is used.
+    tab = _sm_bound_table({384: [0.125, 0.15], 768: [1.0, 1.2]})
     fit = fit_scaling(tab, 2, launch=fill)  # type: ignore[arg-type]
     assert fit.report["launch_quantity"]["used"] is True
-    assert fit.report["launch_quantity"]["fold"] == "no smaller size: no fold"
+    assert fit.report["launch_quantity"]["fold"]["anchor"] == 384
     assert fit.choose((768,)) == 0
     # 2048: 512 and 1024 blocks, both beyond one wave: 1.0 x 1 against 1.2 x 144/528
     assert fit.choose((2048,)) == 1
