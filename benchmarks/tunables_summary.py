@@ -107,20 +107,33 @@ def main(argv: list[str] | None = None) -> int:
         "--quality",
         type=Path,
         nargs="+",
-        default=[RESULTS / f"bench_tunables_a02ca89_gpu{i}.json" for i in range(3)],
+        default=[RESULTS / f"bench_tunables_d714813_gpu{i}.json" for i in range(3)],
         help="runs whose choices are scored; a kernel scored in a later run replaces an earlier",
     )
     ap.add_argument(
         "--cost",
         type=Path,
         nargs="+",
-        default=[RESULTS / f"bench_tunables_a02ca89_gpu{i}.json" for i in range(3)],
+        default=[RESULTS / f"bench_tunables_d714813_gpu{i}.json" for i in range(3)],
         help="runs whose build and Kernel Tuner walls are compared (each kernel within one run)",
+    )
+    ap.add_argument(
+        "--replay",
+        type=Path,
+        nargs="*",
+        default=sorted(RESULTS.glob("tunables_replay_e8d6d54_on_*.json")),
+        help="benchmarks/tunables_replay.py results: the product at a later commit rebuilt "
+        "offline from a run's training rows and scored on its ground truth",
     )
     ap.add_argument("--summary", type=Path, default=RESULTS / "summary.json")
     a = ap.parse_args(argv)
     summary = json.loads(a.summary.read_text())
     summary["suites"]["tunables"] = suite_block(merged_runs(a.quality))
+    summary["suites"]["tunables"]["replays"] = [
+        {"file": path.name, **json.loads(path.read_text())["summary"]["methods"],
+         "provenance": json.loads(path.read_text())["provenance"]}
+        for path in a.replay
+    ]  # fmt: skip
     summary.setdefault("cost", {})["build_over_kernel_tuner"] = cost_block(merged_runs(a.cost))
     a.summary.write_text(json.dumps(summary, indent=1) + "\n")
     t = summary["suites"]["tunables"]["methods"]
