@@ -591,3 +591,29 @@ def test_the_added_key_doubles_the_flat_parameter_of_the_largest_training_key() 
     assert next_size(sizes, "n_cols") == DataSize(names, (4096, 1024))
     assert next_size(sizes, "n_rows") == DataSize(names, (8192, 512))
     assert scaled_down_keys((8192, 1)) == [(512, 1), (1024, 1), (2048, 1), (4096, 1)]
+
+
+def test_the_chooser_predicts_the_fits_floats_for_every_term_set() -> None:
+    """The precomputed chooser (a new key's path) gives WaveFit.predict's floats exactly, with
+    the fill term, data terms, configs that hold no program and keys with no program."""
+    from klaraptor.frontends.triton_choice import Chooser
+    from klaraptor.models.wave_time import FILL, WaveFit, full_waves, wave_fill
+
+    rng = np.random.default_rng(7)
+    active = np.array([1.0, 2.0, 0.0, 4.0])
+    for terms in [(), (FILL,), (0,), (FILL, 0), (FILL, 0, 1)]:
+        fit = WaveFit(
+            ("N_CTX", "HEAD_DIM"),
+            terms,
+            np.array([1024.0, 64.0]),
+            0.003,
+            rng.random(4),
+            rng.random((4, len(terms))),
+        )
+        chooser = Chooser(fit, active, 132)
+        for programs in ([0, 0, 0, 0], [5, 300, 77, 1000], [4096, 8192, 1, 264]):
+            p = np.array(programs, dtype=np.int64)
+            w = full_waves(p, active, 132)
+            want = fit.predict((2048, 64), w, wave_fill(p, w, active * 132))
+            got = chooser.predict((2048, 64), p)
+            assert np.array_equal(got, want, equal_nan=True), (terms, programs)

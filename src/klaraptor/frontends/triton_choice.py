@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from klaraptor.models.wave_time import FILL, WaveFit, wave_fill
+from klaraptor.models.wave_time import FILL, WaveFit
 
 __all__ = ["Chooser", "grid_dims", "programs_vector", "vector_meta"]
 
@@ -47,7 +47,10 @@ class Chooser:
             waves = waves + self.never
         per_wave = self.b
         if self.g_fill is not None:
-            per_wave = per_wave + self.g_fill * wave_fill(p, waves, self.room)
+            # wave_fill's quotient without its checks (a third of a new key's time): a config
+            # that holds no program has infinite waves and no program gives zero waves, so the
+            # floor on the room makes both 0, as wave_fill does; elsewhere the same division.
+            per_wave = per_wave + self.g_fill * (p / np.maximum(waves * self.capacity, 1e-300))
         if self.data:
             x = np.array([float(values[j]) for j in self.data]) / self.scale
             per_wave = per_wave + self.g_data @ x
