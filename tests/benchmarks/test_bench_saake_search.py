@@ -33,6 +33,9 @@ def bs():  # noqa: ANN201
         (["--workers", "-1"], "--workers must be 0"),
         (["--kernels", "sgemm.sgemm,nope"], "'nope' is not a tunables kernel"),
         (["--recorded", "/nonexistent.json"], "is not a file"),
+        (["--budget", "0"], "--budget must be a fraction in (0, 1]"),
+        (["--budget", "1.5"], "--budget must be a fraction in (0, 1]"),
+        (["--rescore", "/nonexistent.json"], "needs --recorded"),
     ],
 )
 def test_bad_arguments_are_named(bs, tmp_path, capsys, argv, message) -> None:  # noqa: ANN001
@@ -96,6 +99,30 @@ def test_score_takes_the_fastest_measured_of_the_k_least_emulated(bs) -> None:  
     s2 = bs.score(EMU, TRUTH, k=2, pool="walk", measured=got)["search"]
     assert s2["choice"] == ["A=2", [32, 1, 1]] and s2["r"] == pytest.approx(1.2)
     assert s2["measurement_s"] == pytest.approx(0.3)
+
+
+def test_the_budgeted_search_scores_its_emulated_prefix(bs, monkeypatch) -> None:  # noqa: ANN001
+    from klaraptor.collect import measure
+
+    # A cost model of 1 s a point: brute force's estimate is 5 s, 0.45 of it buys 2 points.
+    class Flat:
+        def time_point_s(self, ms: float) -> float:
+            return 1.0
+
+    monkeypatch.setattr(measure, "measure_cost_model", lambda: Flat())
+    truth = {**TRUTH, ("A=2", (32, 1, 1)): (1.20, 1.5, 0.5)}  # this point paid 0.5 s of setup
+    row = bs.score(EMU, truth, k=3, pool="walk", budget=0.45)
+    s = row["search"]
+    assert s["rule"] == "budget" and s["measured_configs"] == 2
+    # rank order: A=2 at 32 (1.20 ms), A=2 at 64 (1.04 ms): the second is faster
+    assert s["choice"] == ["A=2", [64, 1, 1]] and s["r"] == pytest.approx(1.04)
+    assert row["setup_s"] == pytest.approx(0.5) and row["brute_force_s"] == pytest.approx(5.0)
+    assert s["measurement_s"] == pytest.approx(3.0) and s["cost_ratio"] == pytest.approx(0.6)
+    assert s["cost_ratio_with_setup"] == pytest.approx(3.5 / 5.5)
+    assert s["estimated_s"] == 2.0 and s["brute_force_estimate_s"] == 5.0
+    assert row["emulated"] == 4 and row["by_budget"]["rank_0.3"]["measured_configs"] == 1
+    # Every configuration in the budget: the unemulated last, the best found.
+    assert bs.score_budget(EMU, truth, 1.0)["r"] == pytest.approx(1.0)
 
 
 def test_truth_without_every_configuration_is_not_complete(bs) -> None:  # noqa: ANN001
