@@ -212,7 +212,9 @@ def top_k(emu: Mapping[str, Any], pool: str, k: int) -> list[Key]:
     "rank": the whole joint space); none when the search could not run."""
     if pool == "walk" and "search_error" in emu:
         return []
-    items = [(_key(t, b), ms) for t, b, ms in emu.get(pool) or [] if math.isfinite(ms)]
+    items = [
+        (_key(t, b), ms) for t, b, ms in emu.get(pool) or [] if ms is not None and math.isfinite(ms)
+    ]
     return [c for c, _ in sorted(items, key=lambda cm: cm[1])[:k]]
 
 
