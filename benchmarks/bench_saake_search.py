@@ -2,7 +2,8 @@
 item 4): its choice quality and what it costs to measure.
 
     PYTHONPATH=src python3 benchmarks/bench_saake_search.py OUT [--limit S] [--kernels a,b]
-        [--k K] [--pool walk|rank] [--workers W] [--recorded RAW.json]
+        [--k K] [--pool walk|rank] [--budget F] [--workers W] [--recorded RAW.json
+        [--rescore EARLIER.json]] [--merge-into saake_search.json]
 
 For every (kernel, D) of `klaraptor.suite.tunables` (D: the suite's evaluation sizes, above every
 training size):
@@ -19,16 +20,32 @@ training size):
    store;
 3. r = t(choice) / t(best), both from brute force's timings (one protocol, one session), and
    the search's measurement seconds against brute force's (the sum over the timed points of
-   each point's wall time and its share of the size's setup: `collect.measure.point_seconds`).
+   each point's wall time: `collect.measure.point_seconds`; the size's setup apart, below).
    The search's compilation and emulation seconds are reported apart (CPU, not GPU, time).
    Beside the headline (K, pool), every K of `KS` and both pools are scored on brute force's
    timings (`by_k`), so the choice of K and pool can be read from the data.
+
+`--budget F` (the headline of issue 37's evaluation, F = `BUDGET` = 0.25 fixed before any
+result on the a02ca89 truth): the product's budgeted search (`klaraptor search --budget F`,
+`models.saake.search.budgeted_plan`) instead of K: the whole joint space in emulated order (the
+configurations that cannot be emulated after, nearest the author's configuration first), timed
+until F times brute force's estimated cost (`collect.measure.measure_cost_model` over the
+emulated times, before measuring). Every F of `BUDGETS` is scored too (`by_budget`).
+
+Measurement seconds: a point's wall time in the worker; the first point at a size also paid the
+size's setup (arguments, and for the recorded truth the output check's reference), which any
+measurement at D pays once, search or brute force. `measurement_s`, `brute_force_s` and
+`cost_ratio` are the points' timing seconds with that setup apart (`setup_s`);
+`cost_ratio_with_setup` charges it to both.
 
 `--recorded RAW.json` (no GPU): the truth is a recorded exhaustive run (the extract of
 `scripts/extract_tunables_recorded.py`), the search's choice is made by emulation on this CPU, and
 its measurement seconds are the recorded seconds of the K configurations it would time. Pairs
 whose recorded truth lacks configurations of the joint space are scored over what it holds and
 kept out of the headline (`truth_complete`).
+
+`--rescore EARLIER.json` scores the emulations an earlier output recorded instead of emulating
+again; `--merge-into FILE` also writes the result under FILE's key 'tunables_search'.
 
 Writes OUT/saake_search_tunables.json after every pair (`complete` says whether every pair ran),
 with provenance, and prints a table. `--limit` bounds the whole run (default 400 s); what is not
