@@ -904,7 +904,17 @@ def merge_into(path: Path, doc: Mapping[str, Any]) -> None:
     """`doc` under 'tunables_search' of the JSON at `path` (saake_search.json, which also
     holds the block-only search of the evaluation plug-in, kept as it is)."""
     old = json.loads(path.read_text()) if path.is_file() else {}
-    old["tunables_search"] = doc
+    # without the emulated ranking of every configuration (in the full output, OUT's file)
+    pairs = [
+        {
+            **p,
+            "emulation": {
+                k: v for k, v in (p.get("emulation") or {}).items() if k not in ("rank", "walk")
+            },
+        }
+        for p in doc.get("pairs", [])
+    ]
+    old["tunables_search"] = {**doc, "pairs": pairs}
     path.write_text(json.dumps(old, indent=1, default=str) + "\n")
 
 

@@ -277,3 +277,17 @@ def test_the_gpu_run_s_orchestration_on_fakes(bs, tmp_path, monkeypatch) -> None
         assert p["search_cpu_s"] == pytest.approx(6.0) and p["search_wall_s"] == 3.0
     assert result["summary"]["within_5pct"] == 1.0
     assert result["summary"]["cost_ratio"]["total"] == pytest.approx(0.25)
+
+
+def test_the_result_joins_saake_search_json_under_its_own_key(bs, tmp_path) -> None:  # noqa: ANN001
+    import json
+
+    path = tmp_path / "saake_search.json"
+    path.write_text(json.dumps({"pairs": [1], "summary": {"a": 1}, "provenance": {"c": "x"}}))
+    doc = {"pairs": [{"kernel": "k", "emulation": {"rank": [1], "walk": [2], "steps": [3]}}]}
+    bs.merge_into(path, {**doc, "summary": {"within_5pct": 0.5}})
+    got = json.loads(path.read_text())
+    assert got["pairs"] == [1] and got["summary"] == {"a": 1} and got["provenance"] == {"c": "x"}
+    mine = got["tunables_search"]
+    assert mine["summary"] == {"within_5pct": 0.5}
+    assert mine["pairs"][0]["emulation"] == {"steps": [3]}
