@@ -137,7 +137,11 @@ def cmd_search(args: argparse.Namespace) -> int:
         else:
             pool = joint.ranking() if args.rank else list(path.emulated)  # type: ignore[union-attr]
     emulation_s = time.perf_counter() - t0
-    doc: dict[str, Any] = {**path_to_dict(path), "device": args.device} if path else {}
+    doc: dict[str, Any] = (
+        {**path_to_dict(path), "device": args.device}
+        if path
+        else {"kernel": spec.name, "D": dict(D), "device": args.device, "not_emulated": True}
+    )
     doc["emulation_s"] = emulation_s
     if args.rank or args.budget is not None:
         doc["configurations_ranked"] = len(pool)
@@ -210,16 +214,32 @@ def _plan_dict(plan: Any) -> dict[str, Any]:
 
 
 def _plan_text(plan: Any) -> str:
+    import math
+
+    emulated = sum(math.isfinite(t) for t in plan.emulated_ms)
+    priced = (
+        "priced before measuring from their emulated times"
+        if emulated
+        else "none could be emulated: each priced at the per-point overhead"
+    )
+    order = (
+        "least emulated time first"
+        + (
+            ", then the unemulated nearest the author's configuration"
+            if emulated < len(plan.order)
+            else ""
+        )
+        if emulated
+        else "nearest the author's configuration first (Alg. 3 moves)"
+    )
     lines = [
         "",
         f"budget: {plan.budget:g} of brute force's estimated measurement cost "
-        f"({plan.brute_force_estimate_s:.2f} s for {len(plan.order)} configurations, priced "
-        "before measuring from their emulated times)",
-        f"to time, least emulated time first: {plan.measure} configurations, estimated "
-        f"{plan.estimated_cost_s:.2f} s",
+        f"({plan.brute_force_estimate_s:.2f} s for {len(plan.order)} configurations, {priced})",
+        f"to time, {order}: {plan.measure} configurations, estimated {plan.estimated_cost_s:.2f} s",
     ]
     for c, ms in zip(plan.chosen, plan.emulated_ms, strict=False):
-        emu = f"emulated {ms:.4g} ms" if ms != float("inf") else "not emulated (static order)"
+        emu = f"emulated {ms:.4g} ms" if math.isfinite(ms) else "not emulated (static order)"
         lines.append(f"  {c.text()}: {emu}")
     return "\n".join(lines)
 
