@@ -669,7 +669,7 @@ def _rescore(
     canonical order (before `JointSpace.search_order`), they are put in the static fallback
     order here (compiled attributes only, no emulation)."""
     prev = json.loads(a.rescore.read_text())
-    emus = {(p["kernel"], p["D"]): p for p in prev.get("pairs", []) if "emulation" in p}
+    emus = {(p["kernel"], p.get("D")): p for p in prev.get("pairs", [])}
     result["rescored_from"] = {
         "file": str(a.rescore),
         "provenance": prev.get("provenance"),
@@ -678,8 +678,9 @@ def _rescore(
     for name, N in todo:
         row: dict[str, Any] = {"kernel": name, "D": N}
         old = emus.get((name, N))
-        if old is None:
-            row["error"] = f"not in {a.rescore}"
+        if old is None or "emulation" not in old:
+            why = f"not in {a.rescore}" if old is None else old.get("error", "no emulation")
+            row["error"] = f"{why} (in {a.rescore.name})"
             result["pairs"].append(row)
             continue
         emu = dict(old["emulation"])
