@@ -375,6 +375,8 @@ def score(
             )
             search["cost_ratio"] = search["measurement_s"] / brute_s
         row["search"] = search
+    r = row["search"].get("r")
+    row["search"]["within_5pct"] = r is not None and r <= WITHIN
     by_k: dict[str, Any] = {}
     for p in POOLS:
         for kk in KS:

@@ -113,7 +113,7 @@ def test_the_budgeted_search_scores_its_emulated_prefix(bs, monkeypatch) -> None
     truth = {**TRUTH, ("A=2", (32, 1, 1)): (1.20, 1.5, 0.5)}  # this point paid 0.5 s of setup
     row = bs.score(EMU, truth, k=3, pool="walk", budget=0.45)
     s = row["search"]
-    assert s["rule"] == "budget" and s["measured_configs"] == 2
+    assert s["rule"] == "budget" and s["measured_configs"] == 2 and s["within_5pct"]
     # rank order: A=2 at 32 (1.20 ms), A=2 at 64 (1.04 ms): the second is faster
     assert s["choice"] == ["A=2", [64, 1, 1]] and s["r"] == pytest.approx(1.04)
     assert row["setup_s"] == pytest.approx(0.5) and row["brute_force_s"] == pytest.approx(5.0)
