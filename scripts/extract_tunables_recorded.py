@@ -1,7 +1,8 @@
 """Extract what the SAAKE search over program parameters needs (issue 37) from the stores of a
 `benchmarks/bench_tunables.py` run (its OUT/stores/*.sqlite, or the .tgz the lead keeps) into
 one compact JSON: per kernel, each compiled variant's attributes, every (variant, block) timed
-at the evaluation sizes (median ms and the measurement's wall seconds), the timings of the
+at the evaluation sizes (median ms, the point's wall seconds and the part of them that built the
+size's arguments and reference outputs), the timings of the
 build at the training sizes, and the build's helper program (klaraptor's own ranking).
 
     PYTHONPATH=src python3 scripts/extract_tunables_recorded.py STORES_DIR_OR_TGZ OUT.json \
@@ -46,7 +47,9 @@ def _kernel(path: Path, name: str) -> dict[str, Any]:
     for d, bx, by, bz, value, params in rows:
         n = int(json.loads(d)[0])
         v = json.loads(value)
-        row = [params, [bx, by, bz], v["median_ms"], v.get("wall_s", 0.0) + v.get("setup_s", 0.0)]
+        # wall_s is what the point cost in the worker, the size's setup included when it paid
+        # it (setup_s: arguments and reference outputs, a part of wall_s)
+        row = [params, [bx, by, bz], v["median_ms"], v.get("wall_s", 0.0), v.get("setup_s", 0.0)]
         (truth if n in evals else train).setdefault(str(n), []).append(row)
     report = json.loads(helper[1]) if helper else {}
     return {
@@ -69,9 +72,12 @@ def main() -> int:
         if src.is_file():
             with tarfile.open(src) as tf:
                 tf.extractall(tmp, filter="data")
-            src = next(Path(tmp).rglob("*.sqlite")).parent
+            src = Path(tmp)
+        # one folder of stores, or several (a run split over GPUs: t0/stores, t1/stores, ...)
         kernels = {}
-        for path in sorted(src.glob("tunables.*.sqlite")):
+        for path in sorted(src.rglob("tunables.*.sqlite"), key=lambda p: p.name):
+            if path.stem in kernels:
+                raise SystemExit(f"{path.stem}: two stores in {a.stores}")
             kernels[path.stem] = _kernel(path, path.stem)
     a.out.write_text(
         json.dumps({"source": a.provenance, "kernels": kernels}, separators=(",", ":")) + "\n"

@@ -33,6 +33,9 @@ def bs():  # noqa: ANN201
         (["--workers", "-1"], "--workers must be 0"),
         (["--kernels", "sgemm.sgemm,nope"], "'nope' is not a tunables kernel"),
         (["--recorded", "/nonexistent.json"], "is not a file"),
+        (["--budget", "0"], "--budget must be a fraction in (0, 1]"),
+        (["--budget", "1.5"], "--budget must be a fraction in (0, 1]"),
+        (["--rescore", "/nonexistent.json"], "needs --recorded"),
     ],
 )
 def test_bad_arguments_are_named(bs, tmp_path, capsys, argv, message) -> None:  # noqa: ANN001
@@ -96,6 +99,30 @@ def test_score_takes_the_fastest_measured_of_the_k_least_emulated(bs) -> None:  
     s2 = bs.score(EMU, TRUTH, k=2, pool="walk", measured=got)["search"]
     assert s2["choice"] == ["A=2", [32, 1, 1]] and s2["r"] == pytest.approx(1.2)
     assert s2["measurement_s"] == pytest.approx(0.3)
+
+
+def test_the_budgeted_search_scores_its_emulated_prefix(bs, monkeypatch) -> None:  # noqa: ANN001
+    from klaraptor.collect import measure
+
+    # A cost model of 1 s a point: brute force's estimate is 5 s, 0.45 of it buys 2 points.
+    class Flat:
+        def time_point_s(self, ms: float) -> float:
+            return 1.0
+
+    monkeypatch.setattr(measure, "measure_cost_model", lambda: Flat())
+    truth = {**TRUTH, ("A=2", (32, 1, 1)): (1.20, 1.5, 0.5)}  # this point paid 0.5 s of setup
+    row = bs.score(EMU, truth, k=3, pool="walk", budget=0.45)
+    s = row["search"]
+    assert s["rule"] == "budget" and s["measured_configs"] == 2 and s["within_5pct"]
+    # rank order: A=2 at 32 (1.20 ms), A=2 at 64 (1.04 ms): the second is faster
+    assert s["choice"] == ["A=2", [64, 1, 1]] and s["r"] == pytest.approx(1.04)
+    assert row["setup_s"] == pytest.approx(0.5) and row["brute_force_s"] == pytest.approx(5.0)
+    assert s["measurement_s"] == pytest.approx(3.0) and s["cost_ratio"] == pytest.approx(0.6)
+    assert s["cost_ratio_with_setup"] == pytest.approx(3.5 / 5.5)
+    assert s["estimated_s"] == 2.0 and s["brute_force_estimate_s"] == 5.0
+    assert row["emulated"] == 4 and row["by_budget"]["rank_0.3"]["measured_configs"] == 1
+    # Every configuration in the budget: the unemulated last, the best found.
+    assert bs.score_budget(EMU, truth, 1.0)["r"] == pytest.approx(1.0)
 
 
 def test_truth_without_every_configuration_is_not_complete(bs) -> None:  # noqa: ANN001
@@ -250,3 +277,17 @@ def test_the_gpu_run_s_orchestration_on_fakes(bs, tmp_path, monkeypatch) -> None
         assert p["search_cpu_s"] == pytest.approx(6.0) and p["search_wall_s"] == 3.0
     assert result["summary"]["within_5pct"] == 1.0
     assert result["summary"]["cost_ratio"]["total"] == pytest.approx(0.25)
+
+
+def test_the_result_joins_saake_search_json_under_its_own_key(bs, tmp_path) -> None:  # noqa: ANN001
+    import json
+
+    path = tmp_path / "saake_search.json"
+    path.write_text(json.dumps({"pairs": [1], "summary": {"a": 1}, "provenance": {"c": "x"}}))
+    doc = {"pairs": [{"kernel": "k", "emulation": {"rank": [1], "walk": [2], "steps": [3]}}]}
+    bs.merge_into(path, {**doc, "summary": {"within_5pct": 0.5}})
+    got = json.loads(path.read_text())
+    assert got["pairs"] == [1] and got["summary"] == {"a": 1} and got["provenance"] == {"c": "x"}
+    mine = got["tunables_search"]
+    assert mine["summary"] == {"within_5pct": 0.5}
+    assert mine["pairs"][0]["emulation"] == {"steps": [3]}

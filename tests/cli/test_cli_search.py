@@ -64,3 +64,68 @@ def test_measure_without_a_gpu_stops_at_once_with_a_message(capsys) -> None:  # 
     assert "klaraptor search --measure" in err and "needs a CUDA GPU" in err
     assert "without it the search runs on emulated times alone" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("bad", ["0", "1.5", "abc", "nan", "-0.2"])
+def test_a_bad_budget_is_a_usage_error_that_names_it(capsys, bad) -> None:  # noqa: ANN001
+    with pytest.raises(SystemExit) as exc:
+        main(["search", TRANSPOSE, "N=4096", "--budget", bad])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --budget: the search budget must be a fraction" in err
+    assert f"got {bad!r}" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--budget", "0.25", "--measure", "3"), "give --measure K or --budget F, not both"),
+        (("--plan-only",), "give --budget F with it"),
+    ],
+)
+def test_budget_options_that_do_not_go_together_are_named(capsys, argv, message) -> None:  # noqa: ANN001
+    rc, out, err = run(capsys, "search", TRANSPOSE, "N=4096", *argv)
+    assert rc == 2 and out == "" and message in err and "Traceback" not in err
+
+
+@pytest.mark.skipif(gpu_problem() is None, reason="a GPU is here")
+def test_budget_without_a_gpu_stops_at_once_and_points_to_plan_only(capsys) -> None:  # noqa: ANN001
+    rc, out, err = run(capsys, "search", TRANSPOSE, "N=1024", "--budget", "0.25")
+    assert rc not in (0, 1) and out == ""  # a KlaraptorError's exit code
+    assert "needs a CUDA GPU" in err and "--plan-only" in err
+
+
+@needs_tools
+def test_plan_only_prints_what_a_budget_would_time(capsys) -> None:  # noqa: ANN001
+    rc, out, err = run(
+        capsys, "search", TRANSPOSE, "N=1024", "--budget", "0.25", "--plan-only", "--json"
+    )
+    doc = json.loads(out)["budget"]
+    assert rc == 0, err
+    assert doc["fraction"] == 0.25 and 1 <= len(doc["measure"]) < doc["configurations"]
+    assert doc["estimated_s"] <= 0.25 * doc["brute_force_estimate_s"]
+    ms = [m["emulated_ms"] for m in doc["measure"]]
+    assert ms == sorted(ms)
+
+
+def test_the_plan_is_printed_with_its_budget_and_order() -> None:
+    import math
+
+    from klaraptor import suite
+    from klaraptor.cli.search import _plan_text
+    from klaraptor.models.saake.search import SearchConfig, budgeted_plan
+
+    spec = suite.get(TRANSPOSE)
+    a, b = (SearchConfig(spec.default_variant, (t, 8, 1)) for t in (32, 16))
+    text = _plan_text(budgeted_plan([(a, 2.0), (b, math.inf)], 1.0, lambda ms: 1.0))
+    lines = text.splitlines()
+    assert lines[1] == (
+        "budget: 1 of brute force's estimated measurement cost (2.00 s for 2 configurations, "
+        "priced before measuring from their emulated times)"
+    )
+    assert lines[2].startswith(
+        "to time, least emulated time first, then the unemulated nearest the author's "
+        "configuration: 2 configurations"
+    )
+    assert lines[3].endswith("block (32, 8, 1): emulated 2 ms")
+    assert lines[4].endswith("block (16, 8, 1): not emulated (static order)")

@@ -17,10 +17,14 @@ from klaraptor.core.types import KernelAttributes, ParamValues
 from klaraptor.device.profile import recorded_profile
 from klaraptor.models.saake.emulate import GridShape
 from klaraptor.models.saake.search import (
+    JointSpace,
     SearchConfig,
     SearchError,
+    budgeted_plan,
+    check_budget,
     format_path,
     most_promising,
+    neighbourhood_order,
     neighbours,
     prior_order,
     search,
@@ -163,6 +167,108 @@ def test_most_promising_are_the_k_least_emulated_never_the_unemulated() -> None:
     assert most_promising(list(emulated.items()), 5) == [c, a]
     with pytest.raises(SearchError, match="at least 1"):
         most_promising(emulated, 0)
+
+
+# -- the budgeted search: emulated order, stopped at a fraction of brute force's estimated cost --
+
+
+def _cost(ms: float) -> float:
+    """A cost model: 1 s of overhead a point plus the kernel time (in seconds, for the sums)."""
+    return 1.0 + ms
+
+
+def test_the_budgeted_search_measures_a_prefix_of_the_emulated_order() -> None:
+    spec = suite.get(GSMAP)
+    c = [SearchConfig(spec.default_variant, (t, 1, 1)) for t in (32, 64, 128, 256, 512)]
+    ranking = [(c[0], 4.0), (c[1], math.inf), (c[2], 1.0), (c[3], 2.0), (c[4], 3.0)]
+    # brute force: 2 + 3 + 4 + 5 + (1 + 3: the unemulated priced at the median, 3 ms) = 18 s
+    plan = budgeted_plan(ranking, 0.3, _cost)
+    assert plan.brute_force_estimate_s == pytest.approx(18.0)
+    assert plan.order == (c[2], c[3], c[4], c[0], c[1])  # least emulated first, unemulated last
+    assert plan.estimated_s == (2.0, 3.0, 4.0, 5.0, 4.0)
+    # 0.3 x 18 = 5.4 s: 2 + 3 fit, + 4 would not; the next cheaper ones are not skipped to.
+    assert plan.chosen == (c[2], c[3]) and plan.estimated_cost_s == pytest.approx(5.0)
+    assert plan.unemulated_measured == 0
+    assert budgeted_plan(ranking, 0.5, _cost).chosen == (c[2], c[3], c[4])  # 9 <= 9
+    assert budgeted_plan(ranking, 1.0, _cost).chosen == plan.order
+    # The first is always measured, however small the budget.
+    assert budgeted_plan(ranking, 0.01, _cost).chosen == (c[2],)
+
+
+def test_without_any_emulated_time_the_static_order_is_measured() -> None:
+    spec = suite.get(GSMAP)
+    c = [SearchConfig(spec.default_variant, (t, 1, 1)) for t in (32, 64, 128, 256)]
+    plan = budgeted_plan([(x, math.inf) for x in c], 0.5, _cost)
+    # every point priced at the overhead alone (no time to go by): half of them, in given order
+    assert plan.brute_force_estimate_s == pytest.approx(4.0)
+    assert plan.chosen == (c[0], c[1]) and plan.unemulated_measured == 2
+
+
+@pytest.mark.parametrize("bad", [0, -0.1, 1.5, math.nan, math.inf, "abc", None])
+def test_a_bad_budget_is_named(bad) -> None:  # noqa: ANN001
+    with pytest.raises(SearchError, match="the search budget must be a fraction"):
+        check_budget(bad)
+    spec = suite.get(GSMAP)
+    with pytest.raises(SearchError, match=repr(bad) if isinstance(bad, str) else "got"):
+        budgeted_plan([(SearchConfig(spec.default_variant, (32, 1, 1)), 1.0)], bad, _cost)
+
+
+def test_a_budgeted_search_needs_configurations_and_a_sane_cost_model() -> None:
+    spec = suite.get(GSMAP)
+    with pytest.raises(SearchError, match="no configuration"):
+        budgeted_plan([], 0.25, _cost)
+    one = [(SearchConfig(spec.default_variant, (32, 1, 1)), 1.0)]
+    with pytest.raises(SearchError, match="cost model"):
+        budgeted_plan(one, 0.25, lambda ms: 0.0)
+    assert check_budget("0.25") == 0.25 and check_budget(1) == 1.0
+
+
+def test_the_static_fallback_goes_outward_from_the_author_s_configuration() -> None:
+    spec = suite.get(GSMAP)
+    blocks = [(128, 1, 1), (256, 1, 1), (512, 1, 1)]
+    start = SearchConfig(spec.param_values({"VEC": 1, "EPT": 1}), (256, 1, 1))
+
+    def cfg(vec: int, ept: int, bx: int) -> SearchConfig:
+        return SearchConfig(spec.param_values({"VEC": vec, "EPT": ept}), (bx, 1, 1))
+
+    far, near, start_again, off = cfg(4, 8, 128), cfg(2, 1, 256), cfg(1, 1, 256), cfg(1, 1, 64)
+    got = neighbourhood_order(spec, start, [far, off, near, start_again], lambda pv: blocks)
+    # one move, then six moves away; a block no variant can launch is unreachable: last
+    assert got == [start_again, near, far, off]
+    joint = JointSpace(
+        spec,
+        "N=1048576",
+        recorded_profile("h200"),
+        lambda pv: ATTRS,
+        emulator_of=lambda pv, bs: FakeEmulator(pv, tuple(bs)),
+    )
+    order = joint.search_order()
+    assert len(order) == len(joint.configs()) and all(math.isfinite(ms) for _, ms in order)
+    assert [ms for _, ms in order] == sorted(ms for _, ms in order)
+
+
+def test_unemulated_variants_follow_in_the_static_order() -> None:
+    spec = suite.get(GSMAP)
+
+    def emulator_of(pv: ParamValues, bs: Any) -> FakeEmulator:
+        if pv["VEC"] != 1:
+            raise KlaraptorError("an exit depends on the kernel's data")
+        return FakeEmulator(pv, tuple(bs))
+
+    joint = JointSpace(
+        spec, "N=1048576", recorded_profile("h200"), lambda pv: ATTRS, emulator_of=emulator_of
+    )
+    order = joint.search_order()
+    emulated = [c for c, ms in order if math.isfinite(ms)]
+    left = [c for c, ms in order if not math.isfinite(ms)]
+    assert len(order) == len(joint.configs()) and emulated and left
+    assert all(c.variant["VEC"] == 1 for c in emulated) and order[: len(emulated)] == [
+        (c, joint.ms(c)) for c in emulated
+    ]
+    # the nearest unemulated to the author's configuration (VEC=1, EPT=1, 256 threads) first
+    first = left[0]
+    assert dict(first.variant.items()) == {"VEC": 2, "EPT": 1} and first.block == (256, 1, 1)
+    assert left == neighbourhood_order(spec, joint.default, left, joint.blocks_of)
 
 
 def test_the_walk_records_every_configuration_it_emulated() -> None:

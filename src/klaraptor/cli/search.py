@@ -2,7 +2,10 @@
 parameters and block (models/saake/search), on emulated times: each variant is compiled and its
 SASS emulated at D, nothing is run. It prints the path it took and why. With `--measure K`, the
 K configurations of least emulated time are then timed on this machine's GPU (collection's
-worker and CUDA events, `collect/measure`), and the measured best is the choice."""
+worker and CUDA events, `collect/measure`), and the measured best is the choice. With
+`--budget F`, the whole joint space is ranked by emulation and timed in that order until F times
+brute force's estimated measurement cost (priced before measuring: `measure_cost_model`) is
+spent; `--plan-only` prints what it would time, without a GPU."""
 
 from __future__ import annotations
 
@@ -52,8 +55,33 @@ def add_parser(sub: Any) -> None:
         help="also emulate every configuration of the joint space (not only the walk's), so "
         "--measure takes the K least of all",
     )
+    s.add_argument(
+        "--budget",
+        type=_arg_budget,
+        default=None,
+        metavar="F",
+        help="rank the whole joint space by emulation and time it in that order until F (0 < F "
+        "<= 1, e.g. 0.25) times brute force's estimated measurement cost is spent; the fastest "
+        "measured is the choice (configurations that cannot be emulated come last, nearest the "
+        "author's configuration first)",
+    )
+    s.add_argument(
+        "--plan-only",
+        action="store_true",
+        help="with --budget: print what it would time and its estimated cost, measure nothing",
+    )
     s.add_argument("--json", action="store_true", help="the path as one JSON object on stdout")
     s.set_defaults(func=cmd_search)
+
+
+def _arg_budget(text: str) -> float:
+    from klaraptor.core.errors import KlaraptorError
+    from klaraptor.models.saake.search import check_budget
+
+    try:
+        return check_budget(text)
+    except KlaraptorError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -80,6 +108,14 @@ def cmd_search(args: argparse.Namespace) -> int:
     D = spec.size(size_text(args.D))
     profile = recorded_profile(args.device)
     measure = args.measure
+    if args.budget is not None and measure is not None:
+        raise SearchError("give --measure K or --budget F, not both")
+    if args.plan_only and args.budget is None:
+        raise SearchError("--plan-only prints a budgeted search's plan: give --budget F with it")
+    if args.budget is not None and not args.plan_only:
+        from klaraptor.collect.measure import gpu_check
+
+        gpu_check("klaraptor search --budget (--plan-only prints the plan without a GPU)")
     if measure is not None:  # before minutes of emulation, not after
         from klaraptor.collect.measure import gpu_check
 
@@ -90,14 +126,44 @@ def cmd_search(args: argparse.Namespace) -> int:
     # kernel never uses (e.g. out-of-range lanes): not the user's concern.
     with np.errstate(over="ignore", invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        path = search(spec, D, profile, joint=joint)
-        pool = joint.ranking() if args.rank else list(path.emulated)
+        try:
+            path = search(spec, D, profile, joint=joint)
+        except SearchError:
+            if args.budget is None:
+                raise
+            path = None  # the author's configuration cannot be emulated: the fallback order
+        if args.budget is not None:
+            pool = joint.search_order()
+        else:
+            pool = joint.ranking() if args.rank else list(path.emulated)  # type: ignore[union-attr]
     emulation_s = time.perf_counter() - t0
-    doc: dict[str, Any] = {**path_to_dict(path), "device": args.device}
+    doc: dict[str, Any] = (
+        {**path_to_dict(path), "device": args.device}
+        if path
+        else {"kernel": spec.name, "D": dict(D), "device": args.device, "not_emulated": True}
+    )
     doc["emulation_s"] = emulation_s
-    if args.rank:
+    if args.rank or args.budget is not None:
         doc["configurations_ranked"] = len(pool)
-    measured = None
+    measured = plan = None
+    if args.budget is not None:
+        from klaraptor.collect.measure import measure_cost_model
+        from klaraptor.models.saake.search import budgeted_plan
+
+        plan = budgeted_plan(pool, args.budget, measure_cost_model().time_point_s)
+        doc["budget"] = _plan_dict(plan)
+        if not args.plan_only:
+            from klaraptor.collect.measure import measure_configs
+            from klaraptor.core.types import Config
+
+            measured = measure_configs(
+                spec,
+                D,
+                [Config(c.variant, c.block) for c in plan.chosen],
+                store=open_store(args),
+                progress=not args.json,
+            )
+            doc["measured"] = _measured_dict(measured, dict(pool))
     if measure is not None:
         from klaraptor.collect.measure import measure_configs
         from klaraptor.core.types import Config
@@ -117,10 +183,65 @@ def cmd_search(args: argparse.Namespace) -> int:
     console.print(f"GPU emulated: recorded profile {args.device!r}", markup=False)
     ranked = f"; {len(pool)} configurations of the joint space" if args.rank else ""
     console.print(f"compilation and emulation: {emulation_s:.1f} s{ranked}", markup=False)
-    console.print(format_path(path), markup=False, highlight=False)
+    if path is not None:
+        console.print(format_path(path), markup=False, highlight=False)
+    else:
+        console.print(
+            f"{spec.name} {D}: the author's configuration cannot be emulated "
+            f"({'; '.join(sorted(set(joint.failed.values())))})",
+            markup=False,
+            highlight=False,
+        )
+    if plan is not None:
+        console.print(_plan_text(plan), markup=False, highlight=False)
     if measured is not None:
         console.print(_measured_text(measured, dict(pool)), markup=False, highlight=False)
     return 0
+
+
+def _plan_dict(plan: Any) -> dict[str, Any]:
+    return {
+        "fraction": plan.budget,
+        "brute_force_estimate_s": plan.brute_force_estimate_s,
+        "estimated_s": plan.estimated_cost_s,
+        "configurations": len(plan.order),
+        "measure": [
+            {"params": dict(c.variant.items()), "block": list(c.block), "emulated_ms": ms}
+            for c, ms in zip(plan.chosen, plan.emulated_ms, strict=False)
+        ],
+        "not_emulated_measured": plan.unemulated_measured,
+    }
+
+
+def _plan_text(plan: Any) -> str:
+    import math
+
+    emulated = sum(math.isfinite(t) for t in plan.emulated_ms)
+    priced = (
+        "priced before measuring from their emulated times"
+        if emulated
+        else "none could be emulated: each priced at the per-point overhead"
+    )
+    order = (
+        "least emulated time first"
+        + (
+            ", then the unemulated nearest the author's configuration"
+            if emulated < len(plan.order)
+            else ""
+        )
+        if emulated
+        else "nearest the author's configuration first (Alg. 3 moves)"
+    )
+    lines = [
+        "",
+        f"budget: {plan.budget:g} of brute force's estimated measurement cost "
+        f"({plan.brute_force_estimate_s:.2f} s for {len(plan.order)} configurations, {priced})",
+        f"to time, {order}: {plan.measure} configurations, estimated {plan.estimated_cost_s:.2f} s",
+    ]
+    for c, ms in zip(plan.chosen, plan.emulated_ms, strict=False):
+        emu = f"emulated {ms:.4g} ms" if math.isfinite(ms) else "not emulated (static order)"
+        lines.append(f"  {c.text()}: {emu}")
+    return "\n".join(lines)
 
 
 def _cfg_text(c: Any) -> str:
@@ -163,7 +284,8 @@ def _measured_text(m: Any, emulated: dict[Any, float]) -> str:
     for t in m.timed:
         emu = emulated.get(SearchConfig(t.config.params, t.config.block))
         got = f"{t.ms:.4g} ms" if t.ms is not None else f"{t.status}: {t.reason}"
-        lines.append(f"  {_cfg_text(t.config)}: emulated {emu:.4g} ms, measured {got}")
+        shown = f"{emu:.4g} ms" if emu is not None and emu != float("inf") else "-"
+        lines.append(f"  {_cfg_text(t.config)}: emulated {shown}, measured {got}")
     lines.append(
         f"measurement: {m.measurement_s:.2f} s of timing ({m.measured_now} timed now, "
         f"{m.reused} found in the store), {m.wall_s:.1f} s wall with worker start"

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from klaraptor.collect.collector import CollectOptions, CollectReport, collect
+from klaraptor.collect.plan import H200_COST, CostModel
 from klaraptor.core.errors import CollectError
 from klaraptor.core.types import Config, DataSize
 from klaraptor.spec import KernelSpec
@@ -42,7 +43,7 @@ class NoGPUError(CollectError):
 @dataclass(frozen=True)
 class TimedConfig:
     """One configuration as measured: its median ms (None when it failed or was refused), the
-    seconds its measurement cost (the point's wall time and its share of the size's setup),
+    seconds its measurement cost (the point's wall time, the size's setup included if it paid it),
     and the status and reason the store holds."""
 
     config: Config
@@ -50,6 +51,7 @@ class TimedConfig:
     seconds: float
     status: str
     reason: str = ""
+    setup_s: float = 0.0  # the part of `seconds` that built the size's arguments, if any
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,26 @@ def gpu_check(what: str) -> None:
 
 
 def point_seconds(value: Mapping[str, Any]) -> float:
-    """What one stored timing cost: its wall time and the size's setup it paid, if any."""
-    return float(value.get("wall_s", 0.0)) + float(value.get("setup_s", 0.0))
+    """What one stored timing cost: its wall time in the worker, which includes the size's
+    setup (arguments, reference outputs) when this point paid it (`setup_s` is the part of
+    `wall_s` that did: adding it again would count it twice)."""
+    return float(value.get("wall_s", 0.0))
+
+
+def measure_cost_model() -> CostModel:
+    """The estimated cost of timing one configuration with `MEASURE_OPTIONS`: the H200's fitted
+    per-point overhead plus that protocol's launches times the kernel time (what a budgeted
+    search prices brute force and its own measurements with, before measuring)."""
+    o = MEASURE_OPTIONS
+    protocol = {
+        "warmup": o.warmup,
+        "min_time_ms": o.min_time_ms,
+        "min_repeats": o.min_repeats,
+        "max_repeats": o.max_repeats,
+        "target_sample_ms": o.target_sample_ms,
+        "max_inner": o.max_inner,
+    }
+    return replace(H200_COST, protocol=protocol)
 
 
 def measure_configs(
@@ -128,6 +148,7 @@ def measure_configs(
                 point_seconds(m.value),
                 m.status,
                 m.reason,
+                float(m.value.get("setup_s", 0.0)),
             )
         )
     return Measured(
@@ -147,6 +168,7 @@ __all__ = [
     "NoGPUError",
     "TimedConfig",
     "gpu_check",
+    "measure_cost_model",
     "measure_configs",
     "point_seconds",
 ]

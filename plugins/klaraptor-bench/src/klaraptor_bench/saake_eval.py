@@ -427,7 +427,15 @@ def write_outputs(out: Path, results: Sequence[KernelEval], command: str) -> dic
         "# Bottleneck-driven search against top-k refinement (timed configurations needed to "
         "come within 2 % of the best)\n\n" + smd + "\n"
     )
-    (out / "saake_search.json").write_text(json.dumps({**sj, "provenance": prov}, indent=1) + "\n")
+    # The tunables search against brute force (benchmarks/bench_saake_search.py --merge-into)
+    # lives in the same file under its own key, with its own provenance: kept.
+    kept = {}
+    if (out / "saake_search.json").is_file():
+        old = json.loads((out / "saake_search.json").read_text())
+        kept = {k: old[k] for k in ("tunables_search",) if k in old}
+    (out / "saake_search.json").write_text(
+        json.dumps({**sj, **kept, "provenance": prov}, indent=1) + "\n"
+    )
     builds = {r.kernel: r.build for r in results}
     (out / "saake_builds.json").write_text(json.dumps(builds, indent=1, default=str) + "\n")
     return {

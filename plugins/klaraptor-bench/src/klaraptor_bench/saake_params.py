@@ -70,7 +70,7 @@ def emulate_joint_space(
     from klaraptor.models.saake.emulator import KernelEmulator
 
     blocks: dict[str, list[tuple[int, int, int]]] = {}
-    for text, b, _, _ in rec["eval"].get(str(N), []):
+    for text, b, *_ in rec["eval"].get(str(N), []):
         blocks.setdefault(text, []).append(tuple(int(v) for v in b))  # type: ignore[arg-type]
     out: dict[Key, tuple[Any, int]] = {}
     failed: dict[str, str] = {}
@@ -175,8 +175,9 @@ def _helper_order(rec: Mapping[str, Any], spec: Any, N: int, space: set[Key]) ->
 def evaluate_pair(spec: Any, rec: Mapping[str, Any], N: int, profile: Any) -> dict[str, Any]:
     """One (kernel, N): every method's cost and choice against brute force."""
     truth: dict[Key, tuple[float, float]] = {
+        # rows: (variant, block, ms, seconds[, of which the size's setup]): the seconds count
         (text, tuple(int(v) for v in b)): (float(ms), float(s))  # type: ignore[misc]
-        for text, b, ms, s in rec["eval"].get(str(N), [])
+        for text, b, ms, s, *_ in rec["eval"].get(str(N), [])
     }
     best_key = min(truth, key=lambda k: truth[k][0])
     best = truth[best_key][0]

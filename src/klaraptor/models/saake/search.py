@@ -21,6 +21,13 @@ visited most variants. `most_promising(emulated, k)`: the k configurations of le
 time, what `klaraptor search --measure K` times on the GPU; `SearchPath.emulated` holds every
 configuration the walk emulated. A variant whose trip counts need the kernel's data (no
 counters here) cannot be emulated: it ranks last, with why (`JointSpace.failed`).
+
+`budgeted_plan(ranking, budget, point_seconds)`: the budgeted search (`klaraptor search
+--budget F`). Timing a configuration costs about a per-point overhead plus its kernel time times
+the protocol's launches, so the configurations emulation ranks fastest are also the cheapest to
+measure; the search measures the whole joint space in emulated order and stops when F times
+brute force's estimated cost (every configuration priced by the same model, before measuring)
+is spent. F is the user's setting, fixed in advance.
 """
 
 from __future__ import annotations
@@ -264,6 +271,43 @@ class JointSpace:
         timed = [(c, self.ms(c)) for c in self.configs()]
         return sorted(timed, key=lambda cm: cm[1] if math.isfinite(cm[1]) else math.inf)
 
+    def search_order(self) -> list[tuple[SearchConfig, float]]:
+        """`ranking`, with the configurations that cannot be emulated after the others in
+        their `neighbourhood_order` from the author's configuration (the static fallback)."""
+        ranked = self.ranking()
+        left = [c for c, ms in ranked if not math.isfinite(ms)]
+        if not left:
+            return ranked
+        static = neighbourhood_order(self.spec, self.default, left, self.blocks_of)
+        return [cm for cm in ranked if math.isfinite(cm[1])] + [(c, math.inf) for c in static]
+
+
+def neighbourhood_order(
+    spec: Any,
+    start: SearchConfig,
+    configs: Sequence[SearchConfig],
+    blocks_of: Callable[[ParamValues], Collection[Block]],
+) -> list[SearchConfig]:
+    """`configs` by their number of Alg. 3 moves from `start` (breadth first over `neighbours`,
+    in its move order), the unreachable last in their given order: the static order a search
+    falls back to where emulation cannot rank (trip counts that need the kernel's data), so it
+    measures the author's configuration and its neighbourhood outward."""
+    wanted = set(configs)
+    seen = {start}
+    frontier, out = [start], [start] if start in wanted else []
+    while frontier:
+        nxt = []
+        for c in frontier:
+            for n, _ in neighbours(spec, c, blocks_of):
+                if n not in seen:
+                    seen.add(n)
+                    nxt.append(n)
+                    if n in wanted:
+                        out.append(n)
+        frontier = nxt
+    reached = set(out)
+    return out + [c for c in configs if c not in reached]
+
 
 def most_promising(
     emulated: Mapping[SearchConfig, float] | Sequence[tuple[SearchConfig, float]], k: int
@@ -275,6 +319,88 @@ def most_promising(
     items = list(emulated.items()) if isinstance(emulated, Mapping) else list(emulated)
     finite = [(c, ms) for c, ms in items if math.isfinite(ms)]
     return [c for c, _ in sorted(finite, key=lambda cm: cm[1])[:k]]
+
+
+@dataclass(frozen=True)
+class BudgetedPlan:
+    """What a budgeted search measures (`budgeted_plan`): the joint space in the order it is
+    measured, each configuration's estimated measurement seconds, and how many of that order (a
+    prefix) fit the budget, a fraction of brute force's estimated cost fixed before measuring."""
+
+    budget: float
+    order: tuple[SearchConfig, ...]
+    emulated_ms: tuple[float, ...]  # inf: cannot be emulated (measured after the emulated ones)
+    estimated_s: tuple[float, ...]
+    measure: int
+    brute_force_estimate_s: float
+
+    @property
+    def chosen(self) -> tuple[SearchConfig, ...]:
+        """The configurations to measure, least emulated time first."""
+        return self.order[: self.measure]
+
+    @property
+    def estimated_cost_s(self) -> float:
+        return float(sum(self.estimated_s[: self.measure]))
+
+    @property
+    def unemulated_measured(self) -> int:
+        """How many of the chosen could not be emulated (ordered by the static fallback)."""
+        return sum(not math.isfinite(t) for t in self.emulated_ms[: self.measure])
+
+
+def check_budget(budget: float) -> float:
+    """A search budget: a fraction of brute force's estimated measurement cost, in (0, 1]."""
+    try:
+        b = float(budget)
+    except (TypeError, ValueError):
+        b = math.nan
+    if not (math.isfinite(b) and 0.0 < b <= 1.0):
+        raise SearchError(
+            "the search budget must be a fraction of brute force's estimated measurement cost, "
+            f"greater than 0 and at most 1 (e.g. 0.25), got {budget!r}"
+        )
+    return b
+
+
+def budgeted_plan(
+    ranking: Sequence[tuple[SearchConfig, float]],
+    budget: float,
+    point_seconds: Callable[[float], float],
+) -> BudgetedPlan:
+    """Measure in emulated order until a budget stated up front is spent.
+
+    `ranking`: every configuration of the joint space with its emulated ms (inf where it cannot
+    be emulated), in any order; `point_seconds(ms)`: the estimated seconds of timing one
+    configuration of kernel time `ms` (a collection cost model: per-point overhead plus the
+    protocol's launches). Brute force's cost is estimated as the sum over the whole space, a
+    configuration that cannot be emulated priced at the median emulated time (or the overhead
+    alone when none can be). The order is emulated time, least first, then the configurations
+    that cannot be emulated in their given order (the caller's static fallback); the plan is
+    the longest prefix whose estimated cost stays within `budget` times brute force's estimate,
+    and at least its first configuration. Everything is decided before measuring."""
+    b = check_budget(budget)
+    items = list(ranking)
+    if not items:
+        raise SearchError("the budgeted search has no configuration to measure")
+    finite = sorted(ms for _, ms in items if math.isfinite(ms))
+    stand_in = finite[len(finite) // 2] if finite else 0.0
+    order = sorted(
+        range(len(items)),
+        key=lambda i: (0, items[i][1], i) if math.isfinite(items[i][1]) else (1, 0.0, i),
+    )
+    configs = tuple(items[i][0] for i in order)
+    emulated = tuple(float(items[i][1]) for i in order)
+    cost = tuple(float(point_seconds(t if math.isfinite(t) else stand_in)) for t in emulated)
+    if any(not (math.isfinite(c) and c > 0) for c in cost):
+        raise SearchError("the measurement cost model gave a non-positive or non-finite cost")
+    total = float(sum(cost))
+    spent, n = 0.0, 0
+    for c in cost:
+        if n > 0 and spent + c > b * total:
+            break
+        spent, n = spent + c, n + 1
+    return BudgetedPlan(b, configs, emulated, cost, n, total)
 
 
 def prior_order(
@@ -468,14 +594,18 @@ def path_to_dict(path: SearchPath) -> dict[str, Any]:
 
 __all__ = [
     "ATTRIBUTES_FROM_COMPILER",
+    "BudgetedPlan",
     "JointSpace",
     "SearchConfig",
     "SearchError",
     "SearchPath",
     "SearchStep",
+    "budgeted_plan",
+    "check_budget",
     "compiled_attributes",
     "format_path",
     "most_promising",
+    "neighbourhood_order",
     "neighbours",
     "path_to_dict",
     "prior_order",
