@@ -349,7 +349,7 @@ class BudgetedPlan:
         return sum(not math.isfinite(t) for t in self.emulated_ms[: self.measure])
 
 
-def check_budget(budget: float) -> float:
+def check_budget(budget: float | str) -> float:
     """A search budget: a fraction of brute force's estimated measurement cost, in (0, 1]."""
     try:
         b = float(budget)
