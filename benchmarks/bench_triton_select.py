@@ -55,7 +55,7 @@ def _stats(xs: list[float]) -> dict[str, float]:
 def bench_case(case, cases, keys: int, rounds: int, tmp: str) -> dict:
     from klaraptor.backends.triton_backend import TritonDevice
     from klaraptor.frontends.triton import TritonBuild
-    from klaraptor.models.wave_time import WaveFit
+    from klaraptor.models.wave_time import FILL, WaveFit
     from klaraptor.triton import autotune
 
     ns = cases.load_tutorial(case.file)
@@ -65,16 +65,18 @@ def bench_case(case, cases, keys: int, rounds: int, tmp: str) -> dict:
     )(case.jit(ns))
     rng = np.random.default_rng(0)
     n, d = len(configs), len(case.key)
+    # Every key parameter and the waves' fill in a wave's time: the most terms a build fits.
     fit = WaveFit(
         tuple(case.key),
-        tuple(range(d)),
+        (FILL, *range(d)),
         np.full(d, 1024.0),
         4e-3,
         rng.random(n) * 1e-3,
-        rng.random((n, d)) * 1e-3,
+        rng.random((n, d + 1)) * 1e-3,
     )
     tuned._device = TritonDevice("simulated H200 (132 SMs)", 132, (9, 0), True)
     grid, args, kwargs = case.make("cpu", **case.small, **case.small_extra)
+    kwargs = dict(kwargs)
     dtypes = tuple(str(v) for v in tuned._key_of(args, kwargs)[d:])
     active = rng.integers(1, 17, n).astype(float)
     build = TritonBuild("bench", "simulated", [], fit, {}, 0, 0.0, True, active)
@@ -85,14 +87,20 @@ def bench_case(case, cases, keys: int, rounds: int, tmp: str) -> dict:
     for _ in range(rounds):
         fast, ref = [], []
         for _ in range(keys):
-            for pos in tuned._key_pos:
-                args[pos] = int(rng.integers(1, 1 << 20))
+            for name, pos in zip(case.key, tuned._key_pos):
+                value = int(rng.integers(1, 1 << 20))
+                if pos < len(args):
+                    args[pos] = value
+                else:  # a key passed by keyword (the attention case's N_CTX)
+                    kwargs[name] = value
             tuned._cache.clear()
             tuned.select(*args, grid=grid, **kwargs)
             fast.append(tuned.last_select_us)
             if not hasattr(tuned, "_choose_per_config"):  # an older klaraptor (--src)
                 continue
-            values = [args[p] for p in tuned._key_pos]
+            values = [
+                args[p] if p < len(args) else kwargs[k] for k, p in zip(case.key, tuned._key_pos)
+            ]
             t0 = time.perf_counter()
             pred = tuned._choose_per_config(build, values, args, kwargs, grid)
             int(np.argmin(pred))
