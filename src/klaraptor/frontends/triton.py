@@ -42,9 +42,9 @@ from klaraptor.frontends.triton_choice import Chooser, grid_dims, programs_vecto
 from klaraptor.frontends.triton_extend import (
     SizeExtension,
     TrainingPoints,
-    driving_parameters,
     extend_keys,
-    flat_check,
+    key_checks,
+    pick_check,
     read_points,
     scaled_down_keys,
 )
@@ -702,11 +702,14 @@ class TritonTuner:
         w = full_waves(programs, active[cfg_a], self.device.sm_count)
         fill = wave_fill(programs, w, active[cfg_a] * float(self.device.sm_count))
         grid, n = grid_dims(D_a, cfg_a, programs), len(self.configs)
-        need = driving_parameters(D_a, cfg_a, pts.t, n, self.key, grid)
+        # One set of growth checks serves both: the parameters every fold option must hold
+        # (those driving the time) and the flat configs the report names.
+        checks = key_checks(D_a, cfg_a, pts.t, programs, n, self.key)
+        need = [c.index for c in checks if c.drives_time]
         fit = choose_wave_fit(
             D_a, cfg_a, w, pts.t, n, data_names=self.key, fill=fill, grid_dims=grid, required=need
         )
-        check = flat_check(D_a, cfg_a, pts.t, programs, len(self.configs), self.key)
+        check = pick_check(checks)
         report: dict[str, Any] = {
             "fit": fit.to_dict(),
             "active_per_sm": active.tolist(),

@@ -30,7 +30,8 @@ from klaraptor.models.growth import GrowthCheck, growth_checks
 from klaraptor.store import KernelRecord
 
 __all__ = [
-    "driving_parameters",
+    "key_checks",
+    "pick_check",
     "MAX_EXTRA_KEYS",
     "AddedKey",
     "ExtensionOutcome",
@@ -152,18 +153,28 @@ class SizeExtension:
         )
 
 
-def driving_parameters(
+def key_checks(
     D: np.ndarray,
     cfg: np.ndarray,
     time_ms: np.ndarray,
+    programs: np.ndarray,
     n_cfg: int,
     data_names: Sequence[str],
-    grid: Sequence[int],
-) -> list[int]:
-    """The key parameters, of those that do not set the program count (`grid`), that more
-    configurations grow with than timing noise explains (`GrowthCheck.drives_time`)."""
-    checks = growth_checks(D, cfg, time_ms, n_cfg, data_names=data_names, skip=grid)
-    return [c.index for c in checks if c.drives_time]
+) -> list[GrowthCheck]:
+    """The growth checks of the key parameters that do not set the program count."""
+    D = np.atleast_2d(np.asarray(D, dtype=np.float64))
+    grid = grid_dims(D, np.asarray(cfg), np.asarray(programs))
+    return growth_checks(D, cfg, time_ms, n_cfg, data_names=data_names, skip=grid)
+
+
+def pick_check(checks: Sequence[GrowthCheck], parameter: str | None = None) -> GrowthCheck | None:
+    """The check of `parameter` (None: the one naming the most flat configs, or the first
+    where none does); None where there is none."""
+    if parameter is not None:
+        return next((c for c in checks if c.parameter == parameter), None)
+    if not checks:
+        return None
+    return max(checks, key=lambda c: len(c.flat))  # max keeps the first of equals
 
 
 def flat_check(
@@ -175,23 +186,9 @@ def flat_check(
     data_names: Sequence[str],
     parameter: str | None = None,
 ) -> GrowthCheck | None:
-    """The growth check of `parameter` (None: of the key parameter whose check names the most
-    flat configs, or the first checked where none does), over the key parameters that do not
-    set the program count. None where no parameter can be checked."""
-    D = np.atleast_2d(np.asarray(D, dtype=np.float64))
-    checks = growth_checks(
-        D,
-        cfg,
-        time_ms,
-        n_cfg,
-        data_names=data_names,
-        skip=grid_dims(D, np.asarray(cfg), np.asarray(programs)),
-    )
-    if parameter is not None:
-        return next((c for c in checks if c.parameter == parameter), None)
-    if not checks:
-        return None
-    return max(checks, key=lambda c: len(c.flat))  # max keeps the first of equals
+    """The growth check of `parameter` (`pick_check`) over the key parameters that do not set
+    the program count. None where no parameter can be checked."""
+    return pick_check(key_checks(D, cfg, time_ms, programs, n_cfg, data_names), parameter)
 
 
 def next_size(sizes: Sequence[DataSize], parameter: str) -> DataSize:
