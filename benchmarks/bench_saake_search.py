@@ -256,6 +256,23 @@ def truth_complete(space: int, missing: int) -> bool:
     return space > 0 and missing <= MISSING_TOLERATED * space
 
 
+def stage_summary(store: Any, name: str, device: str, size: Any) -> dict[str, Any]:
+    """Per race stage at one size: points, wall seconds less set-up, median repeats."""
+    out: dict[str, Any] = {}
+    for m in store.measurements(name, device, "time", "ok"):
+        if m.D != size:
+            continue
+        v = m.value
+        row = out.setdefault(str(v.get("race_stage", "none")), {"n": 0, "s": 0.0, "reps": []})
+        row["n"] += 1
+        row["s"] += float(v.get("wall_s", 0.0)) - float(v.get("setup_s", 0.0))
+        row["reps"].append(int(v.get("repeats", 0)) * int(v.get("inner", 1) or 1))
+    for row in out.values():
+        reps = sorted(row.pop("reps"))
+        row["median_launches"] = reps[len(reps) // 2] if reps else 0
+    return out
+
+
 def _timing_s(v: Sequence[Any]) -> float:
     """A truth point's own timing seconds: its wall, less the size's setup if it paid it (the
     arguments and reference outputs at D, which any measurement at D pays once: apart)."""
@@ -854,6 +871,12 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
                         for t in m.timed
                     }  # type: ignore[misc]
                     row["search_wall_s"] = m.wall_s
+                    # Where each side's point seconds went (race stage, repeats): the search
+                    # measures only its chosen configurations, brute force all of them.
+                    row["stages"] = {
+                        "search": stage_summary(mine[name], name, m.device, m.D),
+                        "brute_force": stage_summary(brute[name], name, m.device, m.D),
+                    }
                 # brute force timed every configuration of the space, in this run
                 row.update(
                     score(

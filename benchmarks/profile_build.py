@@ -4,7 +4,9 @@ per-point walls the worker reports. Research, not a figure: bench_cost.py has th
     PYTHONPATH=src python benchmarks/profile_build.py OUT [KERNEL ...]
 
 Writes OUT/profile_build.json (per kernel: build wall, per-point wall/repeats/inner/stage
-statistics by kind) and OUT/profile_<kernel>.txt (the parent's top functions).
+statistics by kind), OUT/profile_<kernel>.txt (the parent's top functions) and
+OUT/profile_<kernel>_worker.txt (the measuring worker's, from the cProfile files it writes under
+KLARAPTOR_WORKER_PROFILE_DIR, one per job).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import cProfile
 import io
 import json
+import os
 import pstats
 import statistics
 import sys
@@ -66,10 +69,13 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     names = argv[1:] or list(DEFAULT)
     from klaraptor.assemble import build
+    from klaraptor.collect.worker import PROFILE_DIR_ENV
     from klaraptor.device.profile import recorded_profile
     from klaraptor.spec import catalog
     from klaraptor.store import Store
 
+    worker_dir = out / "worker_prof"
+    os.environ[PROFILE_DIR_ENV] = str(worker_dir)  # before any worker starts: they inherit it
     res: dict[str, Any] = {}
     for name in names:
         spec = catalog.get(name)
@@ -86,6 +92,20 @@ def main(argv: list[str]) -> int:
             pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(45)
             pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
             (out / f"profile_{name}.txt").write_text(s.getvalue())
+            jobs = sorted(worker_dir.glob("*.prof")) if worker_dir.exists() else []
+            if jobs:
+                w = io.StringIO()
+                stats = pstats.Stats(str(jobs[0]), stream=w)
+                for extra in jobs[1:]:
+                    stats.add(str(extra))
+                w.write(f"jobs: {[j.name for j in jobs]}\n")
+                stats.sort_stats("cumulative").print_stats(45)
+                stats.sort_stats("tottime").print_stats(30)
+                (out / f"profile_{name}_worker.txt").write_text(w.getvalue())
+                kept = out / f"worker_{name}"
+                kept.mkdir(exist_ok=True)
+                for j in jobs:
+                    j.rename(kept / j.name)
             coll = kern.report.collect.to_dict() if kern.report.collect else {}
             res[name] = {"wall_s": wall, "collect": coll, "points": _points(store, spec.name)}
             print(

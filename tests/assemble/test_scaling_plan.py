@@ -222,3 +222,55 @@ def test_a_prior_orders_the_sweep_and_keeps_its_top_k() -> None:
     assert top.spent_s <= top.budget_s + 1e-12
     with pytest.raises(KlaraptorError, match="prior_keep"):
         MeasurementPlan(n_cfg, (L,), prior=prior, prior_keep=0)
+
+
+def test_the_set_up_at_a_smaller_size_is_scaled_by_its_argument_bytes() -> None:
+    # A set-up at L as costly as the budget left (the d714813 softmax, conv2d and n-body runs):
+    # charged in full to each smaller size, no smaller size fits; scaled by the argument bytes
+    # (half and a quarter of L's), the fold gets its candidates.
+    n, L, smaller = 10, (1024,), ((512,), (256,))
+    times = {(D, c): 1.0 + 0.1 * c for D in [L, *smaller] for c in range(n)}
+    cost = CostModel(per_point_s=0.1, session_s=0.5)
+
+    def timed_small(scale: tuple[float, ...]) -> int:
+        plan = MeasurementPlan(n, L, smaller, cost, needs_cold=False, setup_scale=scale)
+        res = plan.run(_WalledMeasurer(times, 0.5))
+        assert res.ratio <= 1.5 + 1e-9
+        return sum(p["D"] != list(L) for p in res.points)
+
+    assert timed_small(()) == 0
+    assert timed_small((0.5, 0.25)) >= 4
+    # A ratio above 1 is capped: a smaller size never costs more to set up than L.
+    assert timed_small((3.0, 3.0)) == 0
+
+
+def test_the_cold_sweep_leaves_budget_for_the_smaller_sizes() -> None:
+    # Cold runs priced so that the cold sweep alone would spend the whole budget, and every
+    # candidate within reach of the best cold time (the bound never stops it).
+    n, L, smaller = 20, (1024,), ((512,),)
+    times = {(D, c): 1.0 + 0.001 * c for D in [L, *smaller] for c in range(n)}
+    cost = CostModel(per_point_s=0.1, session_s=0.5)
+
+    def run(reserve: int):  # noqa: ANN202
+        plan = MeasurementPlan(n, L, smaller, cost, ladder_reserve=reserve)
+        return plan.run(_WalledMeasurer(times, 0.0))
+
+    greedy, kept = run(0), run(2)
+    assert greedy.ratio <= 1.5 + 1e-9 and kept.ratio <= 1.5 + 1e-9
+    small = [p["cfg"] for p in kept.points if p["D"] == [512]]
+    assert len(small) >= 2 and small[:2] == [0, 1]  # the two best hot candidates
+    assert kept.counts()["cold"] < greedy.counts()["cold"]
+
+
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"setup_scale": (0.5,)}, "setup_scale has 1 values for 2"),
+        ({"setup_scale": (0.5, math.nan)}, "finite"),
+        ({"setup_scale": (0.5, -1.0)}, "≥ 0"),
+        ({"ladder_reserve": -1}, "ladder_reserve"),
+    ],
+)
+def test_bad_plan_settings_are_refused_by_name(kw: dict, words: str) -> None:
+    with pytest.raises(KlaraptorError, match=words):
+        MeasurementPlan(4, (1024,), ((512,), (256,)), **kw)

@@ -84,6 +84,25 @@ def needs_cold(
     )
 
 
+def setup_scale(
+    spec: KernelSpec,
+    L: DataSize,
+    smaller: Sequence[DataSize],
+    arg_bytes: Sequence[tuple[DataSize, int]],
+) -> tuple[float, ...]:
+    """Each smaller size's argument bytes over L's (what bounds its set-up's cost over L's;
+    `MeasurementPlan.setup_scale`), () when the bytes are unknown."""
+    from klaraptor.models.scaling_model import argument_footprint
+
+    fp = argument_footprint(spec.data_names, arg_bytes) if smaller else None
+    if fp is None:
+        return ()
+    at = [float(v) for v in fp.bytes([L.values(), *(D.values() for D in smaller)])]
+    if not (at[0] > 0 and all(math.isfinite(v) and v > 0 for v in at)):
+        return ()
+    return tuple(min(1.0, v / at[0]) for v in at[1:])
+
+
 def make_plan(
     spec: KernelSpec,
     device: DeviceProfile,
@@ -131,7 +150,10 @@ def make_plan(
 
         raise BuildError(f"prior_keep needs a prior (prior= one of {', '.join(priors())})")
     cold, why = needs_cold(spec, L, arg_bytes, float(device.l2_bytes))
-    kw = {} if cost is None else {"cost": cost}
+    kw: dict[str, Any] = {} if cost is None else {"cost": cost}
+    scale = setup_scale(spec, L, smaller, arg_bytes)
+    if scale:
+        kw["setup_scale"] = scale
     plan = MeasurementPlan(
         n_cfg=len(candidates),
         L=L.values(),
@@ -141,7 +163,7 @@ def make_plan(
         counters=counters,
         prior=order,
         prior_keep=prior_keep,
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
     return plan, why
 

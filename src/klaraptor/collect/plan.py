@@ -14,7 +14,8 @@ plus every point). The plan for the scaling model (`klaraptor.models.scaling`) s
    fits at L, cold timings at L (the L2 flushed before each launch) in order of the hot time,
    stopping when the next candidate's hot time, less the noise band, exceeds the best cold time
    found: a cold run is never faster than a hot one, so no later candidate can win the cold
-   regime;
+   regime. It leaves what step 3 needs for the `ladder_reserve` best hot candidates (their
+   smaller sizes are the only evidence of growth; the cold sweep once took the whole budget);
 3. with what is left, hot timings of the most promising candidates (best rank in either regime)
    at the smaller sizes M = the largest ≤ L/2 and the largest ≤ M/2: the shared growth law, the
    per-configuration deviations with their ×2 fold, and the drift that sizes online top-k;
@@ -41,7 +42,9 @@ recorded per-kernel phase costs (`fit_cost_model`). On the device a timed point'
 measured wall in the session, from the end of the previous point (replanning, argument set-up and
 reference outputs included), so the ratio the plan keeps under the budget is measured in one run;
 the model then only prices points not yet measured, and the first candidate at the smaller sizes
-is charged their set-up as well (arguments and reference outputs: at most what they took at L).
+is charged their set-up as well (arguments and reference outputs: at most what they took at L,
+scaled by the argument bytes when known, `setup_scale`: charging L's whole set-up to each smaller
+size left 5 of the 10 tunables kernels with no smaller size timed).
 """
 
 from __future__ import annotations
@@ -431,10 +434,32 @@ class MeasurementPlan:
     cold_ratio_bound: float = 4.0
     prior: tuple[int, ...] = ()
     prior_keep: int | None = None
+    # Per smaller size (ladder order), an upper bound of its set-up's cost over L's: the ratio
+    # of their argument bytes (building arguments and reference outputs reads every argument,
+    # so it grows at least linearly with them). Empty: 1 for each, what L's set-up cost.
+    setup_scale: tuple[float, ...] = ()
+    # How many of the most promising candidates the cold sweep leaves budget for at the smaller
+    # sizes: without them there is no growth law, and q's ×2 fold compares at least two.
+    ladder_reserve: int = 2
 
     def __post_init__(self) -> None:
         if self.prior_keep is not None and self.prior_keep < 1:
             raise KlaraptorError(f"prior_keep must be at least 1, got {self.prior_keep}")
+        if self.setup_scale and len(self.setup_scale) != len(self.smaller):
+            raise KlaraptorError(
+                f"setup_scale has {len(self.setup_scale)} values for {len(self.smaller)} "
+                "smaller sizes"
+            )
+        if any(not (math.isfinite(v) and v >= 0.0) for v in self.setup_scale):
+            raise KlaraptorError(f"setup_scale must be finite and ≥ 0, got {self.setup_scale}")
+        if self.ladder_reserve < 0:
+            raise KlaraptorError(f"ladder_reserve must be ≥ 0, got {self.ladder_reserve}")
+
+    def setup_at(self, setup_L: float) -> list[float]:
+        """The estimated set-up of each smaller size given L's: at most L's, scaled by the
+        argument bytes where known."""
+        scale = self.setup_scale or (1.0,) * len(self.smaller)
+        return [setup_L * min(1.0, v) for v in scale]
 
     def sweep(self) -> list[int]:
         """The candidates timed at L, in order: the prior's order (candidates it does not rank
@@ -505,10 +530,27 @@ class MeasurementPlan:
         def fits(estimate: float) -> bool:
             return res.spent_s + estimate <= res.budget_s
 
+        # The first candidate at the smaller sizes also pays their set-up (arguments, reference
+        # outputs): at most what the set-up at L measured, scaled by the argument bytes.
+        setup_L = max((p["setup_s"] for p in res.points if p["kind"] == "time"), default=0.0)
+        setup = self.setup_at(setup_L)
+
+        def at_smaller(c: int, first: bool) -> float:
+            return sum(cost.time_point_bound_s(t_hot[c]) + (s if first else 0.0) for s in setup)
+
+        # What the cold sweep leaves for the smaller sizes: the hot sweep's best candidates.
+        reserve = (
+            sum(at_smaller(c, i == 0) for i, c in enumerate(order[: self.ladder_reserve]))
+            if smaller
+            else 0.0
+        )
+
         # 2. cold timings at L, bound-pruned.
         t_cold: dict[int, float] = {}
         if self.needs_cold and fits(
-            cost.cold_session_s + cost.cold_point_s(t_hot[order[0]] * self.cold_ratio_bound)
+            reserve
+            + cost.cold_session_s
+            + cost.cold_point_s(t_hot[order[0]] * self.cold_ratio_bound)
         ):
             res.spent_s += cost.cold_session_s
             kappa = self.cold_ratio_bound
@@ -518,7 +560,7 @@ class MeasurementPlan:
                         f"cold sweep stopped by the bound after {len(t_cold)} candidates"
                     )
                     break
-                if not fits(cost.cold_point_s(t_hot[c] * kappa)):
+                if not fits(reserve + cost.cold_point_s(t_hot[c] * kappa)):
                     res.notes.append(
                         f"cold sweep stopped by the budget after {len(t_cold)} candidates"
                     )
@@ -536,15 +578,10 @@ class MeasurementPlan:
         promising = sorted(
             order, key=lambda c: (min(rank_hot[c], rank_cold.get(c, n_cfg)), rank_hot[c])
         )
-        # The first candidate at the smaller sizes also pays their set-up (arguments, reference
-        # outputs), at most what the set-up at L measured (their arguments are smaller).
-        setup = max((p["setup_s"] for p in res.points if p["kind"] == "time"), default=0.0)
         n_small = 0
         if smaller:
             for c in promising:
-                est = len(smaller) * (
-                    cost.time_point_bound_s(t_hot[c]) + (setup if not n_small else 0.0)
-                )
+                est = at_smaller(c, not n_small)
                 if not fits(est):
                     break
                 for D in smaller:

@@ -39,6 +39,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from klaraptor.backends.cupy_backend import CupyBackend, Timer, count_barriers, describe_error
@@ -680,6 +681,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_job(argv[0])
 
 
+# Where a worker writes one cProfile file per job (research: benchmarks/profile_build.py reads
+# them to say where a point's milliseconds go); unset, nothing is profiled.
+PROFILE_DIR_ENV = "KLARAPTOR_WORKER_PROFILE_DIR"
+
+
+def _profiled(mode: str, run: Callable[[], int]) -> int:
+    where = os.environ.get(PROFILE_DIR_ENV)
+    if not where:
+        return run()
+    import cProfile
+
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(run)
+    finally:
+        Path(where).mkdir(parents=True, exist_ok=True)
+        prof.dump_stats(str(Path(where) / f"{mode}_{os.getpid()}_{time.time_ns()}.prof"))
+
+
 def run_job(path: str) -> int:
     """Run one job file; its exit status."""
     with open(path, "rb") as fh:
@@ -697,7 +717,7 @@ def run_job(path: str) -> int:
             events.close()
             return EXIT_FATAL
     try:
-        return _RUNNERS[job.mode](job, events)
+        return _profiled(job.mode, lambda: _RUNNERS[job.mode](job, events))
     except CompileError as exc:
         events.emit(
             "fatal", error="CompileError", message=str(exc).split("\n--- NVRTC log")[0], log=exc.log
