@@ -320,6 +320,8 @@ def score_budget(
     brute = sum(_timing_s(v) for v in truth.values())
     setup = sum(_setup_s(v) for v in truth.values())
     meas = sum(_timing_s(got[c]) for c in held if c in got)
+    # Among the precisely measured where any were (a 4th value False: a first estimate only).
+    ok = [c for c in ok if len(got[c]) < 4 or got[c][3]] or ok
     choice = min(ok, key=lambda c: got[c][0]) if ok else None
     return {
         "rule": "budget",
@@ -766,7 +768,12 @@ def _prepare_store(path: Path) -> Any:
 
 def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     from klaraptor import suite
-    from klaraptor.collect.measure import gpu_check, measure_configs, point_seconds
+    from klaraptor.collect.measure import (
+        SEARCH_OPTIONS,
+        gpu_check,
+        measure_configs,
+        point_seconds,
+    )
     from klaraptor.core.types import Config
 
     gpu_check("bench_saake_search.py (without --recorded)")
@@ -856,6 +863,7 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
                             N,
                             [Config(spec.param_values(_values(c[0])), c[1]) for c in top],
                             store=mine[name],
+                            options=SEARCH_OPTIONS,
                         )
                     except Exception as exc:  # noqa: BLE001 - recorded, the others go on
                         row["error"] = f"search measurement: {type(exc).__name__}: {exc}"
@@ -867,6 +875,7 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
                             t.ms,
                             t.seconds,
                             t.setup_s,
+                            t.precise,
                         )
                         for t in m.timed
                     }  # type: ignore[misc]

@@ -22,7 +22,7 @@ run_gpu() {
     case "$name" in
       triton) timeout "$limit" python3 benchmarks/bench_triton.py "$dir" --limit $((limit - 15)) > "$dir/triton.log" 2>&1;;
       cost) timeout "$limit" python3 benchmarks/bench_cost.py "$dir" --limit $((limit - 15)) > "$dir/cost.log" 2>&1;;
-      ssearch) timeout "$limit" python3 benchmarks/bench_saake_search.py "$dir/ssb" --budget 0.25 --kernels "${SSEARCH_KERNELS:-gsmap.gsmap,softmax.softmax_rows,stencil2d.stencil2d,reduce.reduce_sum,histogram.histogram_priv}" --limit $((limit - 15)) --workers 14 > "$dir/ssearch.log" 2>&1;;
+      ssearch) timeout "$limit" python3 benchmarks/bench_saake_search.py "$dir/ssb" --budget 0.25 --kernels "${SSEARCH_KERNELS:-gsmap.gsmap,softmax.softmax_rows,stencil2d.stencil2d,reduce.reduce_sum,histogram.histogram_priv}" --limit $((limit - 15)) --workers ${SSEARCH_WORKERS:-14} > "$dir/ssearch.log" 2>&1;;
       profile) timeout "$limit" python3 benchmarks/profile_build.py "$dir/prof" ${PROFILE_KERNELS:-patterns.saxpy.saxpy polybench.fdtd2d.k1 patterns.transpose.transpose_tiled patterns.jacobi2d.jacobi2d} > "$dir/profile.log" 2>&1;;
       firstcall) timeout "$limit" python3 benchmarks/bench_first_call.py "$dir" > "$dir/firstcall.log" 2>&1;;
       gputests) local var="GPUTESTS_$gpu"; timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider -rs ${!var:-tests/} > "$dir/gpu_tests.log" 2>&1;;

@@ -248,7 +248,9 @@ def test_the_gpu_run_s_orchestration_on_fakes(bs, tmp_path, monkeypatch) -> None
         )
         return type("Report", (), {"device": "gpu0"})()
 
-    def fake_measure(spec_, D, configs, *, store):  # noqa: ANN001, ANN202
+    def fake_measure(spec_, D, configs, *, store, options):  # noqa: ANN001, ANN202
+        # The search measures its few best precisely, the rest once (not brute force's race).
+        assert options == measure.SEARCH_OPTIONS and options.race_max_full == 3
         timed = tuple(
             TimedConfig(c, ms[(bs.variant_text(c.params), c.block)] * D / sizes[0], 0.25, "ok")
             for c in configs

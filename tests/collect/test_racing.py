@@ -67,3 +67,64 @@ def test_the_first_estimates_check_stays_with_a_refined_point() -> None:
 
     out = race(["a"], first, lambda k: _value(1.0, 0.001), RaceSettings())
     assert out["a"]["race_stage"] == "full" and out["a"]["check"] == {"ok": True}
+
+
+def test_max_full_measures_only_the_best_first_estimates_precisely() -> None:
+    # Ten near-ties, all contenders of one another: the plain race refines every one; a search's
+    # race (max_full = 3) only the three best first estimates, once each.
+    true = {f"k{i}": 1.0 + 0.001 * i for i in range(10)}
+    full_calls: list[str] = []
+
+    def full(k: str) -> dict[str, Any]:
+        full_calls.append(k)
+        return _value(true[k], 0.001)
+
+    def first(k: str) -> dict[str, Any]:
+        return _value(true[k], 0.02)
+
+    race(list(true), first, full, RaceSettings(band=0.006))
+    assert sorted(full_calls) == sorted(true)
+    full_calls.clear()
+    out = race(list(reversed(true)), first, full, RaceSettings(band=0.006, max_full=3))
+    assert full_calls == ["k0", "k1", "k2"]
+    assert sum(v["race_stage"] == "full" for v in out.values()) == 3
+
+
+def test_max_full_below_one_is_refused() -> None:
+    import pytest
+
+    with pytest.raises(ValueError, match="max_full"):
+        RaceSettings(max_full=0)
+
+
+def test_collect_options_refuse_a_bad_race_cap_or_band_by_name() -> None:
+    import pytest
+
+    from klaraptor.collect.collector import CollectOptions
+    from klaraptor.core.errors import CollectError
+
+    for bad in (0, -2, 2.5, True, "3"):
+        with pytest.raises(CollectError, match="race_max_full"):
+            CollectOptions(race_max_full=bad)  # type: ignore[arg-type]
+    for bad in (1.0, -0.1, "0.01", float("nan")):
+        with pytest.raises(CollectError, match="noise_band"):
+            CollectOptions(noise_band=bad)  # type: ignore[arg-type]
+    assert CollectOptions(race_max_full=3, noise_band=0.004).race_max_full == 3
+
+
+def test_a_search_picks_among_its_precise_measurements() -> None:
+    from klaraptor.collect.measure import SEARCH_OPTIONS, Measured, TimedConfig
+    from klaraptor.core.types import Config, DataSize, ParamValues
+
+    def timed(bx: int, ms: float, precise: bool) -> TimedConfig:
+        return TimedConfig(Config(ParamValues.NONE, (bx, 1, 1)), ms, 0.01, "ok", precise=precise)
+
+    size = DataSize(("n",), (1024,))
+    # A first estimate that undercuts every full measurement is the one to doubt.
+    m = Measured("k", size, "dev", (timed(32, 0.9, False), timed(64, 1.0, True)), 0.1, 2, 0)
+    assert m.best is not None and m.best.config.block == (64, 1, 1)
+    only_first = Measured(
+        "k", size, "dev", (timed(32, 0.9, False), timed(64, 1.0, False)), 0.1, 2, 0
+    )
+    assert only_first.best is not None and only_first.best.config.block == (32, 1, 1)
+    assert SEARCH_OPTIONS.race_max_full == 3

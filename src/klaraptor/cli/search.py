@@ -153,7 +153,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         plan = budgeted_plan(pool, args.budget, measure_cost_model().time_point_s)
         doc["budget"] = _plan_dict(plan)
         if not args.plan_only:
-            from klaraptor.collect.measure import measure_configs
+            from klaraptor.collect.measure import SEARCH_OPTIONS, measure_configs
             from klaraptor.core.types import Config
 
             measured = measure_configs(
@@ -161,11 +161,12 @@ def cmd_search(args: argparse.Namespace) -> int:
                 D,
                 [Config(c.variant, c.block) for c in plan.chosen],
                 store=open_store(args),
+                options=SEARCH_OPTIONS,
                 progress=not args.json,
             )
             doc["measured"] = _measured_dict(measured, dict(pool))
     if measure is not None:
-        from klaraptor.collect.measure import measure_configs
+        from klaraptor.collect.measure import SEARCH_OPTIONS, measure_configs
         from klaraptor.core.types import Config
 
         top = most_promising(pool, measure)
@@ -174,6 +175,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             D,
             [Config(c.variant, c.block) for c in top],
             store=open_store(args),
+            options=SEARCH_OPTIONS,
             progress=not args.json,
         )
         doc["measured"] = _measured_dict(measured, dict(pool))

@@ -107,7 +107,28 @@ class CollectOptions:
     racing: bool = True
     race_first_ms: float = 1.0
     race_first_repeats: int = 3
+    race_max_full: int | None = None  # None: every contender gets the full protocol
     noise_band: float | None = None
+
+    def __post_init__(self) -> None:
+        # Caught here, in the caller's process, not as a worker's fatal error later.
+        if self.race_max_full is not None and (
+            isinstance(self.race_max_full, bool)
+            or not isinstance(self.race_max_full, int)
+            or self.race_max_full < 1
+        ):
+            raise CollectError(
+                f"CollectOptions.race_max_full must be a whole number ≥ 1 or None, got "
+                f"{self.race_max_full!r}"
+            )
+        band = self.noise_band
+        if band is not None and (
+            isinstance(band, bool) or not isinstance(band, (int, float)) or not 0.0 <= band < 1.0
+        ):
+            raise CollectError(
+                f"CollectOptions.noise_band must be a fraction in [0, 1) or None, got "
+                f"{self.noise_band!r}"
+            )
 
 
 # ---------------------------------------------------------------------------------------------

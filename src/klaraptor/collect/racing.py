@@ -12,7 +12,8 @@ fixed floor of 20 ms of kernel time per point made a sweep cost 30-50 ms per can
    interval, widened by the device's noise band, overlaps the leader's:
    q1 · (1 − band) ≤ q3_leader · (1 + band);
 3. every contender not yet measured precisely is measured with the full protocol, and 2-3 are
-   repeated (the leader may change) until no contender lacks the full measurement.
+   repeated (the leader may change) until no contender lacks the full measurement; with
+   `max_full`, only that many in all, the best first estimates first (a search's measurement).
 
 Every candidate keeps a time (the model anchors on all of them); only the contenders, whose order
 decides the choice, get the full precision. Each value records which stage it came from
@@ -21,6 +22,7 @@ decides the choice, get the full precision. Each value records which stage it ca
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -44,6 +46,14 @@ class RaceSettings:
     first_repeats: int = 3
     band: float = DEFAULT_BAND
     max_rounds: int = 4
+    # At most this many candidates get the full protocol, the best first estimates first (None:
+    # every contender). A search that must pick one configuration within a tolerance, not
+    # resolve near-ties to the noise band, measures its few best precisely and the rest once.
+    max_full: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_full is not None and self.max_full < 1:
+            raise ValueError(f"max_full must be at least 1 (or None), got {self.max_full}")
 
 
 def interval(value: Mapping[str, Any]) -> tuple[float, float, float]:
@@ -77,11 +87,15 @@ def race(
     for k in keys:
         v = first(k)
         out[k] = None if v is None else {**v, "race_stage": "first"}
+    full_left = math.inf if settings.max_full is None else settings.max_full
     for _ in range(max(1, settings.max_rounds)):
         alive = {k: v for k, v in out.items() if v is not None}
         todo = [k for k in contenders(alive, settings.band) if alive[k]["race_stage"] == "first"]
+        if len(todo) > full_left:
+            todo = sorted(todo, key=lambda k: interval(alive[k])[1])[: int(full_left)]
         if not todo:
             break
+        full_left -= len(todo)
         for k in todo:
             v = full(k)
             first_value = out[k] or {}

@@ -350,6 +350,7 @@ def _race_group(
     settings = RaceSettings(
         first_ms=float(getattr(opts, "race_first_ms", 1.0)),
         first_repeats=int(getattr(opts, "race_first_repeats", 3)),
+        max_full=getattr(opts, "race_max_full", None),
         band=float(band),
     )
     quick = dataclasses.replace(
