@@ -128,6 +128,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="also write the result under 'tunables_search' of this JSON (saake_search.json)",
     )
     ap.add_argument(
+        "--overlap",
+        action="store_true",
+        help="measure while the emulations still run (faster, but the CPU load they make "
+        "slows the measurements' launch loops: the costs compared are then noisier)",
+    )
+    ap.add_argument(
         "--rank-all",
         action="store_true",
         help="also emulate the whole joint space with --pool walk (always with --recorded)",
@@ -796,8 +802,9 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
     emulated: dict[tuple[str, int], dict[str, Any]] = {}
     failed: dict[str, str] = {}  # kernels whose brute force failed, and why
     todo = [(n, N) for n in names for N in eval_sizes(suite.get(n))]
-    # The variants compile on threads and the pairs emulate on processes while this thread
-    # drives the GPU (brute force first, then each search's K as its emulation finishes).
+    # The variants compile on threads and the pairs emulate on processes; this thread then
+    # drives the GPU (brute force first, then each search's measurements), after every
+    # emulation has finished unless --overlap.
     rank = a.pool == "rank" or a.rank_all or a.budget is not None
     emus = Emulations(todo, rank, a.workers, a.workers + 2)
     compile_s = emus.compile_s
@@ -915,6 +922,11 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
             _measure_ready()
 
         try:
+            if not a.overlap:
+                # Every emulation first: their processes load the CPU, and a measurement's
+                # host-side launch loop slowed under that load by up to 1 s a point, unevenly
+                # between brute force and the search (H200 x4, b326982).
+                emus.wait(done, deadline)
             emus.pump(done)
             brute_force()
             emus.wait(done, deadline)
