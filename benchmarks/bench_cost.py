@@ -476,9 +476,12 @@ def _warm_up_process() -> None:
     initialised (by its own arrays) and the tools imported. Without this the first kernel's
     build paid the driver's initialisation (0.83 s on the H200) and klaraptor's imports, and
     Kernel Tuner, run after it, found both done (b326982: saxpy 3.9 s against 0.75 s)."""
-    import cupy
+    try:
+        import cupy
 
-    cupy.cuda.runtime.getDeviceCount()
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - no GPU here: each kernel then records why it failed
+        pass
     import klaraptor.assemble  # noqa: F401
     import klaraptor.models.scaling  # noqa: F401
 
