@@ -4,7 +4,7 @@
 # results under OUT/gpu<i>/, archived as OUT/round.tgz (the device returns at most 8 files).
 # Usage (device, repo root):
 #   KLARAPTOR_COMMIT=<sha> bash scripts/device_parallel.sh OUT "0:triton:90,cost:100" "1:gputests:200" ...
-# Steps: triton (benchmarks/bench_triton.py), cost (bench_cost.py), firstcall
+# Steps: sleep:S (wait S s: keeps a timing step alone on the host), triton (benchmarks/bench_triton.py), cost (bench_cost.py), firstcall
 # (bench_first_call.py), profile (profile_build.py, parent and worker cProfile), ssearch (bench_saake_search.py --budget 0.25 over ${SSEARCH_KERNELS}), gputests (pytest -m gpu over ${GPUTESTS_<i>:-tests/}), tunables
 # (bench_tunables.py over ${TUNABLES_<i>}, Kernel Tuner on each).
 set -u
@@ -24,6 +24,7 @@ run_gpu() {
       cost) timeout "$limit" python3 benchmarks/bench_cost.py "$dir" --limit $((limit - 15)) > "$dir/cost.log" 2>&1;;
       ssearch) timeout "$limit" python3 benchmarks/bench_saake_search.py "$dir/ssb" --budget 0.25 --kernels "${SSEARCH_KERNELS:-gsmap.gsmap,softmax.softmax_rows,stencil2d.stencil2d,reduce.reduce_sum,histogram.histogram_priv}" --limit $((limit - 15)) --workers ${SSEARCH_WORKERS:-14} > "$dir/ssearch.log" 2>&1;;
       profile) timeout "$limit" python3 benchmarks/profile_build.py "$dir/prof" ${PROFILE_KERNELS:-patterns.saxpy.saxpy polybench.fdtd2d.k1 patterns.transpose.transpose_tiled patterns.jacobi2d.jacobi2d} > "$dir/profile.log" 2>&1;;
+      sleep) sleep "$limit";;
       firstcall) timeout "$limit" python3 benchmarks/bench_first_call.py "$dir" > "$dir/firstcall.log" 2>&1;;
       gputests) local var="GPUTESTS_$gpu"; timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider -rs ${!var:-tests/} > "$dir/gpu_tests.log" 2>&1;;
       tunables) local var="TUNABLES_$gpu"; local n; n=$(echo ${!var} | wc -w)
