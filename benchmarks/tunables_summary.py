@@ -107,14 +107,14 @@ def main(argv: list[str] | None = None) -> int:
         "--quality",
         type=Path,
         nargs="+",
-        default=[RESULTS / f"bench_tunables_d714813_gpu{i}.json" for i in range(3)],
+        default=[RESULTS / f"bench_tunables_dc0480d_gpu{i}.json" for i in (1, 2, 3)],
         help="runs whose choices are scored; a kernel scored in a later run replaces an earlier",
     )
     ap.add_argument(
         "--cost",
         type=Path,
         nargs="+",
-        default=[RESULTS / f"bench_tunables_d714813_gpu{i}.json" for i in range(3)],
+        default=[RESULTS / f"bench_tunables_dc0480d_gpu{i}.json" for i in (1, 2, 3)],
         help="runs whose build and Kernel Tuner walls are compared (each kernel within one run)",
     )
     ap.add_argument(
@@ -125,6 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         help="benchmarks/tunables_replay.py results: the product at a later commit rebuilt "
         "offline from a run's training rows and scored on its ground truth",
     )
+    ap.add_argument(
+        "--other",
+        type=str,
+        nargs="*",
+        default=["34ed03a:0,1,2", "d714813:0,1,2", "a02ca89:0,1,2"],
+        help="earlier live runs, COMMIT:GPUS (bench_tunables_COMMIT_gpuI.json), summarised "
+        "beside the headline: the run-to-run spread of the same methods",
+    )
     ap.add_argument("--summary", type=Path, default=RESULTS / "summary.json")
     a = ap.parse_args(argv)
     summary = json.loads(a.summary.read_text())
@@ -134,6 +142,21 @@ def main(argv: list[str] | None = None) -> int:
          "provenance": json.loads(path.read_text())["provenance"]}
         for path in a.replay
     ]  # fmt: skip
+    others = []
+    for item in a.other:
+        commit, _, gpus = item.partition(":")
+        paths = [RESULTS / f"bench_tunables_{commit}_gpu{g}.json" for g in gpus.split(",")]
+        run = merged_runs([p for p in paths if p.is_file()])
+        block = suite_block(run)
+        cost = cost_block(run)
+        others.append(
+            {
+                "commit": commit,
+                "methods": {m: {k: v[k] for k in ("geomean_r", "max_r")} for m, v in block["methods"].items()},
+                "build_over_kernel_tuner": {"geomean": cost["geomean"], "max": cost["max"]},
+            }
+        )  # fmt: skip
+    summary["suites"]["tunables"]["other_live_runs"] = others
     summary.setdefault("cost", {})["build_over_kernel_tuner"] = cost_block(merged_runs(a.cost))
     a.summary.write_text(json.dumps(summary, indent=1) + "\n")
     t = summary["suites"]["tunables"]["methods"]

@@ -428,11 +428,12 @@ def write_outputs(out: Path, results: Sequence[KernelEval], command: str) -> dic
         "come within 2 % of the best)\n\n" + smd + "\n"
     )
     # The tunables search against brute force (benchmarks/bench_saake_search.py --merge-into)
-    # lives in the same file under its own key, with its own provenance: kept.
+    # lives in the same file under its own keys (the GPU run, earlier recorded runs), with
+    # their own provenance: kept.
     kept = {}
     if (out / "saake_search.json").is_file():
         old = json.loads((out / "saake_search.json").read_text())
-        kept = {k: old[k] for k in ("tunables_search",) if k in old}
+        kept = {k: v for k, v in old.items() if k.startswith("tunables_search")}
     (out / "saake_search.json").write_text(
         json.dumps({**sj, **kept, "provenance": prov}, indent=1) + "\n"
     )
