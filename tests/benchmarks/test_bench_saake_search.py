@@ -113,15 +113,17 @@ def test_the_budgeted_search_scores_its_emulated_prefix(bs, monkeypatch) -> None
     truth = {**TRUTH, ("A=2", (32, 1, 1)): (1.20, 1.5, 0.5)}  # this point paid 0.5 s of setup
     row = bs.score(EMU, truth, k=3, pool="walk", budget=0.45)
     s = row["search"]
-    assert s["rule"] == "budget" and s["measured_configs"] == 2 and s["within_5pct"]
-    # rank order: A=2 at 32 (1.20 ms), A=2 at 64 (1.04 ms): the second is faster
-    assert s["choice"] == ["A=2", [64, 1, 1]] and s["r"] == pytest.approx(1.04)
+    assert s["rule"] == "budget" and s["measured_configs"] == 2 and not s["within_5pct"]
+    # the plan's order: the least emulated (A=2 at 32, 1.20 ms), then the one that cannot be
+    # emulated (A=4, a fifth of the space, 5.00 ms): the first is the choice
+    assert s["measured_not_emulated"] == 1
+    assert s["choice"] == ["A=2", [32, 1, 1]] and s["r"] == pytest.approx(1.20)
     assert row["setup_s"] == pytest.approx(0.5) and row["brute_force_s"] == pytest.approx(5.0)
-    assert s["measurement_s"] == pytest.approx(3.0) and s["cost_ratio"] == pytest.approx(0.6)
-    assert s["cost_ratio_with_setup"] == pytest.approx(3.5 / 5.5)
+    assert s["measurement_s"] == pytest.approx(2.0) and s["cost_ratio"] == pytest.approx(0.4)
+    assert s["cost_ratio_with_setup"] == pytest.approx(2.5 / 5.5)
     assert s["estimated_s"] == 2.0 and s["brute_force_estimate_s"] == 5.0
     assert row["emulated"] == 4 and row["by_budget"]["rank_0.3"]["measured_configs"] == 1
-    # Every configuration in the budget: the unemulated last, the best found.
+    # Every configuration in the budget: the best found.
     assert bs.score_budget(EMU, truth, 1.0)["r"] == pytest.approx(1.0)
 
 

@@ -184,15 +184,31 @@ def test_the_budgeted_search_measures_a_prefix_of_the_emulated_order() -> None:
     # brute force: 2 + 3 + 4 + 5 + (1 + 3: the unemulated priced at the median, 3 ms) = 18 s
     plan = budgeted_plan(ranking, 0.3, _cost)
     assert plan.brute_force_estimate_s == pytest.approx(18.0)
-    assert plan.order == (c[2], c[3], c[4], c[0], c[1])  # least emulated first, unemulated last
-    assert plan.estimated_s == (2.0, 3.0, 4.0, 5.0, 4.0)
-    # 0.3 x 18 = 5.4 s: 2 + 3 fit, + 4 would not; the next cheaper ones are not skipped to.
-    assert plan.chosen == (c[2], c[3]) and plan.estimated_cost_s == pytest.approx(5.0)
+    # the least emulated first, then the one that cannot be emulated (its list's first), then
+    # the emulated rest: each list's share of any prefix follows its share of the space
+    assert plan.order == (c[2], c[1], c[3], c[4], c[0])
+    assert plan.estimated_s == (2.0, 4.0, 3.0, 4.0, 5.0)
+    # 0.3 x 18 = 5.4 s: 2 fits, + 4 would not; the next cheaper ones are not skipped to.
+    assert plan.chosen == (c[2],) and plan.estimated_cost_s == pytest.approx(2.0)
     assert plan.unemulated_measured == 0
-    assert budgeted_plan(ranking, 0.5, _cost).chosen == (c[2], c[3], c[4])  # 9 <= 9
+    half = budgeted_plan(ranking, 0.5, _cost)  # 2 + 4 + 3 = 9 <= 9
+    assert half.chosen == (c[2], c[1], c[3]) and half.unemulated_measured == 1
     assert budgeted_plan(ranking, 1.0, _cost).chosen == plan.order
     # The first is always measured, however small the budget.
     assert budgeted_plan(ranking, 0.01, _cost).chosen == (c[2],)
+
+
+def test_what_cannot_be_emulated_gets_its_share_of_the_budget() -> None:
+    # A histogram's case: only a quarter of the space emulates. Put last, the emulated quarter
+    # took the whole budget; interleaved, any prefix holds each in proportion.
+    spec = suite.get(GSMAP)
+    blocks = [(32 * (i + 1), 1, 1) for i in range(16)]
+    c = [SearchConfig(spec.default_variant, b) for b in blocks]
+    ranking = [(x, float(i) if i < 4 else math.inf) for i, x in enumerate(c)]
+    plan = budgeted_plan(ranking, 0.25, lambda ms: 1.0)
+    assert len(plan.chosen) == 4 and plan.unemulated_measured == 3
+    assert plan.order[0] == c[0]  # the least emulated first
+    assert [x for x in plan.order if x in c[4:]] == c[4:]  # the static order kept among them
 
 
 def test_without_any_emulated_time_the_static_order_is_measured() -> None:

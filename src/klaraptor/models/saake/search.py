@@ -375,8 +375,9 @@ def budgeted_plan(
     configuration of kernel time `ms` (a collection cost model: per-point overhead plus the
     protocol's launches). Brute force's cost is estimated as the sum over the whole space, a
     configuration that cannot be emulated priced at the median emulated time (or the overhead
-    alone when none can be). The order is emulated time, least first, then the configurations
-    that cannot be emulated in their given order (the caller's static fallback); the plan is
+    alone when none can be). The order is emulated time, least first, interleaved by share with
+    the configurations that cannot be emulated, in their given order (the caller's static
+    fallback): a prefix holding a fraction f of the one holds about f of the other. The plan is
     the longest prefix whose estimated cost stays within `budget` times brute force's estimate,
     and at least its first configuration. Everything is decided before measuring."""
     b = check_budget(budget)
@@ -385,10 +386,22 @@ def budgeted_plan(
         raise SearchError("the budgeted search has no configuration to measure")
     finite = sorted(ms for _, ms in items if math.isfinite(ms))
     stand_in = finite[len(finite) // 2] if finite else 0.0
-    order = sorted(
-        range(len(items)),
-        key=lambda i: (0, items[i][1], i) if math.isfinite(items[i][1]) else (1, 0.0, i),
+    emulated_order = sorted(
+        (i for i in range(len(items)) if math.isfinite(items[i][1])),
+        key=lambda i: (items[i][1], i),
     )
+    unknown = [i for i in range(len(items)) if not math.isfinite(items[i][1])]
+    # The two lists interleaved by share, the least emulated first: any prefix holds about the
+    # same fraction of each.
+    # Nothing ranks what cannot be emulated, so the search neither trusts nor dismisses it; put
+    # last, a histogram whose emulable variants took the whole budget never tried the others.
+    order = [
+        idx
+        for _, _, idx in sorted(
+            [(k / len(emulated_order), 0, i) for k, i in enumerate(emulated_order)]
+            + [(k / len(unknown), 1, i) for k, i in enumerate(unknown)]
+        )
+    ]
     configs = tuple(items[i][0] for i in order)
     emulated = tuple(float(items[i][1]) for i in order)
     cost = tuple(float(point_seconds(t if math.isfinite(t) else stand_in)) for t in emulated)
