@@ -124,8 +124,8 @@ def test_the_plan_is_printed_with_its_budget_and_order() -> None:
         "priced before measuring from their emulated times)"
     )
     assert lines[2].startswith(
-        "to time, least emulated time first, then the unemulated nearest the author's "
-        "configuration: 2 configurations"
+        "to time, least emulated time first, the unemulated (nearest the author's "
+        "configuration first) interleaved by their share of the space: 2 configurations"
     )
     assert lines[3].endswith("block (32, 8, 1): emulated 2 ms")
     assert lines[4].endswith("block (16, 8, 1): not emulated (static order)")

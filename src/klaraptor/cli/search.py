@@ -227,7 +227,8 @@ def _plan_text(plan: Any) -> str:
     order = (
         "least emulated time first"
         + (
-            ", then the unemulated nearest the author's configuration"
+            ", the unemulated (nearest the author's configuration first) interleaved by their "
+            "share of the space"
             if emulated < len(plan.order)
             else ""
         )
@@ -265,6 +266,8 @@ def _measured_dict(m: Any, emulated: dict[Any, float]) -> dict[str, Any]:
                 "measured_ms": t.ms,
                 "status": t.status,
                 "seconds": t.seconds,
+                # False: only the race's first estimate (not among the few best measured fully)
+                "precise": t.precise,
             }
             for t in m.timed
         ],
@@ -286,6 +289,8 @@ def _measured_text(m: Any, emulated: dict[Any, float]) -> str:
     for t in m.timed:
         emu = emulated.get(SearchConfig(t.config.params, t.config.block))
         got = f"{t.ms:.4g} ms" if t.ms is not None else f"{t.status}: {t.reason}"
+        if t.ms is not None and not t.precise:
+            got += " (first estimate)"
         shown = f"{emu:.4g} ms" if emu is not None and emu != float("inf") else "-"
         lines.append(f"  {_cfg_text(t.config)}: emulated {shown}, measured {got}")
     lines.append(
@@ -295,7 +300,8 @@ def _measured_text(m: Any, emulated: dict[Any, float]) -> str:
     best = m.best
     lines.append(
         f"chosen: {_cfg_text(best.config)} at {best.ms:.4g} ms: measured, the fastest of "
-        f"{len(m.timed)}"
+        f"the {sum(t.precise and t.ms is not None for t in m.timed)} measured fully (the best "
+        f"first estimates of {len(m.timed)})"
         if best is not None and best.ms is not None
         else "chosen: none (no configuration could be timed)"
     )
