@@ -456,3 +456,25 @@ def test_fill_needs_the_active_blocks() -> None:
     spec, _ = _sgemm_like()
     with pytest.raises(FitError, match="active blocks"):
         LaunchQuantity(LaunchForm.FILL, 132, spec.grid_exprs(), {"bx": np.ones(2)})  # type: ignore[attr-defined]
+
+
+def test_without_a_fold_the_drift_is_unknown_and_top_k_widens() -> None:
+    # Only L timed (or one candidate at a smaller size): how relative times move with D was not
+    # measured, so the band that sizes online top-k must not be the timing noise alone.
+    from klaraptor.models.scaling import UNKNOWN_DRIFT
+    from klaraptor.runtime.selector import REFINE_KMAX, adaptive_topk
+
+    base = np.linspace(1.0, 1.3, 12)
+    only_L = fit_scaling(_table({(1536, c): base[c] for c in range(12)}), 12)
+    one_small = fit_scaling(
+        _table({**{(1536, c): base[c] for c in range(12)}, (768, 0): base[0] / 4}), 12
+    )
+    for fit in (only_L, one_small):
+        assert fit.drift == UNKNOWN_DRIFT and "unknown" in fit.report["drift"]
+        band = fit.band_at((3072,))
+        assert band > 0.6
+        assert len(adaptive_topk(fit.predict((3072,)), band, None)) == REFINE_KMAX
+    # With a fold the drift is measured, and the band stays narrow for consistent data.
+    times = {(n, c): base[c] * _shared_growth(n) for n in SIZES for c in range(12)}
+    folded = fit_scaling(_table(times), 12)
+    assert folded.drift < 0.01 and folded.band_at((3072,)) < 0.05

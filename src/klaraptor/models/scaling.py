@@ -58,6 +58,11 @@ from klaraptor.core.errors import FitError
 from klaraptor.models.launch_quantity import LaunchForm, LaunchQuantity
 from klaraptor.program import Expr, Program, const, table, var, where
 
+# The drift (relative-time change per unit of 2(x-1)/(x+1)) assumed where the training data
+# cannot measure it: 1, so at ×2 beyond L every candidate within 67 % of the predicted best is a
+# contender, and online refinement tries its largest k (`runtime.selector.REFINE_KMAX`).
+UNKNOWN_DRIFT = 1.0
+
 __all__ = [
     "COMPUTE_BOUND",
     "DELTA_LIMIT",
@@ -684,6 +689,13 @@ def fit_scaling(
             for c, v in shrunk.items():
                 delta[c] = v
     report["lambda"] = lam
+    if "drift" not in report.get("fold", {}):
+        # No two candidates were timed at a smaller size and at L: how far relative times move
+        # with D was not measured, so the online top-k must not trust the ranking more than its
+        # largest k does (with a drift of 0 it tried one or two candidates where nothing said
+        # the ranking holds: n-body, 2-6 % lost at every size, H200 dc0480d).
+        drift = UNKNOWN_DRIFT
+        report["drift"] = f"unknown (no fold): {UNKNOWN_DRIFT:g}, the largest online k"
     return ScalingFit(
         tuple(data_names),
         D_ref,
