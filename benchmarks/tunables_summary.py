@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         "--replay",
         type=Path,
         nargs="*",
-        default=sorted(RESULTS.glob("tunables_replay_e8d6d54_on_*.json")),
+        default=sorted(RESULTS.glob("tunables_replay_*_on_*.json")),
         help="benchmarks/tunables_replay.py results: the product at a later commit rebuilt "
         "offline from a run's training rows and scored on its ground truth",
     )
