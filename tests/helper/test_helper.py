@@ -338,3 +338,34 @@ def test_load_errors_name_the_problem(tmp_path: Path) -> None:
         load(spec.name, store=store, model="other")
     empty.close()
     store.close()
+
+
+def test_the_subset_order_equals_the_full_tie_order() -> None:
+    """Where the occupancy depends on D, `choose` orders only the tied group and the k smallest
+    predictions: the same first k as the full tie order, on random predictions with exact ties,
+    near-ties within the band, equal occupancies, inf and nan (the joint-space fast path)."""
+    h = hs.mn_helper(0.0)
+    n = len(h.candidates)
+    rng = np.random.default_rng(7)
+    compared = 0
+    for trial in range(400):
+        score = rng.choice([1.0, 1.0005, 1.002, 1.3, 2.0, 5.0], size=n) * rng.uniform(0.5, 2.0)
+        if trial % 3 == 0:
+            score = rng.uniform(1.0, 3.0, size=n)
+        bad = rng.random(n) < 0.2
+        score[bad] = np.inf
+        if trial % 5 == 0:
+            score[rng.random(n) < 0.1] = np.nan
+        occ = rng.choice([0.25, 0.5, 1.0, np.nan], size=n)
+        tmin = float(np.minimum.reduce(score))
+        if not tmin < math.inf:
+            continue
+        tie = tmin * (1.0 + h.band + rng.choice([0.0, 0.001, 0.01]))
+        tied = score <= tie if tie < math.inf else score < tie
+        perm = np.lexsort((np.arange(n), h._threads, -occ))
+        for k in (1, 2, 3, 5, 9, n):
+            want = h._top_by_perm(score, tied, perm, k)
+            got = h._top_by_subset(score, tied, occ, k)
+            assert got is None or got == want, (trial, k, got, want)
+            compared += got is not None
+    assert compared > 1000  # the subset path decided, not only its fallback

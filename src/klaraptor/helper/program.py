@@ -297,8 +297,50 @@ class HelperProgram:
         # The tied group: valid with t <= tie (if tie overflows to inf: every valid candidate).
         tied_mask = score <= tie if tie < math.inf else score < tie
         perm = self._tie_perm  # candidates ordered by (-occupancy, threads, index)
-        if perm is None:
-            perm = _lexsort((self._idx, self._threads, -out[1]))
+        # The occupancy depends on D (no fixed order): order only the few candidates that can
+        # be chosen, not all of them (a lexsort of a 1,900-configuration joint space per new D).
+        subset = None if perm is not None else self._top_by_subset(score, tied_mask, out[1], k)
+        if subset is not None:
+            top = subset
+        else:
+            if perm is None:
+                perm = _lexsort((self._idx, self._threads, -out[1]))
+            top = self._top_by_perm(score, tied_mask, perm, k)
+        scale = self._ms_per_cycle
+        item = score.item
+        ms = [item(i) / scale for i in top]
+        b = top[0]
+        gx, gy, gz = out[-3:]
+        return top, ms, (int(gx.item(b)), int(gy.item(b)), int(gz.item(b)))
+
+    def _top_by_subset(
+        self, score: np.ndarray, tied_mask: np.ndarray, occ: np.ndarray, k: int
+    ) -> list[int] | None:
+        """`_top_by_perm`'s result, from the tied group and the k smallest predictions only:
+        each ordered by (prediction,) -occupancy, threads, index on its own. None where the
+        k-th smallest prediction is nan (then the full order decides)."""
+        threads = self._threads
+        tied = _flatnonzero(tied_mask)
+        tied = tied[_lexsort((tied, threads[tied], -occ[tied]))]
+        if len(tied) >= k:
+            return tied[:k].tolist()
+        top = tied.tolist()
+        kth = _partition(score, k - 1)[k - 1] if 4 * k < len(score) else math.nan
+        if not kth == kth:
+            return None
+        cand = _flatnonzero(score <= kth)
+        cand = cand[~tied_mask[cand]]
+        rest = cand[_lexsort((cand, threads[cand], -occ[cand], score[cand]))]
+        top += rest[: k - len(top)].tolist()
+        if not score[top[-1]] < math.inf:
+            top = [i for i in top if score[i] < math.inf]
+        return top
+
+    def _top_by_perm(
+        self, score: np.ndarray, tied_mask: np.ndarray, perm: np.ndarray, k: int
+    ) -> list[int]:
+        """The first k candidates: the tied group in `perm`'s order (-occupancy, threads,
+        index), then the rest by prediction, equal predictions in `perm`'s order."""
         tied_p = tied_mask[perm]
         j = int(tied_p.argmax())  # the first tied one in tie order, if any is tied
         if k == 1 and tied_p[j]:
@@ -324,12 +366,7 @@ class HelperProgram:
                 top += perm[o[c:k]].tolist()
                 if not score[top[-1]] < math.inf:
                     top = [i for i in top if score[i] < math.inf]
-        scale = self._ms_per_cycle
-        item = score.item
-        ms = [item(i) / scale for i in top]
-        b = top[0]
-        gx, gy, gz = out[-3:]
-        return top, ms, (int(gx.item(b)), int(gy.item(b)), int(gz.item(b)))
+        return top
 
     def best_index(self, D: DataSize) -> int:
         top = self.choose(D)[0]
