@@ -349,6 +349,22 @@ class BudgetedPlan:
         return sum(not math.isfinite(t) for t in self.emulated_ms[: self.measure])
 
 
+def emulated_first_by_share(emulated_ms: Sequence[float]) -> list[int]:
+    """Indices in order of emulated time, least first, interleaved by share with those that
+    cannot be emulated (inf or nan), which keep their given order: any prefix holds about the
+    same fraction of each list. Nothing ranks what cannot be emulated, so a search (or a
+    build's prior) neither trusts nor dismisses it; put last, a histogram whose emulable
+    quarter took the whole budget never tried the others (H200, dc0480d)."""
+    known = sorted(
+        (i for i, t in enumerate(emulated_ms) if math.isfinite(t)),
+        key=lambda i: (emulated_ms[i], i),
+    )
+    unknown = [i for i, t in enumerate(emulated_ms) if not math.isfinite(t)]
+    keyed = [(k / len(known), 0, i) for k, i in enumerate(known)]
+    keyed += [(k / len(unknown), 1, i) for k, i in enumerate(unknown)]
+    return [i for _, _, i in sorted(keyed)]
+
+
 def check_budget(budget: float | str) -> float:
     """A search budget: a fraction of brute force's estimated measurement cost, in (0, 1]."""
     try:
@@ -386,22 +402,7 @@ def budgeted_plan(
         raise SearchError("the budgeted search has no configuration to measure")
     finite = sorted(ms for _, ms in items if math.isfinite(ms))
     stand_in = finite[len(finite) // 2] if finite else 0.0
-    emulated_order = sorted(
-        (i for i in range(len(items)) if math.isfinite(items[i][1])),
-        key=lambda i: (items[i][1], i),
-    )
-    unknown = [i for i in range(len(items)) if not math.isfinite(items[i][1])]
-    # The two lists interleaved by share, the least emulated first: any prefix holds about the
-    # same fraction of each.
-    # Nothing ranks what cannot be emulated, so the search neither trusts nor dismisses it; put
-    # last, a histogram whose emulable variants took the whole budget never tried the others.
-    order = [
-        idx
-        for _, _, idx in sorted(
-            [(k / len(emulated_order), 0, i) for k, i in enumerate(emulated_order)]
-            + [(k / len(unknown), 1, i) for k, i in enumerate(unknown)]
-        )
-    ]
+    order = emulated_first_by_share([ms for _, ms in items])
     configs = tuple(items[i][0] for i in order)
     emulated = tuple(float(items[i][1]) for i in order)
     cost = tuple(float(point_seconds(t if math.isfinite(t) else stand_in)) for t in emulated)
@@ -428,7 +429,8 @@ def prior_order(
     """The candidates (blocks, or `Config`s of a kernel with program parameters) in order of
     emulated time at D, least first, without measuring: the `saake` prior of budgeted builds.
     Each variant's emulator is built once over that variant's candidate blocks; candidates
-    that cannot be emulated follow, in their given order. SearchError when none can be.
+    that cannot be emulated are interleaved by share, in their given order
+    (`emulated_first_by_share`). SearchError when none can be.
     `attrs_of_variant`, `emulator_of`: as `search`."""
     from klaraptor.core.types import Config
 
@@ -449,8 +451,7 @@ def prior_order(
             f"kernel {spec.name!r}: the saake prior cannot rank its candidates at "
             f"{joint.size}: none can be emulated ({why})"
         )
-    order = sorted(range(len(configs)), key=lambda i: ms[i] if math.isfinite(ms[i]) else math.inf)
-    return [candidates[i] for i in order]
+    return [candidates[i] for i in emulated_first_by_share(ms)]
 
 
 def search(
@@ -615,6 +616,7 @@ __all__ = [
     "SearchStep",
     "budgeted_plan",
     "check_budget",
+    "emulated_first_by_share",
     "compiled_attributes",
     "format_path",
     "most_promising",
