@@ -8,8 +8,15 @@ import warnings
 
 import pytest
 
-from klaraptor.collect.collector import CollectOptions, _race_options, _with_stored_band
-from klaraptor.collect.noise import MIN_POINTS, band_of, race_band, record_band
+from klaraptor.collect.collector import CollectOptions
+from klaraptor.collect.noise import (
+    MIN_POINTS,
+    band_of,
+    race_band,
+    race_options,
+    record_band,
+    with_stored_band,
+)
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.device.profile import DeviceProfile, recorded_profile
 from klaraptor.store import Store
@@ -41,11 +48,11 @@ def test_the_first_collection_stores_the_band_and_keeps_the_stored_profile(tmp_p
     record_band(store, full, values(40, 0.02), source="collect k2")
     assert store.cached_profile(full.key).timing_noise_band == pytest.approx(0.004)
     # Later collections race with twice the stored band; an explicit band wins.
-    dev = _with_stored_band(store, full)
+    dev = with_stored_band(store, full)
     assert race_band(dev) == pytest.approx(0.008)
-    assert _race_options(CollectOptions(), dev).noise_band == pytest.approx(0.008)
-    assert _race_options(CollectOptions(noise_band=0.01), dev).noise_band == 0.01
-    assert _race_options(CollectOptions(), full).noise_band is None  # none measured: default
+    assert race_options(CollectOptions(), dev).noise_band == pytest.approx(0.008)
+    assert race_options(CollectOptions(noise_band=0.01), dev).noise_band == 0.01
+    assert race_options(CollectOptions(), full).noise_band is None  # none measured: default
 
 
 def test_a_profile_without_a_band_reads_and_writes_as_before() -> None:

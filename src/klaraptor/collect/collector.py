@@ -41,7 +41,7 @@ from klaraptor.collect.executor import (
     PlanRun,
     Work,
 )
-from klaraptor.collect.noise import race_band, record_band
+from klaraptor.collect.noise import race_options, record_band, with_stored_band
 from klaraptor.collect.plan import MeasurementPlan, PlanResult
 from klaraptor.collect.process import ItemResult
 from klaraptor.collect.progress import Progress as _Progress
@@ -330,8 +330,8 @@ def collect(
     report = CollectReport(kernel=spec.name, device="", sizes=sizes_d)
     try:
         dev, attrs = _info_step(spec, sizes_d, store, device, options, workdir, executor, report)
-        dev = _with_stored_band(store, dev)
-        options = _race_options(options, dev)
+        dev = with_stored_band(store, dev)
+        options = race_options(options, dev)
         t = time.perf_counter()
         done = store.measured_configs(spec.name, dev.key, TIME)
         plan = plan_points(spec, sizes_d, space, attrs, dev, done)
@@ -388,24 +388,6 @@ def footprint_sizes(sizes: Sequence[DataSize], cap: int = FOOTPRINT_SIZES) -> li
         return list(sizes)
     idx = np.unique(np.round(np.linspace(0, len(sizes) - 1, cap)).astype(int))
     return [sizes[int(i)] for i in idx]
-
-
-def _with_stored_band(store: Store, device: DeviceProfile) -> DeviceProfile:
-    """`device` with the noise band the store keeps for it (measured by an earlier collection)."""
-    if device.timing_noise_band is not None:
-        return device
-    cached = store.cached_profile(device.key)
-    if cached is None or cached.timing_noise_band is None:
-        return device
-    return dataclasses.replace(device, timing_noise_band=cached.timing_noise_band)
-
-
-def _race_options(options: CollectOptions, device: DeviceProfile) -> CollectOptions:
-    """The options with the device's racing band where none was given."""
-    band = race_band(device)
-    if options.noise_band is not None or band is None:
-        return options
-    return dataclasses.replace(options, noise_band=band)
 
 
 def _info_step(
@@ -688,8 +670,8 @@ def collect_plan(
     worker's GPU, its results stored when the session returns)."""
     executor = executor or LocalExecutor()
     t_total = time.perf_counter()
-    device = _with_stored_band(store, device)
-    options = _race_options(options, device)
+    device = with_stored_band(store, device)
+    options = race_options(options, device)
     timed: list[dict[str, Any]] = []
     space = space or ConfigSpace.for_spec(spec)
     names = spec.data_names

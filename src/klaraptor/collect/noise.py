@@ -14,14 +14,21 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from klaraptor.device.profile import DeviceProfile
 from klaraptor.store import Store
 
-__all__ = ["MIN_POINTS", "band_of", "race_band", "record_band"]
+__all__ = [
+    "MIN_POINTS",
+    "band_of",
+    "race_band",
+    "race_options",
+    "record_band",
+    "with_stored_band",
+]
 
 MIN_POINTS = 30
 # Twice the median relative IQR, as racing.DEFAULT_BAND is of the recorded H200 timings: an
@@ -81,3 +88,24 @@ def record_band(
             )
         )
     return dataclasses.replace(device, timing_noise_band=band)
+
+
+def with_stored_band(store: Store, device: DeviceProfile) -> DeviceProfile:
+    """`device` with the noise band the store keeps for it (measured by an earlier collection)."""
+    if device.timing_noise_band is not None:
+        return device
+    cached = store.cached_profile(device.key)
+    if cached is None or cached.timing_noise_band is None:
+        return device
+    return dataclasses.replace(device, timing_noise_band=cached.timing_noise_band)
+
+
+_Options = TypeVar("_Options")
+
+
+def race_options(options: _Options, device: DeviceProfile) -> _Options:
+    """Collection options (`CollectOptions`) with the device's racing band where none was given."""
+    band = race_band(device)
+    if getattr(options, "noise_band", None) is not None or band is None:
+        return options
+    return dataclasses.replace(options, noise_band=band)  # type: ignore[type-var]

@@ -18,20 +18,18 @@ parameters), x = s / s(L):
     r(D)    = cold if F(D) > L2 bytes else hot
     P(x; d) = ((1 + d) x + (1 - d)) / ((1 - d) x + (1 + d))     (Padé (1,1) of x^d)
 
-- A_hot[c], A_cold[c]: times at L (cold ones only where measured; an unmeasured candidate gets
-  max(1, median cold/hot ratio) · A_hot[c]; the measurement plan skips only candidates whose hot
-  time already exceeds the best cold time, so it cannot win the cold regime);
-- G: one growth law per kernel, a polynomial in s with non-negative coefficients whose degree is
-  chosen by a fold holding out the largest size (only absolute times depend on it, not the
-  ranking);
+- A_hot[c], A_cold[c]: times at L (an unmeasured cold one is max(1, median cold/hot) · A_hot[c]:
+  the plan skips only candidates whose hot time exceeds the best cold time, which cannot win);
+- G: one growth law per kernel, a polynomial in s with non-negative coefficients, its degree
+  chosen by a fold holding out the largest size (it scales times, not the ranking);
 - d_c = λ·δ_c: per-configuration growth deviation, the regression of log t(c, n) / A_hot[c] (less
   the shared size effect) on 2 (x - 1) / (x + 1) over the smaller sizes in the same launch regime
   (a partial wave or at least one full wave, as at L), empirical-Bayes shrunk towards 0; λ is 1
   only when the ×2 fold (anchor at the largest smaller size M, deviations from sizes ≤ M/2,
   predict L, over the candidates padded at neither size) predicts the relative times at L better
   with the deviations than without by more than the timing noise band, else 0. Deviations are
-  hot-timing evidence, so the cold regime does not use them. With no such evidence the ranking
-  at any D in one regime is the ranking measured at L.
+  hot-timing evidence (the cold regime does not use them). Without such evidence the ranking
+  at any D in one regime is the ranking at L.
 
 For a kernel with program parameters, t(c, D) is also multiplied by q_c(D) / q_c(L), an exact
 launch quantity (`klaraptor.models.launch_quantity`): the busiest SM's blocks ceil(blocks / SMs)
@@ -41,7 +39,7 @@ are divided by q_c(n) / q_c(L) before the fit; the ×2 fold vetoes q when its ch
 slower than without q by more than twice the noise band. Kernels without parameters never use q.
 
 Everything is rational in D (`ScalingFit.to_program`): tables per configuration, a polynomial
-footprint compared with the L2 size, a polynomial growth law and the Padé factor.
+footprint against the L2 size, a polynomial growth law and the Padé factor.
 """
 
 from __future__ import annotations
@@ -58,9 +56,7 @@ from klaraptor.core.errors import FitError
 from klaraptor.models.launch_quantity import LaunchForm, LaunchQuantity
 from klaraptor.program import Expr, Program, const, table, var, where
 
-# The drift (relative-time change per unit of 2(x-1)/(x+1)) assumed where the training data
-# cannot measure it: 1, so at ×2 beyond L every candidate within 67 % of the predicted best is a
-# contender, and online refinement tries its largest k (`runtime.selector.REFINE_KMAX`).
+# The drift where no fold measures it: at ×2 beyond L, online top-k then tries its largest k.
 UNKNOWN_DRIFT = 1.0
 
 __all__ = [
@@ -690,10 +686,7 @@ def fit_scaling(
                 delta[c] = v
     report["lambda"] = lam
     if "drift" not in report.get("fold", {}):
-        # No two candidates were timed at a smaller size and at L: how far relative times move
-        # with D was not measured, so the online top-k must not trust the ranking more than its
-        # largest k does (with a drift of 0 it tried one or two candidates where nothing said
-        # the ranking holds: n-body, 2-6 % lost at every size, H200 dc0480d).
+        # Unmeasured, a drift of 0 let top-k try one or two candidates (n-body, dc0480d).
         drift = UNKNOWN_DRIFT
         report["drift"] = f"unknown (no fold): {UNKNOWN_DRIFT:g}, the largest online k"
     return ScalingFit(
