@@ -6,10 +6,15 @@
 #   KLARAPTOR_COMMIT=<sha> bash scripts/device_parallel.sh OUT "0:triton:90,cost:100" "1:gputests:200" ...
 # Steps: sleep:S (wait S s: keeps a timing step alone on the host), triton (benchmarks/bench_triton.py), cost (bench_cost.py), firstcall
 # (bench_first_call.py), profile (profile_build.py, parent and worker cProfile), ssearch (bench_saake_search.py --budget 0.25 over ${SSEARCH_KERNELS}), gputests (pytest -m gpu over ${GPUTESTS_<i>:-tests/}), tunables
-# (bench_tunables.py over ${TUNABLES_<i>}, Kernel Tuner on each).
+# (bench_tunables.py over ${TUNABLES_<i>}, Kernel Tuner on each), recollect (bench collect --phase time of ${RECOLLECT_<i>}
+# into gpu<i>/recollect.sqlite: the suites' training timings under the racing protocol).
+# MULTI_GPU=N (optional): after every sequence, bench_multi_gpu.py --gpus N on all GPUs, in OUT/mg
+# (limit ${MULTI_GPU_LIMIT:-300} s).
 set -u
 OUT=${1:?}; shift
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > "$OUT/wheels.log" 2>&1
+# Dask (carried as .whl-dask) only for the multi-GPU bench.
+[ -n "${MULTI_GPU:-}" ] && python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl-dask/*.whl >> "$OUT/wheels.log" 2>&1
 export PYTHONPATH=$PWD/scripts/device_env:$PWD/src:$PWD/plugins/klaraptor-bench/src:/tmp/site PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv > "$OUT/smi_start.csv" 2>&1
 run_gpu() {
@@ -27,6 +32,7 @@ run_gpu() {
       sleep) sleep "$limit";;
       firstcall) timeout "$limit" python3 benchmarks/bench_first_call.py "$dir" > "$dir/firstcall.log" 2>&1;;
       gputests) local var="GPUTESTS_$gpu"; timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider -rs ${!var:-tests/} > "$dir/gpu_tests.log" 2>&1;;
+      recollect) local var="RECOLLECT_$gpu"; timeout "$limit" python3 -m klaraptor.cli --store "$dir/recollect.sqlite" bench collect --kernels "${!var}" --phase time --log "$dir/recollect.jsonl" > "$dir/recollect.log" 2>&1;;
       tunables) local var="TUNABLES_$gpu"; local n; n=$(echo ${!var} | wc -w)
         timeout "$limit" python3 benchmarks/bench_tunables.py "$dir" --limit $((limit - 15)) --kt "$n" --step $((limit / 2)) ${!var} > "$dir/tunables.log" 2>&1;;
       *) echo "unknown step $name";;
@@ -36,7 +42,13 @@ run_gpu() {
 }
 for seq in "$@"; do run_gpu "${seq%%:*}" "${seq#*:}" & done
 wait
+if [ -n "${MULTI_GPU:-}" ]; then
+  echo "=== multi-GPU bench on ${MULTI_GPU} GPUs $(date +%T)"; mkdir -p "$OUT/mg"
+  (unset CUDA_VISIBLE_DEVICES; export KLARAPTOR_HOME=/tmp/klhome_mg
+   timeout "${MULTI_GPU_LIMIT:-300}" python3 benchmarks/bench_multi_gpu.py "$OUT/mg" --gpus "$MULTI_GPU" > "$OUT/mg/run.log" 2>&1
+   echo "--- multi-GPU rc=$?")
+fi
 nvidia-smi --query-gpu=index,name,clocks.sm,temperature.gpu --format=csv > "$OUT/smi_end.csv" 2>&1
 for d in "$OUT"/gpu*; do for f in "$d"/*.log; do echo "## $f"; tail -6 "$f"; done; done
-(cd "$OUT" && tar czf round.tgz gpu* *.log *.csv && rm -rf gpu* *.log *.csv)
+(cd "$OUT" && tar czf round.tgz gpu* mg *.log *.csv 2>/dev/null; rm -rf gpu* mg *.log *.csv)
 ls -la "$OUT"

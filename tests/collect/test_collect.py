@@ -94,6 +94,40 @@ def test_plan_dynamic_shared_memory() -> None:
     assert any("shared memory" in why for _, _, why in plan.rejected)
 
 
+def test_plan_launch_values_match_the_per_block_formulas() -> None:
+    # The grid and shared memory are evaluated once over all blocks of a size; each point must
+    # carry what the spec's per-block formulas give (2-D blocks, a program parameter, sizes
+    # where the grid's ceil matters).
+    s = spec(
+        name="test.tile2d",
+        dim=2,
+        grid=("ceil(N / (bx * ITEMS))", "ceil(N / by)", "1"),
+        dynamic_smem="bx * by * ITEMS * 4",
+        params={"ITEMS": (1, 2, 4)},
+        default_params={"ITEMS": 1},
+        constraints=("bx * ITEMS <= N",),
+    )
+    attrs = {pv: ATTRS for pv in ConfigSpace.for_spec(s).variants(s)}
+    sizes = [s.size(n) for n in (33, 100, 1000, 4097)]
+    plan = kc.plan_points(s, sizes, ConfigSpace.for_spec(s), attrs, h200())
+    assert len(plan.points) > 100
+    for p in plan.points:
+        pv = p.params
+        assert p.grid == s.grid_for(p.D, p.block, pv), p
+        assert p.smem == s.dynamic_smem_for(p.D, p.block, pv), p
+        assert isinstance(p.grid[0], int) and isinstance(p.smem, int)
+
+
+def test_plan_launch_values_keep_the_specs_error() -> None:
+    # A grid formula that gives a non-integer is the spec's mistake: the same SpecError as a
+    # per-block evaluation, naming the formula (not a silently truncated grid).
+    from klaraptor.core.errors import SpecError
+
+    s = spec(grid=("N / bx", "1", "1"))
+    with pytest.raises(SpecError, match="grid"):
+        kc._launch_values(s, s.size(100), [(32, 1, 1)], None)
+
+
 def test_resume_skips_measured_points(tmp_path: Path) -> None:
     s = spec()
     dev = h200()
