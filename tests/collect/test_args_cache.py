@@ -121,3 +121,41 @@ def test_check_case_references_each_size_once_and_hands_out_pristine_copies() ->
     assert spec.references == [64]
     # Its own random stream: not the timed arguments of the same size.
     assert not np.array_equal(cache.get(_D(64))[0], pristine)
+
+
+class _NamedSpec(_Spec):
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+    def fingerprint(self) -> str:
+        return self.name
+
+
+def test_arguments_handed_to_the_next_job_are_the_ones_it_would_make() -> None:
+    # The info job makes the arguments at the largest size and hands them to the plan, which
+    # must get exactly what it would have made (same seed, size and stream), and only once.
+    from klaraptor.collect.argcache import hand_over
+
+    info_spec, plan_spec = _NamedSpec("k"), _NamedSpec("k")
+    made = _ArgsCache(info_spec, 7, _HostBackend()).fresh(_D(1024))
+    hand_over(info_spec, 7, _D(1024), made)
+    plan = _ArgsCache(plan_spec, 7, _HostBackend())
+    got = plan.get(_D(1024))
+    assert got is made and plan_spec.made == []
+    again = _ArgsCache(_NamedSpec("k"), 7, _HostBackend()).fresh(_D(1024))
+    assert again is not made and np.array_equal(again[0], made[0])  # taken once, then made
+
+
+def test_handed_arguments_of_another_kernel_seed_or_size_are_dropped() -> None:
+    from klaraptor.collect import argcache
+
+    for spec, seed, n in (
+        (_NamedSpec("other"), 7, 1024),
+        (_NamedSpec("k"), 8, 1024),
+        (_NamedSpec("k"), 7, 512),
+    ):
+        argcache.hand_over(_NamedSpec("k"), 7, _D(1024), (np.ones(3),))
+        args = _ArgsCache(spec, seed, _HostBackend()).fresh(_D(n))
+        assert spec.made == [n] and len(args[0]) == n
+        assert argcache._HANDED == {}  # the entry is gone: no GPU memory held for nothing

@@ -10,7 +10,32 @@ from typing import Any
 
 from klaraptor.core.types import DataSize
 
-__all__ = ["ArgsCache"]
+__all__ = ["ArgsCache", "hand_over"]
+
+# Arguments one job made and never launched on, for the next job of the same kernel in this
+# (warm) worker process: a build's info job makes them at every training size to count their
+# bytes, then its plan starts by timing at the largest; making them twice cost 0.05-0.15 s of a
+# build. One entry, taken by the first `ArgsCache.fresh` of any job (and dropped if not asked).
+_HANDED: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def _handed_key(spec: Any, seed: int, D: DataSize) -> tuple[Any, ...]:
+    return (spec.fingerprint(), int(seed), tuple(D.values()))
+
+
+def hand_over(spec: Any, seed: int, D: DataSize, args: tuple[Any, ...]) -> None:
+    """Keep `args` (made by `ArgsCache.fresh(D)`, never launched on) for the next job."""
+    _HANDED.clear()
+    _HANDED[_handed_key(spec, seed, D)] = args
+
+
+def _take_over(spec: Any, seed: int, D: DataSize) -> tuple[Any, ...] | None:
+    """The handed arguments if they are spec's at (seed, D); any other entry is dropped."""
+    if not _HANDED:
+        return None
+    got = _HANDED.pop(_handed_key(spec, seed, D), None)
+    _HANDED.clear()
+    return got
 
 
 class ArgsCache:
@@ -41,6 +66,10 @@ class ArgsCache:
         """New arguments, reproducible per (seed, D, stream)."""
         import numpy as np
 
+        if stream == 0:
+            handed = _take_over(self.spec, self.seed, D)
+            if handed is not None:
+                return handed
         rng = np.random.default_rng([self.seed, stream, *D.values()])
         return tuple(self.spec.make_args(D, rng))
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from klaraptor.backends.cupy_backend import CupyBackend, Timer, count_barriers, describe_error
-from klaraptor.collect.argcache import ArgsCache
+from klaraptor.collect.argcache import ArgsCache, hand_over
 from klaraptor.collect.jobfile import (
     Job,
     Point,
@@ -215,9 +215,11 @@ def _arg_bytes(job: Job, be: CupyBackend, steps: dict[str, float] | None = None)
     cannot be made is left out). Its time goes to `steps["arg_bytes_s"]`."""
     t0 = time.time()
     out: list[list[Any]] = []
-    cache = ArgsCache(job.spec, getattr(job.options, "seed", 0), be)
+    seed = getattr(job.options, "seed", 0)
+    cache = ArgsCache(job.spec, seed, be)
     # A make_args that knows its footprint (inferred arguments) spares making the arrays.
     count = getattr(job.spec.make_args, "nbytes", None)
+    largest: tuple[int, DataSize, tuple[Any, ...]] | None = None
     for D in job.extra.get("sizes", ()):
         if callable(count):
             try:
@@ -229,11 +231,16 @@ def _arg_bytes(job: Job, be: CupyBackend, steps: dict[str, float] | None = None)
             args = cache.fresh(D)
             nbytes = sum(int(a.nbytes) for a in args if getattr(a, "ndim", 0) > 0)
         except Exception:  # noqa: BLE001 - optional: the footprint is then fitted without it
-            continue
-        finally:
-            args = ()
             be.free_memory()
+            continue
+        if largest is None or nbytes > largest[0]:
+            largest = (nbytes, D, args)  # the one kept: the others are freed now
+        args = ()
+        be.free_memory()
         out.append([list(D.values()), nbytes])
+    if largest is not None:
+        # Never launched on: exactly what the next job of this kernel would make at that size.
+        hand_over(job.spec, seed, largest[1], largest[2])
     if steps is not None:
         steps["arg_bytes_s"] = time.time() - t0
     return out
