@@ -337,6 +337,7 @@ def _free_gpu() -> None:
 def one_kernel(name: str, kt: bool = True) -> dict[str, Any]:
     """Every step of the module docstring for one kernel; a failed step is recorded."""
     from klaraptor.assemble import build
+    from klaraptor.collect.collector import CollectOptions
     from klaraptor.space.configspace import ConfigSpace
     from klaraptor.spec import catalog
 
@@ -351,7 +352,9 @@ def one_kernel(name: str, kt: bool = True) -> dict[str, Any]:
         rec.update(info)
         # 1. klaraptor's default build
         t0 = time.perf_counter()
-        kern = build(spec, store=store, progress=False)
+        first_ms = os.environ.get("BENCH_COST_RACE_FIRST_MS")
+        opts = None if first_ms is None else CollectOptions(race_first_ms=float(first_ms))
+        kern = build(spec, store=store, progress=False, collect_options=opts)
         rec["build"] = {"wall_s": time.perf_counter() - t0, "model": kern.report.model}
         coll = kern.report.collect.to_dict() if kern.report.collect else {}
         # The collection's own report: its "wall_s" is a breakdown, kept apart from the build's.
@@ -548,6 +551,12 @@ def main(argv: list[str] | None = None) -> int:
         help="one measuring process per job (KLARAPTOR_WARM_WORKERS=0), as before issue 33",
     )
     ap.add_argument("--merge-first-call", type=Path, help="bench_first_call.py's JSON to merge")
+    ap.add_argument(
+        "--race-first-ms",
+        type=float,
+        help="a study: the builds' first race estimate of this many ms of kernel time "
+        "(CollectOptions.race_first_ms; default the product's)",
+    )
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_intermixed_args(argv)
     if a.serve:
@@ -564,11 +573,14 @@ def main(argv: list[str] | None = None) -> int:
     env["BENCH_COST_KT"] = "0" if a.no_kt else "1"
     if a.cold_workers:
         env["KLARAPTOR_WARM_WORKERS"] = "0"
+    if a.race_first_ms is not None:
+        env["BENCH_COST_RACE_FIRST_MS"] = repr(float(a.race_first_ms))
     prov_workers = "cold (one process per job)" if a.cold_workers else "warm (reused)"
     env.setdefault("PYTHONUNBUFFERED", "1")
     prov = stamp(
         what="issue 33 item 6: build cost against Kernel Tuner and a plain sweep",
         measuring_workers=prov_workers,
+        race_first_ms=a.race_first_ms if a.race_first_ms is not None else "default",
     )
     try:
         smi = subprocess.run(

@@ -4,7 +4,7 @@
 # results under OUT/gpu<i>/, archived as OUT/round.tgz (the device returns at most 8 files).
 # Usage (device, repo root):
 #   KLARAPTOR_COMMIT=<sha> bash scripts/device_parallel.sh OUT "0:triton:90,cost:100" "1:gputests:200" ...
-# Steps: sleep:S (wait S s: keeps a timing step alone on the host), triton (benchmarks/bench_triton.py), cost (bench_cost.py), firstcall
+# Steps: sleep:S (wait S s: keeps a timing step alone on the host), triton (benchmarks/bench_triton.py), cost (bench_cost.py ${COST_ARGS_<i>}), firstcall
 # (bench_first_call.py), profile (profile_build.py, parent and worker cProfile), ssearch (bench_saake_search.py --budget 0.25 over ${SSEARCH_KERNELS}), gputests (pytest -m gpu over ${GPUTESTS_<i>:-tests/}), tunables
 # (bench_tunables.py over ${TUNABLES_<i>}, Kernel Tuner on each), recollect (bench collect --phase time of ${RECOLLECT_<i>}
 # into gpu<i>/recollect.sqlite: the suites' training timings under the racing protocol).
@@ -26,7 +26,7 @@ run_gpu() {
     local t0; t0=$(date +%s); echo "=== gpu$gpu $name (limit ${limit}s) $(date +%T)"
     case "$name" in
       triton) timeout "$limit" python3 benchmarks/bench_triton.py "$dir" --limit $((limit - 15)) > "$dir/triton.log" 2>&1;;
-      cost) timeout "$limit" python3 benchmarks/bench_cost.py "$dir" --limit $((limit - 15)) > "$dir/cost.log" 2>&1;;
+      cost) local var="COST_ARGS_$gpu"; timeout "$limit" python3 benchmarks/bench_cost.py "$dir" --limit $((limit - 15)) ${!var:-} > "$dir/cost.log" 2>&1;;
       ssearch) timeout "$limit" python3 benchmarks/bench_saake_search.py "$dir/ssb" --budget 0.25 --kernels "${SSEARCH_KERNELS:-gsmap.gsmap,softmax.softmax_rows,stencil2d.stencil2d,reduce.reduce_sum,histogram.histogram_priv}" --limit $((limit - 15)) --workers ${SSEARCH_WORKERS:-14} > "$dir/ssearch.log" 2>&1;;
       profile) timeout "$limit" python3 benchmarks/profile_build.py "$dir/prof" ${PROFILE_KERNELS:-patterns.saxpy.saxpy polybench.fdtd2d.k1 patterns.transpose.transpose_tiled patterns.jacobi2d.jacobi2d} > "$dir/profile.log" 2>&1;;
       sleep) sleep "$limit";;
