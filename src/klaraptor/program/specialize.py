@@ -152,10 +152,21 @@ def specialize_program(
     return _Specializer(prog, values, shape).build(outputs, as_tuple)
 
 
-_FIXED, _SCALAR, _ARRAY = 0, 1, 2
+# What an instruction is once the fixed inputs are known: fixed (a value now), a scalar or an
+# array computed per call, or a choice: one of two fixed arrays, picked per call by the truth of
+# a scalar (e.g. a model's hot or cold coefficients, by whether D's footprint exceeds the L2).
+_FIXED, _SCALAR, _ARRAY, _CHOICE = 0, 1, 2, 3
+# Comparisons whose truth implies that neither operand is nan.
+_ORDERED = frozenset(("lt", "le", "gt", "ge", "eq"))
 _TEMP_RE = re.compile(r"\b_kp_(?:t\d+[fv]?|b\d+)\b")
 # Elementwise arithmetic that `_Specializer.batches` may compute for several instructions at once.
 _BATCH_OPS = frozenset(("add", "sub", "mul", "div", "floordiv", "mod", "neg", "floor", "ceil"))
+
+
+def _same_bits(a: np.ndarray) -> bool:
+    """Every element of float64 array ``a`` has the same bits (nan payloads, zero signs)."""
+    bits = np.ascontiguousarray(a).reshape(-1).view(np.int64)
+    return bool(np.all(bits == bits[0]))
 
 
 class _Batch:
@@ -193,6 +204,8 @@ class _Specializer:
         # replaced by it (`rep`), and its users read the earlier one instead.
         self.rep: dict[int, int] = {}
         self.opnds: dict[int, tuple[int, ...]] = {}
+        # Choices: (the scalar whose truth picks, (value if true, value if false)).
+        self.choice: dict[int, tuple[int, tuple[np.ndarray, np.ndarray]]] = {}
 
     def fold(self, t: int) -> None:
         low = self.low
@@ -211,25 +224,68 @@ class _Specializer:
             return
         kinds = [self.kind[o] for o in ops]
         if all(k == _FIXED for k in kinds):
-            args = [self.value[o] for o in ops]
-            if op in NP_BINARY:
-                v = NP_BINARY[op](*args)
-            elif op in NP_UNARY:
-                v = NP_UNARY[op](*args)
-            elif op == "where":
-                v = np.where(np_bool(args[0]), args[1], args[2])
-            else:  # table
-                v = np_table(args[0], np.asarray(low.data[t]))
-            self.set_fixed(t, v)
+            self.set_fixed(t, self.evaluate(t, [self.value[o] for o in ops]))
+            return
+        if (
+            op == "where"
+            and kinds == [_SCALAR, _FIXED, _FIXED]
+            and any(isinstance(self.value[o], np.ndarray) for o in ops[1:])
+        ):
+            # A scalar picks one of two fixed arrays: nothing to compute per call but the pick.
+            self.set_choice(t, ops[0], (self.value[ops[1]], self.value[ops[2]]))
+            return
+        picks = {self.choice[o][0] for o, k in zip(ops, kinds) if k == _CHOICE}
+        if len(picks) == 1 and all(k in (_FIXED, _CHOICE) for k in kinds):
+            # Fixed arrays and choices by one scalar: both outcomes are computed now.
+            alts = [
+                self.evaluate(
+                    t,
+                    [
+                        self.choice[o][1][j] if k == _CHOICE else self.value[o]
+                        for o, k in zip(ops, kinds)
+                    ],
+                )
+                for j in (0, 1)
+            ]
+            self.set_choice(t, picks.pop(), (alts[0], alts[1]))
             return
         array = any(
-            k == _ARRAY or (k == _FIXED and isinstance(self.value[o], np.ndarray))
+            k in (_ARRAY, _CHOICE) or (k == _FIXED and isinstance(self.value[o], np.ndarray))
             for o, k in zip(ops, kinds)
         )
         self.kind[t] = _ARRAY if array else _SCALAR
         if array:
             self.vshape[t] = np.broadcast_shapes(*(self.shape_of(o) for o in ops))
             self.forward(t, op, ops)
+
+    def evaluate(self, t: int, args: list[Any]) -> Any:
+        """Instruction ``t`` on fixed operand values (as `Program.evaluate` computes it)."""
+        op = self.low.ops[t]
+        if op in NP_BINARY:
+            return NP_BINARY[op](*args)
+        if op in NP_UNARY:
+            return NP_UNARY[op](*args)
+        if op == "where":
+            return np.where(np_bool(args[0]), args[1], args[2])
+        return np_table(args[0], np.asarray(self.low.data[t]))  # table
+
+    def set_choice(self, t: int, pick: int, alts: tuple[Any, Any]) -> None:
+        """``t`` is ``alts[0]`` where the scalar ``pick`` is true (nonzero or nan), else
+        ``alts[1]``; fixed when the two are the same bits."""
+        with np.errstate(all="ignore"):
+            a = np.asarray(alts[0], dtype=np.float64)
+            b = np.asarray(alts[1], dtype=np.float64)
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        a = np.ascontiguousarray(np.broadcast_to(a, shape))
+        b = np.ascontiguousarray(np.broadcast_to(b, shape))
+        if a.tobytes() == b.tobytes():
+            self.set_fixed(t, a)
+            return
+        a.flags.writeable = False
+        b.flags.writeable = False
+        self.kind[t] = _CHOICE
+        self.vshape[t] = shape
+        self.choice[t] = (pick, (a, b))
 
     # -- forwarding (exact: the replaced value is bit for bit the same) --------------------------
     def truth(self, o: int) -> bool | None:
@@ -287,6 +343,22 @@ class _Specializer:
             if self.same_float(x, shape) and self.low.ops[x] in ("floor", "ceil"):
                 self.rep[t] = x
         elif op in ("and", "or"):
+            if op == "and":
+                # x and (y == y) = x where x's truth implies y is not nan (x is a comparison of
+                # y other than !=, or a conjunction of one): the grid check "g == floor(g)"
+                # left as "g == g" once floor(ceil(..)) is forwarded.
+                for x, f in ((ops[0], ops[1]), (ops[1], ops[0])):
+                    fo = self.opnds.get(f, ())
+                    if (
+                        self.kind[f] == _ARRAY
+                        and self.low.ops[f] == "eq"
+                        and fo[0] == fo[1]
+                        and self.is_bool_array(x)
+                        and self.shape_of(x) == shape
+                        and self.implies_not_nan(x, fo[0], 16)
+                    ):
+                        self.rep[t] = x
+                        return
             # x and <all true> = truth(x); x and <all false> = false (dually for or).
             for x, f in ((ops[0], ops[1]), (ops[1], ops[0])):
                 tv = self.truth(f)
@@ -328,11 +400,26 @@ class _Specializer:
                     self.rep[t] = c
                     return
 
+    def implies_not_nan(self, x: int, y: int, depth: int) -> bool:
+        """The truth of bool array ``x`` implies that ``y`` is not nan."""
+        if depth <= 0 or self.kind[x] != _ARRAY:
+            return False
+        op, xo = self.low.ops[x], self.opnds[x]
+        if op in _ORDERED:
+            return y in xo
+        if op == "and":
+            return any(self.implies_not_nan(o, y, depth - 1) for o in xo)
+        return False
+
     def set_fixed(self, t: int, v: Any) -> None:
         a = np.asarray(v, dtype=np.float64)
         self.kind[t] = _FIXED
         if a.ndim == 0:
             self.value[t] = float(a)
+        elif a.size and _same_bits(a):
+            # Every element the same bits: the scalar computes the same per element (NumPy
+            # broadcasts it), and operations on it alone become scalar ones.
+            self.value[t] = float(a.reshape(-1)[0])
         else:
             a = a.copy()
             a.flags.writeable = False
@@ -469,7 +556,7 @@ class _Specializer:
             if t in need or self.kind[t] == _FIXED:
                 continue
             need.add(t)
-            stack.extend(self.opnds[t])
+            stack.extend((self.choice[t][0],) if self.kind[t] == _CHOICE else self.opnds[t])
         return sorted(need)
 
 
@@ -559,7 +646,7 @@ class _Writer:
             truth = np.not_equal(spec.value[t], 0.0)
             truth.flags.writeable = False
             return spec.const_name(truth, ("truth", t))
-        if spec.kind[t] == _ARRAY:
+        if spec.kind[t] in (_ARRAY, _CHOICE):
             return f"_np_not_equal({self.fx(t)}, 0.0)"
         return f"({self.fx(t)} != 0.0)"
 
@@ -581,6 +668,11 @@ class _Writer:
                     body.extend(self.group_statements(gi))
             elif low.ops[t] == "input":
                 body.append((f"_kp_t{t}", f"_kp_float({low.data[t]})", t))
+            elif spec.kind[t] == _CHOICE:
+                pick, (a, b) = spec.choice[t]
+                ka = spec.const_name(a, ("choice", t, 0))
+                kb = spec.const_name(b, ("choice", t, 1))
+                body.append((f"_kp_t{t}", f"({ka} if {self.fx(pick)} != 0.0 else {kb})", t))
             elif spec.kind[t] == _SCALAR:
                 body.append((f"_kp_t{t}", self.scalar_expression(t), t))
             else:
@@ -633,6 +725,9 @@ class _Writer:
                 np.asarray(spec.low.data[t], dtype=np.float64), ("table", t)
             )
         template = _NP_OPS[op]
+        picked = self.picked_by_scalar(t)
+        if picked is not None:
+            return picked
         if op in ("min", "max"):
             # With a fixed operand free of nan and of zeros, `a if a <= b else b` is exactly
             # fmin(a, K) (a nan gives K) and minimum(K, b) (a nan b propagates); equal values
@@ -642,6 +737,31 @@ class _Writer:
             elif spec.plain_const(ops[0]):
                 template = "_np_minimum({a}, {b})" if op == "min" else "_np_maximum({a}, {b})"
         return template.format(**fields)
+
+    def picked_by_scalar(self, t: int) -> str | None:
+        """``x and s``, ``x or s`` and ``where(s, a, b)`` with ``s`` a scalar, as a pick between
+        arrays instead of an array operation: the same values, and no copy."""
+        spec = self.spec
+        op, ops = spec.low.ops[t], spec.opnds[t]
+        shape = spec.shape_of(t)
+        if op in ("and", "or"):
+            for s, x in ((ops[0], ops[1]), (ops[1], ops[0])):
+                if spec.kind[s] != _SCALAR or spec.shape_of(x) != shape:
+                    continue
+                # The outcome when s decides it: all false (and) or all true (or).
+                whole = np.full(shape, op == "or")
+                whole.flags.writeable = False
+                k = spec.const_name(whole, ("whole", op == "or", shape))
+                if op == "and":
+                    return f"({self.bx(x)} if {self.fx(s)} != 0.0 else {k})"
+                return f"({k} if {self.fx(s)} != 0.0 else {self.bx(x)})"
+            return None
+        if op == "where" and spec.kind[ops[0]] == _SCALAR:
+            a, b = ops[1], ops[2]
+            if spec.shape_of(a) == shape and spec.shape_of(b) == shape:
+                fa, fb = self.array_operand(a), self.array_operand(b)
+                return f"({fa} if {self.fx(ops[0])} != 0.0 else {fb})"
+        return None
 
     def returns(
         self, names: tuple[str, ...], as_tuple: bool
@@ -660,6 +780,8 @@ class _Writer:
                 constant_outputs[name] = spec.consts[expr]
             elif k == _SCALAR:
                 expr = f"_np_full(_kp_shape, {self.fx(t)})"
+            elif k == _CHOICE:  # a fresh array, as every output computed per call
+                expr = f"_np_broadcast_to({self.fx(t)}, _kp_shape).copy()"
             else:
                 if t in self.is_bool:
                     self.needs_float.add(t)
