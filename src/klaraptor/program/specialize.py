@@ -20,98 +20,8 @@ from klaraptor.program.emit_py import PY_HELPER_NS, PY_OPS, py_float
 from klaraptor.program.evaluate import NP_BINARY, NP_UNARY, coerce_inputs, np_bool, np_table
 from klaraptor.program.expr import COMPARISONS, LOGICAL, float_key
 from klaraptor.program.lower import Lowered, ProgramLike
+from klaraptor.program.np_code import NP_NS, NP_OPS
 
-# Vectorised templates for `specialize`; comparisons and logic yield bool arrays ({B} operands
-# are truth values), converted to 1.0/0.0 only where a float is needed.
-_NP_OPS = {
-    "add": "_np_add({a}, {b})",
-    "sub": "_np_subtract({a}, {b})",
-    "mul": "_np_multiply({a}, {b})",
-    "div": "_np_divide({a}, {b})",
-    "floordiv": "_np_floor(_np_divide({a}, {b}))",
-    "mod": "_np_subtract({a}, _np_multiply({b}, _np_floor(_np_divide({a}, {b}))))",
-    "lt": "_np_less({a}, {b})",
-    "le": "_np_less_equal({a}, {b})",
-    "gt": "_np_greater({a}, {b})",
-    "ge": "_np_greater_equal({a}, {b})",
-    "eq": "_np_equal({a}, {b})",
-    "ne": "_np_not_equal({a}, {b})",
-    "and": "_np_logical_and({ba}, {bb})",
-    "or": "_np_logical_or({ba}, {bb})",
-    "not": "_np_logical_not({ba})",
-    "neg": "_np_negative({a})",
-    "floor": "_np_floor({a})",
-    "ceil": "_np_ceil({a})",
-    "min": "_np_where(_np_less_equal({a}, {b}), {a}, {b})",
-    "max": "_np_where(_np_greater_equal({a}, {b}), {a}, {b})",
-    "where": "_np_where({ba}, {b}, {c})",
-    "table": "_np_table({a}, {T})",
-}
-
-
-def _errstate_fast() -> tuple[Callable[[], Any], Callable[[Any], None]]:
-    """(enter, exit) of ``np.errstate(all="ignore")`` for the specialised code's hot path.
-
-    NumPy keeps the error state in a context variable; setting it to a prebuilt state is several
-    times cheaper than entering an errstate object. Falls back to np.errstate where NumPy's
-    internals differ."""
-    try:
-        from numpy._core._multiarray_umath import _make_extobj
-        from numpy._core._ufunc_config import _extobj_contextvar  # type: ignore[attr-defined]
-
-        ignore = _make_extobj(all="ignore")
-        cv_set, cv_reset = _extobj_contextvar.set, _extobj_contextvar.reset
-        with np.errstate(all="ignore"):
-            expect = _extobj_contextvar.get()
-        token = cv_set(ignore)
-        try:
-            ok = np.geterr() == {k: "ignore" for k in np.geterr()}
-        finally:
-            cv_reset(token)
-        if ok and type(expect) is type(ignore):
-            return (lambda: cv_set(ignore)), cv_reset
-    except (ImportError, AttributeError, TypeError, ValueError, LookupError):
-        pass
-
-    def enter() -> Any:
-        state = np.errstate(all="ignore")
-        state.__enter__()
-        return state
-
-    return enter, (lambda state: state.__exit__(None, None, None))
-
-
-_errors_ignore, _errors_restore = _errstate_fast()
-_NP_NS: dict[str, Any] = {
-    "_np_add": np.add,
-    "_np_subtract": np.subtract,
-    "_np_multiply": np.multiply,
-    "_np_divide": np.true_divide,
-    "_np_floor": np.floor,
-    "_np_ceil": np.ceil,
-    "_np_negative": np.negative,
-    "_np_less": np.less,
-    "_np_less_equal": np.less_equal,
-    "_np_greater": np.greater,
-    "_np_greater_equal": np.greater_equal,
-    "_np_equal": np.equal,
-    "_np_not_equal": np.not_equal,
-    "_np_logical_and": np.logical_and,
-    "_np_logical_or": np.logical_or,
-    "_np_logical_not": np.logical_not,
-    "_np_where": np.where,
-    "_np_table": np_table,
-    "_np_full": np.full,
-    "_np_array": np.array,
-    "_np_broadcast_to": np.broadcast_to,
-    "_np_errstate": np.errstate,
-    "_np_fmin": np.fmin,
-    "_np_fmax": np.fmax,
-    "_np_minimum": np.minimum,
-    "_np_maximum": np.maximum,
-    "_np_errors_ignore": _errors_ignore,
-    "_np_errors_restore": _errors_restore,
-}
 _BOOL_OPS = frozenset((*COMPARISONS, *LOGICAL))
 
 
@@ -583,7 +493,7 @@ class _Writer:
         remaining = [n for n in self.spec.prog.inputs if n not in self.spec.fixed]
         source = self.source(remaining, lines, returns, as_tuple)
         spec = self.spec
-        ns: dict[str, Any] = {**PY_HELPER_NS, **_NP_NS, **spec.consts, "_kp_shape": spec.shape}
+        ns: dict[str, Any] = {**PY_HELPER_NS, **NP_NS, **spec.consts, "_kp_shape": spec.shape}
         exec(compile(source, f"<klaraptor specialized {spec.prog.name}>", "exec"), ns)
         fn: SpecializedFunction = ns["_kp_specialized"]
         fn.source = source
@@ -694,7 +604,7 @@ class _Writer:
             else:
                 fields["abc"[i]] = self.array_operand(d[1])
         out: list[tuple[str, str, int | None]] = [
-            (f"_kp_b{gi}", _NP_OPS[g.op].format(**fields), None)
+            (f"_kp_b{gi}", NP_OPS[g.op].format(**fields), None)
         ]
         out.extend(
             (f"_kp_t{m}", f"_kp_b{gi}[{r}]", None)
@@ -724,7 +634,7 @@ class _Writer:
             fields["T"] = spec.const_name(
                 np.asarray(spec.low.data[t], dtype=np.float64), ("table", t)
             )
-        template = _NP_OPS[op]
+        template = NP_OPS[op]
         picked = self.picked_by_scalar(t)
         if picked is not None:
             return picked

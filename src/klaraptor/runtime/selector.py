@@ -89,6 +89,37 @@ class Selection:
         return LaunchConfig(self.params, self.block, self.grid, self.smem)
 
 
+_new_object = object.__new__
+
+
+def _model_selection(
+    D: DataSize,
+    chosen: Config,
+    grid: Grid,
+    predicted_ms: float,
+    topk: tuple[tuple[Any, float], ...],
+    extrapolated: str,
+    smem: int,
+) -> Selection:
+    """`Selection(..., source="model")`, made without the frozen dataclass's per-field
+    `object.__setattr__` calls (a third of the Selector's own cost per new D): the same fields
+    and values, so an equal object (a test compares the two)."""
+    sel = _new_object(Selection)
+    sel.__dict__.update(
+        D=D,
+        block=chosen.block,
+        grid=grid,
+        predicted_ms=predicted_ms,
+        topk=topk,
+        source="model",
+        measured_ms=None,
+        extrapolated=extrapolated,
+        params=chosen.params,
+        smem=smem,
+    )
+    return sel
+
+
 # Most blocks online refinement tries for one D (tune-once's block may come on top).
 REFINE_KMAX = 8
 
@@ -242,6 +273,7 @@ class Selector:
         self.schema: DataSchema = spec.data_schema if spec is not None else helper.data_schema
         names = self.schema.names
         self._n = len(names)
+        self._ranges = self.schema.ranges
         self._dict_key = operator.itemgetter(*names)
         self._hits: dict[Any, Selection] = {}
         self._pending: list[HistoryRow] = []
@@ -309,10 +341,26 @@ class Selector:
         return self._select_raw(D)
 
     def _select_raw(self, raw: Any) -> Selection:
-        D = self.schema.parse(raw)
+        D = self._plain_size(raw) or self.schema.parse(raw)
         sel = self._hits.get(D) or self._select_new(D)
         self._remember(raw, sel)
         return sel
+
+    def _plain_size(self, raw: Any) -> DataSize | None:
+        """D from an int (one data parameter) or a tuple of ints inside their ranges, as
+        `schema.parse` makes it; None for any other form (parse then decides, and says what is
+        wrong)."""
+        if type(raw) is int:
+            if self._n != 1:
+                return None
+            lo, hi = self._ranges[0]
+            return DataSize(self.schema.names, (raw,)) if lo <= raw <= hi else None
+        if type(raw) is not tuple or len(raw) != self._n:
+            return None
+        for v, (lo, hi) in zip(raw, self._ranges):
+            if type(v) is not int or not lo <= v <= hi:
+                return None
+        return DataSize(self.schema.names, raw)
 
     def _remember(self, raw: Any, sel: Selection) -> None:
         if type(raw) in (int, str, tuple):
@@ -336,16 +384,14 @@ class Selector:
         keys = self.helper.keys
         far = self.extrapolation(D) if self._trained else ""
         chosen = self.helper.config(top[0])
-        sel = Selection(
-            D=D,
-            block=chosen.block,
-            grid=grid,  # type: ignore[arg-type]
-            predicted_ms=ms[0],
-            topk=tuple(zip([keys[i] for i in top], ms)),
-            source="model",
-            extrapolated=far,
-            params=chosen.params,
-            smem=self._smem(D, chosen),
+        sel = _model_selection(
+            D,
+            chosen,
+            grid,  # type: ignore[arg-type]
+            ms[0],
+            tuple(zip([keys[i] for i in top], ms)),
+            far,
+            self._smem(D, chosen),
         )
         if far and not self._warned_extrapolation:
             self._warned_extrapolation = True
