@@ -625,8 +625,9 @@ def test_specialize_choices_uniform_arrays_and_implied_checks_agree() -> None:
     with few distinct values, nan, infinities and signed zeros, and every kind of N."""
     rng = random.Random(3232)
     pool = [0.0, -0.0, 1.0, 2.0, -1.5, 0.25, math.inf, -math.inf, math.nan, 3.0]
+    positive = [0.25, 1.0, 2.0, 3.0, 7.0, 32.0, 1e300]
     n_val = var("N")
-    a, b, c = var("a"), var("b"), var("c")
+    a, b, c, k = var("a"), var("b"), var("c"), var("k")
     s = n_val * 2.0 > 3.0  # a scalar condition
     pa = where(s, a, b)
     pb = where(s, 0.0, c)
@@ -647,19 +648,41 @@ def test_specialize_choices_uniform_arrays_and_implied_checks_agree() -> None:
         "s_where_k": where(s, a, q),
         "out_choice": where(s, b, c),  # an output that is a choice
     }
-    prog = Program("choices", ["N", "a", "b", "c"], list(exprs.items()), list(exprs))
+    # Comparisons that run-time bounds may decide for every element (k often all positive, so
+    # that N / k has bounds), and the and/or/where that then test for the whole arrays.
+    gk = ceil(n_val / k)
+    m = gk * b - n_val
+    exprs |= {
+        "grid_ok": where((gk >= 1.0) & (gk <= 1e6) & gk.eq(gk), q, math.inf),
+        "grid_or": where((gk < 0.0) | (m > 0.0), q, -1.0),
+        "le_c": where(m <= c, 1.0, 0.0),
+        "lt_fixed": where(gk < a, 1.0, 0.0),
+        "mul_arrays": where(gk * gk >= 4.0, gk, 0.0),
+        "neg_floor": where((-floor(n_val / k) + c) > 0.0, 1.0, 0.0),
+        "pick_bound": where(pa * n_val + 1.0 > b, 1.0, 0.0),  # a choice's bounds
+        "div_scalar": where(b / n_val >= 0.5, 1.0, 0.0),
+        "div_mixed": where(n_val / a > 1.0, 1.0, 0.0),  # a of mixed signs: no bounds
+        "ok_where_f": where((gk > 1e308) & (m > 0.0), 2.0, q),
+        "ge_fixed": where(gk >= k, 1.0, 0.0),
+        "gt_fixed": where(gk > k * 0.5, 1.0, 0.0),
+        "le_fixed": where(gk <= k, 1.0, 0.0),
+        "sub_arrays": where(n_val - gk >= 1.0, 1.0, 0.0),
+        "sub_fixed": where(gk - k > 0.0, 1.0, 0.0),
+    }
+    prog = Program("choices", ["N", "a", "b", "c", "k"], list(exprs.items()), list(exprs))
     picks = 0
     for _ in range(250):
         n = rng.choice([1, 2, 5])
         fixed = {}
-        for name in "abc":
+        for name in "abck":
+            values = positive if name == "k" and rng.random() < 0.8 else pool
             if rng.random() < 0.4:
-                fixed[name] = np.full(n, rng.choice(pool))
+                fixed[name] = np.full(n, rng.choice(values))
             else:
-                fixed[name] = np.array([rng.choice(pool) for _ in range(n)])
+                fixed[name] = np.array([rng.choice(values) for _ in range(n)])
         fn = prog.specialize(fixed)
         picks += " if " in fn.source
-        for x in (1.5, -3.0, 0.0, -0.0, 7.0, 1e300, math.inf, -math.inf, math.nan):
+        for x in (1.5, -3.0, 0.0, -0.0, 7.0, 100.0, 1e5, 1e300, math.inf, -math.inf, math.nan):
             got, want = fn(x), prog.evaluate(N=x, **fixed)
             for k in exprs:
                 assert got[k].shape == want[k].shape == (n,), k

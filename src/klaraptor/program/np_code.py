@@ -72,6 +72,18 @@ def _errstate_fast() -> tuple[Callable[[], Any], Callable[[Any], None]]:
 
 
 _errors_ignore, _errors_restore = _errstate_fast()
+_INF = float("inf")
+
+
+def _span(*corners: float) -> tuple[float, float]:
+    """The smallest and largest of the corners of an operation on bounds; (-inf, inf) unless
+    every corner is finite, so a nan corner (0 * inf) or an infinite one decides nothing."""
+    for c in corners:
+        if not -_INF < c < _INF:
+            return -_INF, _INF
+    return min(corners), max(corners)
+
+
 NP_NS: dict[str, Any] = {
     "_np_add": np.add,
     "_np_subtract": np.subtract,
@@ -101,4 +113,5 @@ NP_NS: dict[str, Any] = {
     "_np_maximum": np.maximum,
     "_np_errors_ignore": _errors_ignore,
     "_np_errors_restore": _errors_restore,
+    "_kp_span": _span,
 }

@@ -21,6 +21,14 @@ from klaraptor.program.evaluate import NP_BINARY, NP_UNARY, coerce_inputs, np_bo
 from klaraptor.program.expr import COMPARISONS, LOGICAL, float_key
 from klaraptor.program.lower import Lowered, ProgramLike
 from klaraptor.program.np_code import NP_NS, NP_OPS
+from klaraptor.program.runtime_bounds import (
+    _ARRAY,
+    _CHOICE,
+    _DECIDABLE,
+    _FIXED,
+    _SCALAR,
+    RuntimeBounds,
+)
 
 _BOOL_OPS = frozenset((*COMPARISONS, *LOGICAL))
 
@@ -62,10 +70,6 @@ def specialize_program(
     return _Specializer(prog, values, shape).build(outputs, as_tuple)
 
 
-# What an instruction is once the fixed inputs are known: fixed (a value now), a scalar or an
-# array computed per call, or a choice: one of two fixed arrays, picked per call by the truth of
-# a scalar (e.g. a model's hot or cold coefficients, by whether D's footprint exceeds the L2).
-_FIXED, _SCALAR, _ARRAY, _CHOICE = 0, 1, 2, 3
 # Comparisons whose truth implies that neither operand is nan.
 _ORDERED = frozenset(("lt", "le", "gt", "ge", "eq"))
 _TEMP_RE = re.compile(r"\b_kp_(?:t\d+[fv]?|b\d+)\b")
@@ -470,7 +474,7 @@ class _Specializer:
         return sorted(need)
 
 
-class _Writer:
+class _Writer(RuntimeBounds):
     """Writes and compiles the specialised function for the residual instructions ``live``."""
 
     def __init__(self, spec: _Specializer, live: list[int], roots: list[int]) -> None:
@@ -485,6 +489,13 @@ class _Writer:
         self.as_row = self.rows_read_singly()
         self.as_0d = self.shared_scalars()
         self.needs_float: set[int] = set()  # bool arrays also needed as 1.0/0.0
+        # Run-time bounds (see `bounds`): their names per instruction, and the statements that
+        # compute them, written before the statement that needs them.
+        self.bound_names: dict[int, tuple[str, str] | None] = {}
+        self.pre: list[tuple[str, str, int | None]] = []
+        # Bool arrays that may be, at run time, the shared all-true or all-false array of their
+        # shape (`whole`): their users test for those by identity.
+        self.may_be_whole: set[int] = set()
 
     def function(self, names: tuple[str, ...], as_tuple: bool) -> SpecializedFunction:
         body = self.body()
@@ -586,7 +597,10 @@ class _Writer:
             elif spec.kind[t] == _SCALAR:
                 body.append((f"_kp_t{t}", self.scalar_expression(t), t))
             else:
-                body.append((f"_kp_t{t}", self.array_expression(t), t))
+                expr = self.array_expression(t)
+                body.extend(self.pre)
+                self.pre.clear()
+                body.append((f"_kp_t{t}", expr, t))
         return body
 
     def group_statements(self, gi: int) -> list[tuple[str, str, int | None]]:
@@ -638,6 +652,10 @@ class _Writer:
         picked = self.picked_by_scalar(t)
         if picked is not None:
             return picked
+        if op in _DECIDABLE:
+            return self.decided_comparison(t, template.format(**fields))
+        if op in ("and", "or", "where"):
+            return self.whole_tests(t, template.format(**fields))
         if op in ("min", "max"):
             # With a fixed operand free of nan and of zeros, `a if a <= b else b` is exactly
             # fmin(a, K) (a nan gives K) and minimum(K, b) (a nan b propagates); equal values
@@ -659,9 +677,8 @@ class _Writer:
                 if spec.kind[s] != _SCALAR or spec.shape_of(x) != shape:
                     continue
                 # The outcome when s decides it: all false (and) or all true (or).
-                whole = np.full(shape, op == "or")
-                whole.flags.writeable = False
-                k = spec.const_name(whole, ("whole", op == "or", shape))
+                k = self.whole(shape, op == "or")
+                self.may_be_whole.add(t)
                 if op == "and":
                     return f"({self.bx(x)} if {self.fx(s)} != 0.0 else {k})"
                 return f"({k} if {self.fx(s)} != 0.0 else {self.bx(x)})"
