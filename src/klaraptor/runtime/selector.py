@@ -444,7 +444,7 @@ class Selector:
         columns: dict[str, Any] = {"bx": cand[:, 0], "by": cand[:, 1], "bz": cand[:, 2]}
         if spec.params:
             for name in spec.param_names:
-                columns[name] = np.array([float(h.config(i).params[name]) for i in h._idx])
+                columns[name] = np.array([float(c.params[name]) for c in h._configs])
         inputs = tuple(sorted(set(e.variables())))
         fn = Program("dynamic_smem", inputs, [("smem", e)], ("smem",)).specialize(
             {n: v for n, v in columns.items() if n in inputs}, as_tuple=True
