@@ -124,8 +124,13 @@ class RuntimeBounds:
         run-time bounds decide it for every element, else the array operation ``expr``."""
         spec = self.spec
         op, (a, b) = spec.low.ops[t], spec.opnds[t]
+        pre, known = len(self.pre), set(self.bound_names)
         ba, bb = self.bounds(a), self.bounds(b)
         if ba is None or bb is None:
+            # Undecidable: drop the bounds just written for it (nothing else reads them).
+            del self.pre[pre:]
+            for o in set(self.bound_names) - known:
+                del self.bound_names[o]
             return expr
         finite = [
             f"-_kp_inf < {lo} and {hi} < _kp_inf"
