@@ -99,10 +99,18 @@ class RuntimeBounds:
                 elif op in ("floor", "ceil"):
                     rhs = f"_kp_{op}({a[0]}), _kp_{op}({a[1]})"
                 else:
-                    f = "{} * {}" if op == "mul" else "_kp_div({}, {})"
+                    # A fixed divisor's bounds are nonzero numbers (`fixed_sign`): plain `/`.
+                    plain = op == "mul" or spec.kind[ops[1]] == _FIXED
+                    f = "{} * {}" if op == "mul" else ("{} / {}" if plain else "_kp_div({}, {})")
                     # Each corner once (a scalar's bounds are one value).
                     corners = list(dict.fromkeys(f.format(x, y) for x in a for y in b))
-                    rhs = f"_kp_span({', '.join(corners)})"
+                    if len(corners) == 2:
+                        # Both corners kept, in order: a nan or infinite one stays a bound, so
+                        # it still decides nothing (no min/max that could drop a nan).
+                        self.pre.append((f"{lo}, {hi}", f"{corners[0]}, {corners[1]}", None))
+                        rhs = f"({lo}, {hi}) if {lo} <= {hi} else ({hi}, {lo})"
+                    else:
+                        rhs = f"_kp_span({', '.join(corners)})"
                 self.pre.append((f"{lo}, {hi}", rhs, None))
                 out = (lo, hi)
         self.bound_names[t] = out
