@@ -617,6 +617,82 @@ def test_specialize_exact_rewrites() -> None:
         prog.specialize(fixed, outputs=["nope"])
 
 
+def test_specialize_choices_uniform_arrays_and_implied_checks_agree() -> None:
+    """A scalar picking one of two fixed arrays (a choice, both outcomes folded ahead), fixed
+    arrays whose elements all have the same bits (folded to scalars), ``g == g`` dropped from a
+    conjunction only where a comparison of g implies it, and and/or/where decided by a scalar
+    (picks instead of array operations): the same bits as `evaluate`, on random fixed arrays
+    with few distinct values, nan, infinities and signed zeros, and every kind of N."""
+    rng = random.Random(3232)
+    pool = [0.0, -0.0, 1.0, 2.0, -1.5, 0.25, math.inf, -math.inf, math.nan, 3.0]
+    positive = [0.25, 1.0, 2.0, 3.0, 7.0, 32.0, 1e300]
+    n_val = var("N")
+    a, b, c, k = var("a"), var("b"), var("c"), var("k")
+    s = n_val * 2.0 > 3.0  # a scalar condition
+    pa = where(s, a, b)
+    pb = where(s, 0.0, c)
+    q = (const(1.0) + pb) * n_val + pa * (const(1.0) - pb)
+    g = ceil(n_val / a)
+    exprs = {
+        "pick": pa,
+        "pick2": pa * pb + b,  # choices and fixed arrays: folded per outcome
+        "q": q,
+        "ok": where((g >= 1.0) & (g <= 1e9) & g.eq(g), q, math.inf),
+        "ok_nested": where(((n_val > 0.0) & (g < 5.0)) & g.eq(g), q, -1.0),
+        "ok_ne": where((g.ne(3.0)) & g.eq(g), q, -1.0),  # != does not imply g is not nan
+        "ok_other": where((n_val * b > 0.0) & g.eq(g), q, -1.0),  # a comparison of another value
+        "s_and": where(s & (g > 2.0), 1.0, 0.0),
+        "and_s": where((g > 2.0) & s, 1.0, 0.0),
+        "s_or": where(s | (g > 2.0), 1.0, 0.0),
+        "s_where": where(s, q, g),
+        "s_where_k": where(s, a, q),
+        "out_choice": where(s, b, c),  # an output that is a choice
+    }
+    # Comparisons that run-time bounds may decide for every element (k often all positive, so
+    # that N / k has bounds), and the and/or/where that then test for the whole arrays.
+    gk = ceil(n_val / k)
+    m = gk * b - n_val
+    exprs |= {
+        "grid_ok": where((gk >= 1.0) & (gk <= 1e6) & gk.eq(gk), q, math.inf),
+        "grid_or": where((gk < 0.0) | (m > 0.0), q, -1.0),
+        "le_c": where(m <= c, 1.0, 0.0),
+        "lt_fixed": where(gk < a, 1.0, 0.0),
+        "mul_arrays": where(gk * gk >= 4.0, gk, 0.0),
+        "neg_floor": where((-floor(n_val / k) + c) > 0.0, 1.0, 0.0),
+        "pick_bound": where(pa * n_val + 1.0 > b, 1.0, 0.0),  # a choice's bounds
+        "div_scalar": where(b / n_val >= 0.5, 1.0, 0.0),
+        "div_mixed": where(n_val / a > 1.0, 1.0, 0.0),  # a of mixed signs: no bounds
+        "ok_where_f": where((gk > 1e308) & (m > 0.0), 2.0, q),
+        "ge_fixed": where(gk >= k, 1.0, 0.0),
+        "gt_fixed": where(gk > k * 0.5, 1.0, 0.0),
+        "le_fixed": where(gk <= k, 1.0, 0.0),
+        "sub_arrays": where(n_val - gk >= 1.0, 1.0, 0.0),
+        "sub_fixed": where(gk - k > 0.0, 1.0, 0.0),
+    }
+    prog = Program("choices", ["N", "a", "b", "c", "k"], list(exprs.items()), list(exprs))
+    picks = 0
+    for _ in range(250):
+        n = rng.choice([1, 2, 5])
+        fixed = {}
+        for name in "abck":
+            values = positive if name == "k" and rng.random() < 0.8 else pool
+            if rng.random() < 0.4:
+                fixed[name] = np.full(n, rng.choice(values))
+            else:
+                fixed[name] = np.array([rng.choice(values) for _ in range(n)])
+        fn = prog.specialize(fixed)
+        picks += " if " in fn.source
+        for x in (1.5, -3.0, 0.0, -0.0, 7.0, 100.0, 1e5, 1e300, math.inf, -math.inf, math.nan):
+            got, want = fn(x), prog.evaluate(N=x, **fixed)
+            for k in exprs:
+                assert got[k].shape == want[k].shape == (n,), k
+                assert all(map(same, got[k], want[k])), (k, x, fixed, got[k], want[k], fn.source)
+            # An output that is not constant is a fresh array (a choice's is copied).
+            if "out_choice" not in fn.constant_outputs:
+                got["out_choice"][...] = 0.0
+    assert picks > 200
+
+
 def test_specialize_batches_like_operations_exactly() -> None:
     """Independent instructions of the same kind over per-candidate constants (fitted metrics:
     rational functions of N with one coefficient per configuration) are computed as one NumPy

@@ -198,24 +198,45 @@ class HelperProgram:
             raise ProgramError(
                 f"{self.kernel}: choice program inputs {fn.inputs} != {self.data_names}"
             )
-        self._choose_fn = fn
         # The order among tied candidates (highest occupancy, fewest threads, lowest index) is
-        # fixed when the occupancy does not depend on D: precompute it once.
+        # fixed when the occupancy does not depend on D. Then the choice program evaluates the
+        # candidates in that order (every fixed input permuted; each candidate's value is the
+        # same IEEE computation, so the same bits): position is the tie order, and the first
+        # position of the smallest prediction is the choice, found by one argmin.
         idx = np.arange(n)
         self._tie_perm: np.ndarray | None = None
         if occ is None:
             self._tie_perm = np.lexsort((idx, self._threads, np.zeros(n)))
         elif occ in fn.constant_outputs:
             self._tie_perm = np.lexsort((idx, self._threads, -fn.constant_outputs[occ]))
+        perm = self._tie_perm
+        self._positional = perm is not None
+        if perm is not None and not np.array_equal(perm, idx):
+            fn = lean.specialize(
+                {
+                    k: v[perm] if isinstance(v, np.ndarray) and v.shape == (n,) else v
+                    for k, v in fixed.items()
+                },
+                as_tuple=True,
+            )
+        # Position -> candidate index (the identity unless evaluated in tie order).
+        self._at: list[int] = perm.tolist() if perm is not None else idx.tolist()
+        self._choose_fn = fn
         self._idx = idx
         self._ms_per_cycle = self.clock_mhz * 1e3
+        # Per candidate, built once: what a selection hands out (no object made per new D).
+        self._configs: tuple[Config, ...] = tuple(
+            Config(v, b)
+            for v, b in zip(
+                self.variants if self.param_names else (ParamValues.NONE,) * n, self.candidates
+            )
+        )
 
     # -- candidates ------------------------------------------------------------------------------
 
     def config(self, index: int) -> Config:
         """The configuration of candidate `index` (its variant and block)."""
-        pv = self.variants[index] if self.param_names else ParamValues.NONE
-        return Config(pv, self.candidates[index])
+        return self._configs[index]
 
     def index_of(self, key: Block | Config) -> int:
         """The index of a candidate by its key (a block, or a Config with parameters);
@@ -290,28 +311,71 @@ class HelperProgram:
             raise ProgramError(f"choose: k must be >= 1, got {k}")
         out = self._choose_fn(*D.values())
         score = out[0]  # the prediction where valid, else +inf
-        tmin = float(_min_reduce(score))
-        if not tmin < math.inf:
-            return [], [], None
-        tie = tmin * (1.0 + self.band)
-        # The tied group: valid with t <= tie (if tie overflows to inf: every valid candidate).
-        tied_mask = score <= tie if tie < math.inf else score < tie
-        perm = self._tie_perm  # candidates ordered by (-occupancy, threads, index)
-        # The occupancy depends on D (no fixed order): order only the few candidates that can
-        # be chosen, not all of them (a lexsort of a 1,900-configuration joint space per new D).
-        subset = None if perm is not None else self._top_by_subset(score, tied_mask, out[1], k)
-        if subset is not None:
-            top = subset
+        if self._positional:
+            pos = self._top_positions(score, k)
+            if not pos:
+                return [], [], None
+            at = self._at
+            top = [at[p] for p in pos]
         else:
-            if perm is None:
+            tmin = float(_min_reduce(score))
+            if not tmin < math.inf:
+                return [], [], None
+            tie = tmin * (1.0 + self.band)
+            # The tied group: valid with t <= tie (if tie overflows to inf: every valid one).
+            tied_mask = score <= tie if tie < math.inf else score < tie
+            # The occupancy depends on D (no fixed order): order only the few candidates that
+            # can be chosen, not all of them (a lexsort of a joint space per new D).
+            subset = self._top_by_subset(score, tied_mask, out[1], k)
+            if subset is None:
                 perm = _lexsort((self._idx, self._threads, -out[1]))
-            top = self._top_by_perm(score, tied_mask, perm, k)
+                subset = self._top_by_perm(score, tied_mask, perm, k)
+            top = pos = subset
         scale = self._ms_per_cycle
         item = score.item
-        ms = [item(i) / scale for i in top]
-        b = top[0]
+        ms = [item(p) / scale for p in pos]
+        b = pos[0]
         gx, gy, gz = out[-3:]
         return top, ms, (int(gx.item(b)), int(gy.item(b)), int(gz.item(b)))
+
+    def _top_positions(self, score: np.ndarray, k: int) -> list[int]:
+        """The first k positions of the order where position is the tie order (the choice
+        program evaluated the candidates in tie order): the tied group (valid, t <= tie) by
+        position, then the other valid ones by (prediction, position); [] when none is valid.
+
+        The smallest prediction at the lowest position is one argmin; where nothing above the
+        minimum is tied (band 0, or a nan or negative band) the whole order is (prediction,
+        position), so the next ones are argmins too, each masked out in a copy."""
+        j = int(score.argmin())
+        tmin = score.item(j)
+        if not tmin < math.inf:
+            return []
+        tie = tmin * (1.0 + self.band)
+        if tie > tmin:  # candidates above the minimum may be tied: the tied group by position
+            tied = (score <= tie if tie < math.inf else score < tie).nonzero()[0]
+            if len(tied) >= k:
+                return tied[:k].tolist()
+            top = tied.tolist()
+            rest = score.copy()
+            rest[tied] = math.inf
+        else:
+            if k == 1:
+                return [j]
+            top = [j]
+            rest = score.copy()
+            rest[j] = math.inf
+        want = k - len(top)
+        if want > 8:  # many more: one stable sort beats repeated argmins
+            o = _argsort(rest, kind="stable")[:want]
+            top += o[rest[o] < math.inf].tolist()
+            return top
+        for _ in range(want):
+            j = int(rest.argmin())
+            if not rest.item(j) < math.inf:
+                break
+            top.append(j)
+            rest[j] = math.inf
+        return top
 
     def _top_by_subset(
         self, score: np.ndarray, tied_mask: np.ndarray, occ: np.ndarray, k: int

@@ -20,98 +20,16 @@ from klaraptor.program.emit_py import PY_HELPER_NS, PY_OPS, py_float
 from klaraptor.program.evaluate import NP_BINARY, NP_UNARY, coerce_inputs, np_bool, np_table
 from klaraptor.program.expr import COMPARISONS, LOGICAL, float_key
 from klaraptor.program.lower import Lowered, ProgramLike
+from klaraptor.program.np_code import NP_NS, NP_OPS
+from klaraptor.program.runtime_bounds import (
+    _ARRAY,
+    _CHOICE,
+    _DECIDABLE,
+    _FIXED,
+    _SCALAR,
+    RuntimeBounds,
+)
 
-# Vectorised templates for `specialize`; comparisons and logic yield bool arrays ({B} operands
-# are truth values), converted to 1.0/0.0 only where a float is needed.
-_NP_OPS = {
-    "add": "_np_add({a}, {b})",
-    "sub": "_np_subtract({a}, {b})",
-    "mul": "_np_multiply({a}, {b})",
-    "div": "_np_divide({a}, {b})",
-    "floordiv": "_np_floor(_np_divide({a}, {b}))",
-    "mod": "_np_subtract({a}, _np_multiply({b}, _np_floor(_np_divide({a}, {b}))))",
-    "lt": "_np_less({a}, {b})",
-    "le": "_np_less_equal({a}, {b})",
-    "gt": "_np_greater({a}, {b})",
-    "ge": "_np_greater_equal({a}, {b})",
-    "eq": "_np_equal({a}, {b})",
-    "ne": "_np_not_equal({a}, {b})",
-    "and": "_np_logical_and({ba}, {bb})",
-    "or": "_np_logical_or({ba}, {bb})",
-    "not": "_np_logical_not({ba})",
-    "neg": "_np_negative({a})",
-    "floor": "_np_floor({a})",
-    "ceil": "_np_ceil({a})",
-    "min": "_np_where(_np_less_equal({a}, {b}), {a}, {b})",
-    "max": "_np_where(_np_greater_equal({a}, {b}), {a}, {b})",
-    "where": "_np_where({ba}, {b}, {c})",
-    "table": "_np_table({a}, {T})",
-}
-
-
-def _errstate_fast() -> tuple[Callable[[], Any], Callable[[Any], None]]:
-    """(enter, exit) of ``np.errstate(all="ignore")`` for the specialised code's hot path.
-
-    NumPy keeps the error state in a context variable; setting it to a prebuilt state is several
-    times cheaper than entering an errstate object. Falls back to np.errstate where NumPy's
-    internals differ."""
-    try:
-        from numpy._core._multiarray_umath import _make_extobj
-        from numpy._core._ufunc_config import _extobj_contextvar  # type: ignore[attr-defined]
-
-        ignore = _make_extobj(all="ignore")
-        cv_set, cv_reset = _extobj_contextvar.set, _extobj_contextvar.reset
-        with np.errstate(all="ignore"):
-            expect = _extobj_contextvar.get()
-        token = cv_set(ignore)
-        try:
-            ok = np.geterr() == {k: "ignore" for k in np.geterr()}
-        finally:
-            cv_reset(token)
-        if ok and type(expect) is type(ignore):
-            return (lambda: cv_set(ignore)), cv_reset
-    except (ImportError, AttributeError, TypeError, ValueError, LookupError):
-        pass
-
-    def enter() -> Any:
-        state = np.errstate(all="ignore")
-        state.__enter__()
-        return state
-
-    return enter, (lambda state: state.__exit__(None, None, None))
-
-
-_errors_ignore, _errors_restore = _errstate_fast()
-_NP_NS: dict[str, Any] = {
-    "_np_add": np.add,
-    "_np_subtract": np.subtract,
-    "_np_multiply": np.multiply,
-    "_np_divide": np.true_divide,
-    "_np_floor": np.floor,
-    "_np_ceil": np.ceil,
-    "_np_negative": np.negative,
-    "_np_less": np.less,
-    "_np_less_equal": np.less_equal,
-    "_np_greater": np.greater,
-    "_np_greater_equal": np.greater_equal,
-    "_np_equal": np.equal,
-    "_np_not_equal": np.not_equal,
-    "_np_logical_and": np.logical_and,
-    "_np_logical_or": np.logical_or,
-    "_np_logical_not": np.logical_not,
-    "_np_where": np.where,
-    "_np_table": np_table,
-    "_np_full": np.full,
-    "_np_array": np.array,
-    "_np_broadcast_to": np.broadcast_to,
-    "_np_errstate": np.errstate,
-    "_np_fmin": np.fmin,
-    "_np_fmax": np.fmax,
-    "_np_minimum": np.minimum,
-    "_np_maximum": np.maximum,
-    "_np_errors_ignore": _errors_ignore,
-    "_np_errors_restore": _errors_restore,
-}
 _BOOL_OPS = frozenset((*COMPARISONS, *LOGICAL))
 
 
@@ -152,10 +70,17 @@ def specialize_program(
     return _Specializer(prog, values, shape).build(outputs, as_tuple)
 
 
-_FIXED, _SCALAR, _ARRAY = 0, 1, 2
+# Comparisons whose truth implies that neither operand is nan.
+_ORDERED = frozenset(("lt", "le", "gt", "ge", "eq"))
 _TEMP_RE = re.compile(r"\b_kp_(?:t\d+[fv]?|b\d+)\b")
 # Elementwise arithmetic that `_Specializer.batches` may compute for several instructions at once.
 _BATCH_OPS = frozenset(("add", "sub", "mul", "div", "floordiv", "mod", "neg", "floor", "ceil"))
+
+
+def _same_bits(a: np.ndarray) -> bool:
+    """Every element of float64 array ``a`` has the same bits (nan payloads, zero signs)."""
+    bits = np.ascontiguousarray(a).reshape(-1).view(np.int64)
+    return bool(np.all(bits == bits[0]))
 
 
 class _Batch:
@@ -193,6 +118,8 @@ class _Specializer:
         # replaced by it (`rep`), and its users read the earlier one instead.
         self.rep: dict[int, int] = {}
         self.opnds: dict[int, tuple[int, ...]] = {}
+        # Choices: (the scalar whose truth picks, (value if true, value if false)).
+        self.choice: dict[int, tuple[int, tuple[np.ndarray, np.ndarray]]] = {}
 
     def fold(self, t: int) -> None:
         low = self.low
@@ -211,25 +138,68 @@ class _Specializer:
             return
         kinds = [self.kind[o] for o in ops]
         if all(k == _FIXED for k in kinds):
-            args = [self.value[o] for o in ops]
-            if op in NP_BINARY:
-                v = NP_BINARY[op](*args)
-            elif op in NP_UNARY:
-                v = NP_UNARY[op](*args)
-            elif op == "where":
-                v = np.where(np_bool(args[0]), args[1], args[2])
-            else:  # table
-                v = np_table(args[0], np.asarray(low.data[t]))
-            self.set_fixed(t, v)
+            self.set_fixed(t, self.evaluate(t, [self.value[o] for o in ops]))
+            return
+        if (
+            op == "where"
+            and kinds == [_SCALAR, _FIXED, _FIXED]
+            and any(isinstance(self.value[o], np.ndarray) for o in ops[1:])
+        ):
+            # A scalar picks one of two fixed arrays: nothing to compute per call but the pick.
+            self.set_choice(t, ops[0], (self.value[ops[1]], self.value[ops[2]]))
+            return
+        picks = {self.choice[o][0] for o, k in zip(ops, kinds) if k == _CHOICE}
+        if len(picks) == 1 and all(k in (_FIXED, _CHOICE) for k in kinds):
+            # Fixed arrays and choices by one scalar: both outcomes are computed now.
+            alts = [
+                self.evaluate(
+                    t,
+                    [
+                        self.choice[o][1][j] if k == _CHOICE else self.value[o]
+                        for o, k in zip(ops, kinds)
+                    ],
+                )
+                for j in (0, 1)
+            ]
+            self.set_choice(t, picks.pop(), (alts[0], alts[1]))
             return
         array = any(
-            k == _ARRAY or (k == _FIXED and isinstance(self.value[o], np.ndarray))
+            k in (_ARRAY, _CHOICE) or (k == _FIXED and isinstance(self.value[o], np.ndarray))
             for o, k in zip(ops, kinds)
         )
         self.kind[t] = _ARRAY if array else _SCALAR
         if array:
             self.vshape[t] = np.broadcast_shapes(*(self.shape_of(o) for o in ops))
             self.forward(t, op, ops)
+
+    def evaluate(self, t: int, args: list[Any]) -> Any:
+        """Instruction ``t`` on fixed operand values (as `Program.evaluate` computes it)."""
+        op = self.low.ops[t]
+        if op in NP_BINARY:
+            return NP_BINARY[op](*args)
+        if op in NP_UNARY:
+            return NP_UNARY[op](*args)
+        if op == "where":
+            return np.where(np_bool(args[0]), args[1], args[2])
+        return np_table(args[0], np.asarray(self.low.data[t]))  # table
+
+    def set_choice(self, t: int, pick: int, alts: tuple[Any, Any]) -> None:
+        """``t`` is ``alts[0]`` where the scalar ``pick`` is true (nonzero or nan), else
+        ``alts[1]``; fixed when the two are the same bits."""
+        with np.errstate(all="ignore"):
+            a = np.asarray(alts[0], dtype=np.float64)
+            b = np.asarray(alts[1], dtype=np.float64)
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        a = np.ascontiguousarray(np.broadcast_to(a, shape))
+        b = np.ascontiguousarray(np.broadcast_to(b, shape))
+        if a.tobytes() == b.tobytes():
+            self.set_fixed(t, a)
+            return
+        a.flags.writeable = False
+        b.flags.writeable = False
+        self.kind[t] = _CHOICE
+        self.vshape[t] = shape
+        self.choice[t] = (pick, (a, b))
 
     # -- forwarding (exact: the replaced value is bit for bit the same) --------------------------
     def truth(self, o: int) -> bool | None:
@@ -287,6 +257,22 @@ class _Specializer:
             if self.same_float(x, shape) and self.low.ops[x] in ("floor", "ceil"):
                 self.rep[t] = x
         elif op in ("and", "or"):
+            if op == "and":
+                # x and (y == y) = x where x's truth implies y is not nan (x is a comparison of
+                # y other than !=, or a conjunction of one): the grid check "g == floor(g)"
+                # left as "g == g" once floor(ceil(..)) is forwarded.
+                for x, f in ((ops[0], ops[1]), (ops[1], ops[0])):
+                    fo = self.opnds.get(f, ())
+                    if (
+                        self.kind[f] == _ARRAY
+                        and self.low.ops[f] == "eq"
+                        and fo[0] == fo[1]
+                        and self.is_bool_array(x)
+                        and self.shape_of(x) == shape
+                        and self.implies_not_nan(x, fo[0], 16)
+                    ):
+                        self.rep[t] = x
+                        return
             # x and <all true> = truth(x); x and <all false> = false (dually for or).
             for x, f in ((ops[0], ops[1]), (ops[1], ops[0])):
                 tv = self.truth(f)
@@ -328,11 +314,26 @@ class _Specializer:
                     self.rep[t] = c
                     return
 
+    def implies_not_nan(self, x: int, y: int, depth: int) -> bool:
+        """The truth of bool array ``x`` implies that ``y`` is not nan."""
+        if depth <= 0 or self.kind[x] != _ARRAY:
+            return False
+        op, xo = self.low.ops[x], self.opnds[x]
+        if op in _ORDERED:
+            return y in xo
+        if op == "and":
+            return any(self.implies_not_nan(o, y, depth - 1) for o in xo)
+        return False
+
     def set_fixed(self, t: int, v: Any) -> None:
         a = np.asarray(v, dtype=np.float64)
         self.kind[t] = _FIXED
         if a.ndim == 0:
             self.value[t] = float(a)
+        elif a.size and _same_bits(a):
+            # Every element the same bits: the scalar computes the same per element (NumPy
+            # broadcasts it), and operations on it alone become scalar ones.
+            self.value[t] = float(a.reshape(-1)[0])
         else:
             a = a.copy()
             a.flags.writeable = False
@@ -469,11 +470,11 @@ class _Specializer:
             if t in need or self.kind[t] == _FIXED:
                 continue
             need.add(t)
-            stack.extend(self.opnds[t])
+            stack.extend((self.choice[t][0],) if self.kind[t] == _CHOICE else self.opnds[t])
         return sorted(need)
 
 
-class _Writer:
+class _Writer(RuntimeBounds):
     """Writes and compiles the specialised function for the residual instructions ``live``."""
 
     def __init__(self, spec: _Specializer, live: list[int], roots: list[int]) -> None:
@@ -488,6 +489,13 @@ class _Writer:
         self.as_row = self.rows_read_singly()
         self.as_0d = self.shared_scalars()
         self.needs_float: set[int] = set()  # bool arrays also needed as 1.0/0.0
+        # Run-time bounds (see `bounds`): their names per instruction, and the statements that
+        # compute them, written before the statement that needs them.
+        self.bound_names: dict[int, tuple[str, str] | None] = {}
+        self.pre: list[tuple[str, str, int | None]] = []
+        # Bool arrays that may be, at run time, the shared all-true or all-false array of their
+        # shape (`whole`): their users test for those by identity.
+        self.may_be_whole: set[int] = set()
 
     def function(self, names: tuple[str, ...], as_tuple: bool) -> SpecializedFunction:
         body = self.body()
@@ -496,7 +504,7 @@ class _Writer:
         remaining = [n for n in self.spec.prog.inputs if n not in self.spec.fixed]
         source = self.source(remaining, lines, returns, as_tuple)
         spec = self.spec
-        ns: dict[str, Any] = {**PY_HELPER_NS, **_NP_NS, **spec.consts, "_kp_shape": spec.shape}
+        ns: dict[str, Any] = {**PY_HELPER_NS, **NP_NS, **spec.consts, "_kp_shape": spec.shape}
         exec(compile(source, f"<klaraptor specialized {spec.prog.name}>", "exec"), ns)
         fn: SpecializedFunction = ns["_kp_specialized"]
         fn.source = source
@@ -559,7 +567,7 @@ class _Writer:
             truth = np.not_equal(spec.value[t], 0.0)
             truth.flags.writeable = False
             return spec.const_name(truth, ("truth", t))
-        if spec.kind[t] == _ARRAY:
+        if spec.kind[t] in (_ARRAY, _CHOICE):
             return f"_np_not_equal({self.fx(t)}, 0.0)"
         return f"({self.fx(t)} != 0.0)"
 
@@ -581,10 +589,18 @@ class _Writer:
                     body.extend(self.group_statements(gi))
             elif low.ops[t] == "input":
                 body.append((f"_kp_t{t}", f"_kp_float({low.data[t]})", t))
+            elif spec.kind[t] == _CHOICE:
+                pick, (a, b) = spec.choice[t]
+                ka = spec.const_name(a, ("choice", t, 0))
+                kb = spec.const_name(b, ("choice", t, 1))
+                body.append((f"_kp_t{t}", f"({ka} if {self.fx(pick)} != 0.0 else {kb})", t))
             elif spec.kind[t] == _SCALAR:
                 body.append((f"_kp_t{t}", self.scalar_expression(t), t))
             else:
-                body.append((f"_kp_t{t}", self.array_expression(t), t))
+                expr = self.array_expression(t)
+                body.extend(self.pre)
+                self.pre.clear()
+                body.append((f"_kp_t{t}", expr, t))
         return body
 
     def group_statements(self, gi: int) -> list[tuple[str, str, int | None]]:
@@ -602,7 +618,7 @@ class _Writer:
             else:
                 fields["abc"[i]] = self.array_operand(d[1])
         out: list[tuple[str, str, int | None]] = [
-            (f"_kp_b{gi}", _NP_OPS[g.op].format(**fields), None)
+            (f"_kp_b{gi}", NP_OPS[g.op].format(**fields), None)
         ]
         out.extend(
             (f"_kp_t{m}", f"_kp_b{gi}[{r}]", None)
@@ -632,7 +648,14 @@ class _Writer:
             fields["T"] = spec.const_name(
                 np.asarray(spec.low.data[t], dtype=np.float64), ("table", t)
             )
-        template = _NP_OPS[op]
+        template = NP_OPS[op]
+        picked = self.picked_by_scalar(t)
+        if picked is not None:
+            return picked
+        if op in _DECIDABLE:
+            return self.decided_comparison(t, template.format(**fields))
+        if op in ("and", "or", "where"):
+            return self.whole_tests(t, template.format(**fields))
         if op in ("min", "max"):
             # With a fixed operand free of nan and of zeros, `a if a <= b else b` is exactly
             # fmin(a, K) (a nan gives K) and minimum(K, b) (a nan b propagates); equal values
@@ -642,6 +665,30 @@ class _Writer:
             elif spec.plain_const(ops[0]):
                 template = "_np_minimum({a}, {b})" if op == "min" else "_np_maximum({a}, {b})"
         return template.format(**fields)
+
+    def picked_by_scalar(self, t: int) -> str | None:
+        """``x and s``, ``x or s`` and ``where(s, a, b)`` with ``s`` a scalar, as a pick between
+        arrays instead of an array operation: the same values, and no copy."""
+        spec = self.spec
+        op, ops = spec.low.ops[t], spec.opnds[t]
+        shape = spec.shape_of(t)
+        if op in ("and", "or"):
+            for s, x in ((ops[0], ops[1]), (ops[1], ops[0])):
+                if spec.kind[s] != _SCALAR or spec.shape_of(x) != shape:
+                    continue
+                # The outcome when s decides it: all false (and) or all true (or).
+                k = self.whole(shape, op == "or")
+                self.may_be_whole.add(t)
+                if op == "and":
+                    return f"({self.bx(x)} if {self.fx(s)} != 0.0 else {k})"
+                return f"({k} if {self.fx(s)} != 0.0 else {self.bx(x)})"
+            return None
+        if op == "where" and spec.kind[ops[0]] == _SCALAR:
+            a, b = ops[1], ops[2]
+            if spec.shape_of(a) == shape and spec.shape_of(b) == shape:
+                fa, fb = self.array_operand(a), self.array_operand(b)
+                return f"({fa} if {self.fx(ops[0])} != 0.0 else {fb})"
+        return None
 
     def returns(
         self, names: tuple[str, ...], as_tuple: bool
@@ -660,6 +707,8 @@ class _Writer:
                 constant_outputs[name] = spec.consts[expr]
             elif k == _SCALAR:
                 expr = f"_np_full(_kp_shape, {self.fx(t)})"
+            elif k == _CHOICE:  # a fresh array, as every output computed per call
+                expr = f"_np_broadcast_to({self.fx(t)}, _kp_shape).copy()"
             else:
                 if t in self.is_bool:
                     self.needs_float.add(t)

@@ -42,6 +42,7 @@ from klaraptor.core.types import (
     ParamValues,
 )
 from klaraptor.helper.program import HelperProgram
+from klaraptor.program import Program
 from klaraptor.store import HistoryRow
 
 if TYPE_CHECKING:
@@ -88,6 +89,40 @@ class Selection:
         """What to launch: the variant's parameter values, grid, block and dynamic shared memory."""
         return LaunchConfig(self.params, self.block, self.grid, self.smem)
 
+
+_new_object = object.__new__
+
+
+def _model_selection(
+    D: DataSize,
+    chosen: Config,
+    grid: Grid,
+    predicted_ms: float,
+    topk: tuple[tuple[Any, float], ...],
+    extrapolated: str,
+    smem: int,
+) -> Selection:
+    """`Selection(..., source="model")`, made without the frozen dataclass's per-field
+    `object.__setattr__` calls (a third of the Selector's own cost per new D): the same fields
+    and values, so an equal object (a test compares the two)."""
+    sel = _new_object(Selection)
+    sel.__dict__.update(
+        D=D,
+        block=chosen.block,
+        grid=grid,
+        predicted_ms=predicted_ms,
+        topk=topk,
+        source="model",
+        measured_ms=None,
+        extrapolated=extrapolated,
+        params=chosen.params,
+        smem=smem,
+    )
+    return sel
+
+
+# What `Selector._smem_at` knows of a kernel's dynamic shared memory besides a table or a program.
+_NO_SMEM, _SLOW_SMEM = "none", "slow"
 
 # Most blocks online refinement tries for one D (tune-once's block may come on top).
 REFINE_KMAX = 8
@@ -242,6 +277,7 @@ class Selector:
         self.schema: DataSchema = spec.data_schema if spec is not None else helper.data_schema
         names = self.schema.names
         self._n = len(names)
+        self._ranges = self.schema.ranges
         self._dict_key = operator.itemgetter(*names)
         self._hits: dict[Any, Selection] = {}
         self._pending: list[HistoryRow] = []
@@ -252,6 +288,8 @@ class Selector:
             name: (min(v), max(v)) for name, v in zip(names, zip(*(D.values() for D in trained)))
         }
         self._warned_extrapolation = False
+        # The dynamic shared memory of every candidate (`_smem_at`), made at the first new D.
+        self._smem_table: Any = None
         # A read-only store serves its history but keeps no new rows (said once, here).
         self._keeps_history = store is not None and not store.read_only
         if store is not None and store.read_only:
@@ -309,10 +347,26 @@ class Selector:
         return self._select_raw(D)
 
     def _select_raw(self, raw: Any) -> Selection:
-        D = self.schema.parse(raw)
+        D = self._plain_size(raw) or self.schema.parse(raw)
         sel = self._hits.get(D) or self._select_new(D)
         self._remember(raw, sel)
         return sel
+
+    def _plain_size(self, raw: Any) -> DataSize | None:
+        """D from an int (one data parameter) or a tuple of ints inside their ranges, as
+        `schema.parse` makes it; None for any other form (parse then decides, and says what is
+        wrong)."""
+        if type(raw) is int:
+            if self._n != 1:
+                return None
+            lo, hi = self._ranges[0]
+            return DataSize(self.schema.names, (raw,)) if lo <= raw <= hi else None
+        if type(raw) is not tuple or len(raw) != self._n:
+            return None
+        for v, (lo, hi) in zip(raw, self._ranges):
+            if type(v) is not int or not lo <= v <= hi:
+                return None
+        return DataSize(self.schema.names, raw)
 
     def _remember(self, raw: Any, sel: Selection) -> None:
         if type(raw) in (int, str, tuple):
@@ -336,16 +390,14 @@ class Selector:
         keys = self.helper.keys
         far = self.extrapolation(D) if self._trained else ""
         chosen = self.helper.config(top[0])
-        sel = Selection(
-            D=D,
-            block=chosen.block,
-            grid=grid,  # type: ignore[arg-type]
-            predicted_ms=ms[0],
-            topk=tuple(zip([keys[i] for i in top], ms)),
-            source="model",
-            extrapolated=far,
-            params=chosen.params,
-            smem=self._smem(D, chosen),
+        sel = _model_selection(
+            D,
+            chosen,
+            grid,  # type: ignore[arg-type]
+            ms[0],
+            tuple(zip([keys[i] for i in top], ms)),
+            far,
+            self._smem_at(D, top[0]),
         )
         if far and not self._warned_extrapolation:
             self._warned_extrapolation = True
@@ -360,6 +412,46 @@ class Selector:
             self._cache(sel)
             self._queue(sel)
         return sel
+
+    def _smem_at(self, D: DataSize, index: int) -> int:
+        """`_smem` of candidate `index`, from the spec's formula specialised once over every
+        candidate (a list lookup where the formula does not depend on D; else one call per D
+        over the candidates): the same value as `_smem`, which still decides (and words the
+        error) where the value is not a byte count."""
+        table = self._smem_table
+        if table is None:
+            table = self._smem_table = self._smem_program()
+        if type(table) is list:
+            v = table[index]
+        elif callable(table):
+            v = table(**{n: D[n] for n in table.inputs})[0].item(index)
+        else:  # no formula (0), or one that reads what D does not give (_smem says what)
+            return 0 if table == _NO_SMEM else self._smem(D, self.helper.config(index))
+        if v >= 0.0 and v < 1e300 and v == int(v):
+            return int(v)
+        return self._smem(D, self.helper.config(index))
+
+    def _smem_program(self) -> Any:
+        """`_NO_SMEM` without a spec or a formula; the candidates' values (a list) where the
+        formula does not depend on D; else its program over D with every candidate's block and
+        parameters folded in (`_SLOW_SMEM` where it reads anything else)."""
+        spec = self.spec
+        e = None if spec is None else spec.smem_expr()
+        if spec is None or e is None:
+            return _NO_SMEM
+        h = self.helper
+        cand = np.array(h.candidates, dtype=np.float64)
+        columns: dict[str, Any] = {"bx": cand[:, 0], "by": cand[:, 1], "bz": cand[:, 2]}
+        if spec.params:
+            for name in spec.param_names:
+                columns[name] = np.array([float(c.params[name]) for c in h._configs])
+        inputs = tuple(sorted(set(e.variables())))
+        fn = Program("dynamic_smem", inputs, [("smem", e)], ("smem",)).specialize(
+            {n: v for n, v in columns.items() if n in inputs}, as_tuple=True
+        )
+        if fn.constant_outputs:
+            return [float(v) for v in fn.constant_outputs["smem"]]
+        return fn if set(fn.inputs) <= set(spec.data_names) else _SLOW_SMEM
 
     def _smem(self, D: DataSize, c: Config) -> int:
         """The dynamic shared memory of configuration `c` at D (0 without a spec or a formula)."""
