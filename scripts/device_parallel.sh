@@ -6,7 +6,8 @@
 #   KLARAPTOR_COMMIT=<sha> bash scripts/device_parallel.sh OUT "0:triton:90,cost:100" "1:gputests:200" ...
 # Steps: sleep:S (wait S s: keeps a timing step alone on the host), triton (benchmarks/bench_triton.py), cost (bench_cost.py ${COST_ARGS_<i>}), firstcall
 # (bench_first_call.py), profile (profile_build.py, parent and worker cProfile), ssearch (bench_saake_search.py --budget 0.25 over ${SSEARCH_KERNELS}), gputests (pytest -m gpu over ${GPUTESTS_<i>:-tests/}), tunables
-# (bench_tunables.py over ${TUNABLES_<i>}, Kernel Tuner on each), recollect (bench collect --phase time of ${RECOLLECT_<i>}
+# (bench_tunables.py over ${TUNABLES_<i>}, Kernel Tuner on each), select (bench_select.py: the host CPU's per-call selection), script (bash -c "${SCRIPT_<i>}" with
+# DIR=gpu<i>), recollect (bench collect --phase time of ${RECOLLECT_<i>}
 # into gpu<i>/recollect.sqlite: the suites' training timings under the racing protocol).
 # MULTI_GPU=N (optional): after every sequence, bench_multi_gpu.py --gpus N on all GPUs, in OUT/mg
 # (limit ${MULTI_GPU_LIMIT:-300} s).
@@ -20,7 +21,7 @@ nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --for
 run_gpu() {
   local gpu=$1 steps=$2 dir="$OUT/gpu$1"
   mkdir -p "$dir" "/tmp/klhome$gpu"
-  export CUDA_VISIBLE_DEVICES=$gpu KLARAPTOR_HOME=/tmp/klhome$gpu
+  export CUDA_VISIBLE_DEVICES=$gpu KLARAPTOR_HOME=/tmp/klhome$gpu DIR=$dir
   for step in ${steps//,/ }; do
     local name=${step%%:*} limit=${step#*:}; [ "$limit" = "$step" ] && limit=300
     local t0; t0=$(date +%s); echo "=== gpu$gpu $name (limit ${limit}s) $(date +%T)"
@@ -32,6 +33,8 @@ run_gpu() {
       sleep) sleep "$limit";;
       firstcall) timeout "$limit" python3 benchmarks/bench_first_call.py "$dir" > "$dir/firstcall.log" 2>&1;;
       gputests) local var="GPUTESTS_$gpu"; timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider -rs ${!var:-tests/} > "$dir/gpu_tests.log" 2>&1;;
+      select) timeout "$limit" python3 benchmarks/bench_select.py "$dir" > "$dir/select.log" 2>&1;;
+      script) local var="SCRIPT_$gpu"; timeout "$limit" bash -c "${!var}" > "$dir/script.log" 2>&1;;
       recollect) local var="RECOLLECT_$gpu"; timeout "$limit" python3 -m klaraptor.cli --store "$dir/recollect.sqlite" bench collect --kernels "${!var}" --phase time --log "$dir/recollect.jsonl" > "$dir/recollect.log" 2>&1;;
       tunables) local var="TUNABLES_$gpu"; local n; n=$(echo ${!var} | wc -w)
         timeout "$limit" python3 benchmarks/bench_tunables.py "$dir" --limit $((limit - 15)) --kt "$n" --step $((limit / 2)) ${!var} > "$dir/tunables.log" 2>&1;;
