@@ -72,3 +72,42 @@ def test_the_checks_catch_a_broken_model(cls, message: str, job, monkeypatch) ->
         check_declarations(cls.name, cls())
     with pytest.raises(ModelCheckError, match=message):
         check_model(cls.name, job)
+
+
+@pytest.mark.parametrize(
+    "name", ["scaling", "mwp_cwp", "mwp_cwp_fenced", "time_fit", "saake", "snowpack"]
+)
+def test_builtin_tags_read_without_importing_are_the_models_own(name: str) -> None:
+    # A build reads every model's tags; the registry answers for the built-ins without importing
+    # them (SciPy, the emulator), so its table must be what each model declares.
+    from klaraptor.models import _BUILTIN_TAGS, get_model, model_tags
+
+    assert set(_BUILTIN_TAGS) >= {n for n in available_models() if n in _BUILTIN_TAGS}
+    assert model_tags(name) == get_model(name).tags
+
+
+def test_reading_the_tags_of_every_model_imports_no_model() -> None:
+    # In a fresh interpreter: the budget check and auto's candidates, as every build reads them,
+    # leave SciPy's optimize package and the model modules unimported.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from klaraptor.models import auto_candidates, is_budgeted, priors\n"
+        "assert is_budgeted('auto') and auto_candidates() and priors()\n"
+        "bad = [m for m in ('scipy.optimize', 'klaraptor.models.saake.model',\n"
+        "       'klaraptor.models.scaling_model', 'klaraptor.models.snowpack.model') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_registered_model_overrides_the_builtin_tags() -> None:
+    from klaraptor.models import _FACTORIES, model_tags
+
+    try:
+        register_model("time_fit", lambda: TimeFitModel())
+        assert model_tags("time_fit") == TimeFitModel.tags
+    finally:
+        _FACTORIES.pop("time_fit", None)

@@ -50,7 +50,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import nnls
 
 from klaraptor.core.errors import FitError
 from klaraptor.models.launch_quantity import LaunchForm, LaunchQuantity
@@ -264,6 +263,10 @@ class GrowthLaw:
 
     @staticmethod
     def _nnls(u: np.ndarray, R: np.ndarray, deg: int) -> np.ndarray:
+        # Imported here: SciPy's optimize package costs 0.3-0.8 s to import, and a build's plan
+        # reads this module before the GPU measures (`build()` imports it on a thread meanwhile).
+        from scipy.optimize import nnls
+
         X = np.column_stack([u**k for k in range(deg + 1)]) / R[:, None]
         g, _ = nnls(X, np.ones_like(R))
         return g
