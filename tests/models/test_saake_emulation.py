@@ -136,6 +136,9 @@ def test_a_scattered_request_costs_the_l2_per_line_and_dram_per_byte() -> None:
     assert sc.demand == pytest.approx(0.5)
     assert sc.spread * ops.expected_max(32) == pytest.approx(62.0)
     assert sc.dram_spread == sc.spread  # no DRAM scatter chase: the L2's spread, a lower bound
+    # With a DRAM scatter chase (705 one line at a time, 705 + 3 x 62 for 32): its own spread.
+    sd = ops.ScatterCost.from_measured((290.0, 4.0), (352.0, 64.0), (705.0, 7.0), (891.0, 90.0))
+    assert sd.dram_spread == pytest.approx(3 * sc.spread) and sd.spread == sc.spread
     lat = np.full(len(ops.RESOURCES), 10.0)
     lat[ops.R["l2"]] = 290.0
     load, store = ops.StaticOp(ops.GLOAD, -1), ops.StaticOp(ops.GSTORE, -1)

@@ -54,9 +54,9 @@ each global load, the lines its warp has in flight (this load's included, each w
 L1 miss rate) and adds miss x sigma x e(k) to the load's latency: the first load of a burst
 gets the mean, the k-th the slowest of k. This replaces a linear (L - 1) x 2.4 cycles for the
 lines of one request, which gave the 32-line request the same time but a burst of 16 coalesced
-loads (a column walk unrolled 16 times) nothing. DRAM: sigma_dram from the profile's
-dram_scatter chase (the same 32-lane chase through DRAM) where measured, else sigma_l2 (a
-DRAM access crosses the same L2 and adds its own spread, so sigma_l2 is a lower bound).
+loads (a column walk unrolled 16 times) nothing. DRAM: sigma_dram from a dram_scatter chase (the
+same 32-lane chase through DRAM) where a profile has one; none has yet, so sigma_l2 (a DRAM
+access crosses the same L2 and adds its own spread: a lower bound).
 
 An opcode the classification table does not know (class "unknown") is emulated as an ALU
 instruction and reported (`unknown_opcodes`), so a new compiler degrades the model instead of
@@ -229,8 +229,8 @@ class ScatterCost:
         dram_scatter: tuple[float, float] | None = None,
     ) -> ScatterCost:
         """From (latency, gap) of a coalesced request and of a request of 32 one-sector lines,
-        in the L2 (and through DRAM: `dram`, `dram_scatter`; without them DRAM's spread is the
-        L2's)."""
+        in the L2 (and through DRAM: `dram`, `dram_scatter`; without both, DRAM's spread is the
+        L2's, a lower bound)."""
         (lat_l2, gap_l2), (lat_s, gap_s) = l2, scatter
         spread = max((lat_s - lat_l2) / expected_max(SCATTER_LINES), 0.0)
         dram_spread = spread
