@@ -174,15 +174,7 @@ def emulate_sm(
     lat = lat_pos.tolist()
     # The lines each global load sends past the L1 and their latency's spread: a load returns
     # when the slowest of its warp's lines in flight does (`ops.op_tails`).
-    lines_op, spread_op, miss, span = op_tails(ops, params.lat, mem, access, params.scatter)
-    hit = 1.0 - miss
-    # The miss span per position (a region's scaled latency changes it for its own loads).
-    span_pos = np.full(n, span)
-    if region is not None and region.kind != "gap":
-        scaled = params.scaled(region.resource, "lat", region.factor)
-        span_in = op_tails(ops, scaled.lat, mem, access, params.scatter)[3]
-        span_pos = np.where(inside, span_in, span)
-    out_span = span_pos.tolist()
+    lines_op, spread_op = op_tails(ops, mem, access, params.scatter)
     out_lines = lines_op[trace.op].tolist()
     out_spread = spread_op[trace.op].tolist()
     in_flight: list[list[tuple[float, float]]] = [[] for _ in range(S)]
@@ -259,9 +251,6 @@ def emulate_sm(
         if k > 0.0:
             mine = [x for x in in_flight[w] if x[0] > t]
             lines = k + sum(x[1] for x in mine)
-            # The slowest of the n loads in flight is a miss unless all hit; its lines the
-            # slowest of theirs.
-            f += ((1.0 - hit ** (len(mine) + 1)) - miss) * out_span[p]
             f += out_spread[p] * expected_max(lines)
             mine.append((f, k))
             in_flight[w] = mine

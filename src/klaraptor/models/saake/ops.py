@@ -340,22 +340,18 @@ def op_costs(
 
 def op_tails(
     ops: Sequence[StaticOp],
-    lat: np.ndarray,
     mem: MemoryParams,
     access: Mapping[int, tuple[int, int, int]] | None = None,
     scatter: ScatterCost = NO_SCATTER,
-) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """What a global load adds to its latency when others of its warp are in flight (module
-    docstring, "the slowest of the lines in flight"): per op, the lines it sends past the L1
-    (the static analysis's lines, else wavefronts(s) of the counters' sectors per request, times
-    the L1 miss rate) and the spread of their latency in cycles (the L2's and DRAM's mixed by the
-    L2 hit rate; zero without the l2_scatter figures); zero for every other op. Then the L1 miss
-    rate m and the span from an L1 hit's latency to a miss's: of n loads in flight, the slowest is
-    a miss with probability 1 - (1 - m)^n, where a load's mean latency counts m."""
+) -> tuple[np.ndarray, np.ndarray]:
+    """(lines each global load sends past the L1, the spread of their latency in cycles) per op
+    (module docstring, "the slowest of the lines in flight"): the static analysis's lines, else
+    wavefronts(s) of the counters' sectors per request, times the L1 miss rate; the spread is
+    the L2's and DRAM's mixed by the L2 hit rate, times the miss rate. Zero for every other op,
+    and without the l2_scatter figures."""
     n = len(ops)
     lines_out, spread = np.zeros(n), np.zeros(n)
     miss = 1.0 - mem.l1_hit
-    span = mem.l2_hit * lat[R["l2"]] + (1.0 - mem.l2_hit) * lat[R["dram"]] - lat[R["smem"]]
     sigma = mem.l2_hit * scatter.spread + (1.0 - mem.l2_hit) * scatter.dram_spread
     for i, op in enumerate(ops):
         if op.kind != GLOAD:
@@ -365,7 +361,7 @@ def op_tails(
             lines = float(access[i][1])
         lines_out[i] = miss * lines
         spread[i] = miss * sigma
-    return lines_out, spread, miss, float(max(span, 0.0))
+    return lines_out, spread
 
 
 __all__ = [
