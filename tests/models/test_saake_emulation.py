@@ -130,9 +130,15 @@ def test_algorithm_1_latency_and_gap_limited_cases() -> None:
 
 def test_a_scattered_request_costs_the_l2_per_line_and_dram_per_byte() -> None:
     # The measured pair: a coalesced request (lat 290, gap 4) and one of 32 one-sector lines
-    # (lat 352, gap 64): 0.5 of a coalesced request's gap per line, 2 cycles per extra line.
+    # (lat 352, gap 64): 0.5 of a coalesced request's gap per line; the 62 extra cycles are the
+    # slowest of 32 lines, e(32) = 2.07 standard deviations past the mean.
     sc = ops.ScatterCost.from_measured((290.0, 4.0), (352.0, 64.0))
-    assert (sc.demand, sc.latency) == (pytest.approx(0.5), pytest.approx(2.0))
+    assert sc.demand == pytest.approx(0.5)
+    assert sc.spread * ops.expected_max(32) == pytest.approx(62.0)
+    assert sc.dram_spread == sc.spread  # no DRAM scatter chase: the L2's spread, a lower bound
+    # With a DRAM scatter chase (705 one line at a time, 705 + 3 x 62 for 32): its own spread.
+    sd = ops.ScatterCost.from_measured((290.0, 4.0), (352.0, 64.0), (705.0, 7.0), (891.0, 90.0))
+    assert sd.dram_spread == pytest.approx(3 * sc.spread) and sd.spread == sc.spread
     lat = np.full(len(ops.RESOURCES), 10.0)
     lat[ops.R["l2"]] = 290.0
     load, store = ops.StaticOp(ops.GLOAD, -1), ops.StaticOp(ops.GSTORE, -1)
@@ -154,7 +160,11 @@ def test_a_scattered_request_costs_the_l2_per_line_and_dram_per_byte() -> None:
             == no_dem[0, ops.R["dram"]]
             == pytest.approx(0.25 * 0.5 * sectors / 4)
         )
-        assert s_lat[0] - no_lat[0] == pytest.approx(0.5 * 2.0 * (lines - 1)), i
+        # The mean latency is the same; the lines' spread is the emulator's (op_tails).
+        assert s_lat[0] == no_lat[0], i
+        out, spread = ops.op_tails([load, store], mem, {0: (sectors, lines, waves)}, sc)
+        assert (out[0], out[1], spread[1]) == (pytest.approx(0.5 * lines), 0.0, 0.0), i
+        assert spread[0] == pytest.approx(0.5 * sc.spread), i
     # The counters' average (no static access): 16 sectors a request is taken as 16 lines.
     _, dem = ops.op_costs([load], lat, ops.MemoryParams(ld_sectors=16.0), None, sc)
     assert dem[0, ops.R["l2"]] == pytest.approx(max(16 / 4, 0.5 * 16))
@@ -163,9 +173,83 @@ def test_a_scattered_request_costs_the_l2_per_line_and_dram_per_byte() -> None:
     assert p.scaled("l2", "gap", 1.1).scatter == sc
 
 
+def test_expected_largest_of_k_standard_normals() -> None:
+    assert ops.expected_max(1) == 0.0 and ops.expected_max(0.5) == 0.0
+    assert ops.expected_max(2) == pytest.approx(1 / np.sqrt(np.pi), abs=1e-3)
+    # Tabulated values of E[max of k standard normals].
+    for k, e in ((4, 1.0294), (16, 1.7660), (32, 2.0697), (1024, 3.2482)):
+        assert ops.expected_max(k) == pytest.approx(e, abs=2e-3), k
+    ks = [1.5, 3, 7.5, 100, 5000]
+    assert all(a < b for a, b in zip(map(ops.expected_max, ks), map(ops.expected_max, ks[1:])))
+
+
+def _loads_then_sum(n: int) -> tuple[Trace, list[ops.StaticOp]]:
+    """n independent global loads, then one FADD that needs them all (a column walk's unrolled
+    iteration, in one warp)."""
+    deps = [() for _ in range(n)] + [tuple(range(n))]
+    op = np.array([0] * n + [1], dtype=np.int64)
+    trace = Trace(op, np.ones(n + 1), deps, [])
+    return trace, [ops.StaticOp(ops.GLOAD, -1), ops.StaticOp(ops.COMPUTE, ops.R["fp32"])]
+
+
+def _memory_params(sc: ops.ScatterCost) -> Params:
+    lat = np.ones(len(ops.RESOURCES))
+    lat[ops.R["l2"]], lat[ops.R["dram"]], lat[ops.R["smem"]] = 290.0, 705.0, 23.0
+    return Params(lat, np.full(len(ops.RESOURCES), 1e-3), sc)
+
+
+def test_a_warp_waits_for_the_slowest_of_its_lines_in_flight() -> None:
+    sc = ops.ScatterCost.from_measured((290.0, 4.0), (362.0, 50.0))
+    hot = ops.MemoryParams(l1_hit=0.0, l2_hit=1.0, dram_frac=0.0, ld_sectors=4.0)
+    one = {0: (4, 1, 1)}
+    t = {}
+    for n in (1, 16):
+        trace, sops = _loads_then_sum(n)
+        res = emulate_sm(
+            trace, sops, _memory_params(sc), hot, active_warps=1, warps_per_block=1, access=one
+        )
+        t[n] = res.emulated
+    # One line: the mean latency (plus the FADD); 16 lines at once (issued a cycle apart): the
+    # slowest of 16.
+    assert t[1] == pytest.approx(290.0 + 1.0, abs=0.5)
+    assert t[16] == pytest.approx(15.0 + 290.0 + sc.spread * ops.expected_max(16) + 1.0, abs=0.5)
+    # The l2_scatter chase itself: one load of 32 lines returns after lat_l2_scatter.
+    trace, sops = _loads_then_sum(1)
+    res = emulate_sm(
+        trace, sops, _memory_params(sc), hot, active_warps=1, warps_per_block=1,
+        access={0: (32, 32, 8)},
+    )  # fmt: skip
+    assert res.emulated == pytest.approx(362.0 + 1.0, abs=0.5)
+    # Without the microbenchmark's figures, the mean alone.
+    trace, sops = _loads_then_sum(16)
+    res = emulate_sm(
+        trace, sops, _memory_params(ops.NO_SCATTER), hot, active_warps=1, warps_per_block=1,
+        access=one,
+    )  # fmt: skip
+    assert res.emulated == pytest.approx(15.0 + 290.0 + 1.0, abs=0.5)
+
+
+def test_l1_hits_keep_the_mean_latency_of_a_burst() -> None:
+    # Half the loads hit the L1 (23 cycles), half go to the L2 (290): each load keeps the mean,
+    # 156.5, and only its missing half's lines count as in flight (no spread without the figures).
+    half = ops.MemoryParams(l1_hit=0.5, l2_hit=1.0, dram_frac=0.0, ld_sectors=4.0)
+    t = {}
+    for n in (1, 16):
+        trace, sops = _loads_then_sum(n)
+        res = emulate_sm(
+            trace, sops, _memory_params(ops.NO_SCATTER), half, active_warps=1,
+            warps_per_block=1, access={0: (4, 1, 1)},
+        )  # fmt: skip
+        t[n] = res.emulated
+    assert t[1] == pytest.approx(0.5 * 23 + 0.5 * 290 + 1.0, abs=0.5)
+    assert t[16] == pytest.approx(15.0 + 0.5 * 23 + 0.5 * 290 + 1.0, abs=0.5)
+
+
 def test_the_recorded_profile_measures_the_scattered_l2(recorded) -> None:  # noqa: ANN001
     p = resource_params(recorded.profile())
-    assert p.scatter.demand > 0 and p.scatter.latency >= 0
+    assert (
+        p.scatter.demand > 0 and p.scatter.spread > 0 and p.scatter.dram_spread >= p.scatter.spread
+    )
 
 
 def test_a_wave_takes_no_less_than_its_blocks_dispatch() -> None:

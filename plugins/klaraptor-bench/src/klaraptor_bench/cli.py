@@ -65,6 +65,13 @@ def add_parser(sub: Any) -> None:
         help="comma-separated names or prefixes (default: all 44)",
     )
     sk.add_argument(
+        "--jobs",
+        type=arg_positive_int,
+        default=1,
+        help="worker processes for Table 1 and the search, one kernel each at a time (the "
+        "results do not depend on it; default 1)",
+    )
+    sk.add_argument(
         "--sol", default=None, help="sol.json of the device speed-of-light run (docs/saake.md)"
     )
     sk.add_argument(

@@ -214,19 +214,52 @@ def recorded_kernel_names() -> list[str]:
 
 
 def evaluate_all(
-    console: Any | None = None, kernels: Sequence[str] | None = None
+    console: Any | None = None, kernels: Sequence[str] | None = None, jobs: int = 1
 ) -> list[KernelEval]:
+    """Every kernel (those in `kernels`; all when None), in `jobs` worker processes: each worker
+    evaluates one kernel at a time from its own store, so the results do not depend on `jobs`."""
+    if jobs > 1:
+        return _evaluate_parallel(console, kernels, jobs)
     out = []
     with tempfile.TemporaryDirectory() as tmp:
         for data, store, name in each_recorded_kernel(datasets(), kernels, Path(tmp), "d"):
             ev = evaluate_kernel(data, store, name)
             out.append(ev)
-            if console is not None:
-                errs = " ".join(
-                    f"{v}={100 * e:.1f}%" for v, e in ev.errors.items() if e is not None
-                )
-                console.print(f"  {name:32s} {errs}  {ev.choice.get('headline', '')}")
+            _print_kernel(console, ev)
     return out
+
+
+def _print_kernel(console: Any | None, ev: KernelEval) -> None:
+    if console is not None:
+        errs = " ".join(f"{v}={100 * e:.1f}%" for v, e in ev.errors.items() if e is not None)
+        console.print(f"  {ev.kernel:32s} {errs}  {ev.choice.get('headline', '')}")
+
+
+def _evaluate_one(name: str) -> KernelEval:
+    """One kernel in a worker process, from a store of its own."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for data, store, found in each_recorded_kernel(datasets(), [name], Path(tmp), "w"):
+            if found == name:
+                return evaluate_kernel(data, store, name)
+    raise KeyError(name)
+
+
+def _evaluate_parallel(
+    console: Any | None, kernels: Sequence[str] | None, jobs: int
+) -> list[KernelEval]:
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    names = [
+        n for d in datasets() for n in d.kernels if kernels is None or n in kernels
+    ]  # the serial order
+    ctx = multiprocessing.get_context("fork" if os.name == "posix" else "spawn")
+    with ProcessPoolExecutor(min(jobs, max(len(names), 1)), mp_context=ctx) as pool:
+        results = list(pool.map(_evaluate_one, names))
+    for ev in results:
+        _print_kernel(console, ev)
+    return results
 
 
 def geomean(xs: Sequence[float]) -> float:
@@ -524,7 +557,8 @@ def write(args: Any) -> int:
         return 0
     kernels = [k.strip() for k in args.kernels.split(",")] if args.kernels else None
     t0 = time.perf_counter()
-    results = evaluate_all(console, kernels)
+    jobs = int(getattr(args, "jobs", None) or 1)
+    results = evaluate_all(console, kernels, jobs)
     summary = write_outputs(out, results, f"klaraptor bench saake --out {args.out}")
     console.print(table1(results)[0])
     console.print(json.dumps(summary["search"], indent=1))

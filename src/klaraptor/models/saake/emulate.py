@@ -51,7 +51,9 @@ from klaraptor.models.saake.ops import (
     R,
     ScatterCost,
     StaticOp,
+    expected_max,
     op_costs,
+    op_tails,
 )
 from klaraptor.models.saake.trace import Trace
 
@@ -75,7 +77,9 @@ class Params:
     def from_pairs(pairs: dict[str, tuple[float, float]]) -> Params:
         scatter = NO_SCATTER
         if "l2_scatter" in pairs:
-            scatter = ScatterCost.from_measured(pairs["l2"], pairs["l2_scatter"])
+            scatter = ScatterCost.from_measured(
+                pairs["l2"], pairs["l2_scatter"], pairs.get("dram"), pairs.get("dram_scatter")
+            )
         return Params(
             np.array([pairs[r][0] for r in RESOURCES], dtype=np.float64),
             np.array([pairs[r][1] for r in RESOURCES], dtype=np.float64),
@@ -168,6 +172,12 @@ def emulate_sm(
             lat_in, _ = op_costs(ops, scaled.lat, mem, access, params.scatter)
             lat_pos = np.where(inside, lat_in[trace.op], lat_pos)
     lat = lat_pos.tolist()
+    # The lines each global load sends past the L1 and their latency's spread: a load returns
+    # when the slowest of its warp's lines in flight does (`ops.op_tails`).
+    lines_op, spread_op = op_tails(ops, mem, access, params.scatter)
+    out_lines = lines_op[trace.op].tolist()
+    out_spread = spread_op[trace.op].tolist()
+    in_flight: list[list[tuple[float, float]]] = [[] for _ in range(S)]
     issue_r = R["issue"]
     issue_cost = amounts[:, issue_r].tolist()
     amounts[:, issue_r] = 0.0
@@ -237,6 +247,13 @@ def emulate_sm(
             else:
                 admit[r] = t + amount if t > a else a + amount
         f = start + lat[p]
+        k = out_lines[p]
+        if k > 0.0:
+            mine = [x for x in in_flight[w] if x[0] > t]
+            lines = k + sum(x[1] for x in mine)
+            f += out_spread[p] * expected_max(lines)
+            mine.append((f, k))
+            in_flight[w] = mine
         fw = fin[w]
         fw[p] = f
         if f > maxfin[w]:

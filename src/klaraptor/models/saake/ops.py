@@ -40,9 +40,23 @@ predicted). Other strides are over-charged by this rule, up to 4 times.
 Scattered requests (`ScatterCost`): a request that touches L lines (L = wavefronts(s), or the
 static analysis's lines) needs a tag lookup per line, so the L2 serves it at no less than q L
 coalesced-request gaps, q = gap_l2_scatter / 32 / gap_l2 (the profile's microbenchmark of 32
-one-sector lines a request; 0.37 on the H200), and its miss returns (L - 1) x
-(lat_l2_scatter - lat_l2) / 31 cycles later (2.4 cycles a line on the H200). Without the
-l2_scatter figures q = 0 and requests cost their bytes alone.
+one-sector lines a request; 0.37 on the H200). Without the l2_scatter figures q = 0 and
+requests cost their bytes alone.
+The slowest of the lines in flight (`op_tails`, `expected_max`): lines sent to the L2 at once go
+to different L2 slices (half of them in the far partition of Hopper's L2) and return at
+different times; a warp that waits on all of them waits for the slowest. lat_l2 is the mean of
+one line at a time (a chase); the l2_scatter chase waits on 32 lines at a time and takes
+lat_l2_scatter (362 against 290 cycles on the H200). Taking each line's latency as the mean plus
+sigma times a standard normal, the slowest of k lines returns sigma e(k) after the mean, e(k) the
+expected largest of k standard normals (e(1) = 0, e(16) = 1.77, e(32) = 2.07), so
+sigma_l2 = (lat_l2_scatter - lat_l2) / e(32) (35 cycles on the H200). The emulator counts, at
+each global load, the lines its warp has in flight (this load's included, each weighted by the
+L1 miss rate) and adds miss x sigma x e(k) to the load's latency: the first load of a burst
+gets the mean, the k-th the slowest of k. This replaces a linear (L - 1) x 2.4 cycles for the
+lines of one request, which gave the 32-line request the same time but a burst of 16 coalesced
+loads (a column walk unrolled 16 times) nothing. DRAM: sigma_dram from a dram_scatter chase (the
+same 32-lane chase through DRAM) where a profile has one; none has yet, so sigma_l2 (a DRAM
+access crosses the same L2 and adds its own spread: a lower bound).
 
 An opcode the classification table does not know (class "unknown") is emulated as an ALU
 instruction and reported (`unknown_opcodes`), so a new compiler degrades the model instead of
@@ -198,20 +212,64 @@ def wavefronts(sectors: float) -> float:
 @dataclass(frozen=True)
 class ScatterCost:
     """What each 128-B line of a request costs the L2 beyond its bytes (module docstring):
-    `demand`, in gaps of the l2 resource, and `latency`, extra cycles per line after the first.
-    From the profile's l2 and l2_scatter microbenchmarks (`from_measured`)."""
+    `demand`, in gaps of the l2 resource; and the spread of one line's latency in cycles (the
+    standard deviation `spread` for lines the L2 serves, `dram_spread` for lines from DRAM), from
+    which the slowest of several lines in flight is taken (`expected_max`). From the profile's
+    l2, l2_scatter (and dram, dram_scatter where measured) microbenchmarks (`from_measured`)."""
 
     demand: float = 0.0
-    latency: float = 0.0
+    spread: float = 0.0
+    dram_spread: float = 0.0
 
     @staticmethod
-    def from_measured(l2: tuple[float, float], scatter: tuple[float, float]) -> ScatterCost:
-        """From (latency, gap) of a coalesced request and of a request of 32 one-sector lines."""
+    def from_measured(
+        l2: tuple[float, float],
+        scatter: tuple[float, float],
+        dram: tuple[float, float] | None = None,
+        dram_scatter: tuple[float, float] | None = None,
+    ) -> ScatterCost:
+        """From (latency, gap) of a coalesced request and of a request of 32 one-sector lines,
+        in the L2 (and through DRAM: `dram`, `dram_scatter`; without both, DRAM's spread is the
+        L2's, a lower bound)."""
         (lat_l2, gap_l2), (lat_s, gap_s) = l2, scatter
+        spread = max((lat_s - lat_l2) / expected_max(SCATTER_LINES), 0.0)
+        dram_spread = spread
+        if dram is not None and dram_scatter is not None:
+            dram_spread = max((dram_scatter[0] - dram[0]) / expected_max(SCATTER_LINES), spread)
         return ScatterCost(
-            demand=max(gap_s / 32.0 / gap_l2, 0.0) if gap_l2 > 0 else 0.0,
-            latency=max((lat_s - lat_l2) / 31.0, 0.0),
+            demand=max(gap_s / SCATTER_LINES / gap_l2, 0.0) if gap_l2 > 0 else 0.0,
+            spread=spread,
+            dram_spread=dram_spread,
         )
+
+
+# Lines per warp instruction of the l2_scatter (and dram_scatter) chase.
+SCATTER_LINES = 32
+# e(k), the expected largest of k independent standard normals, tabulated on log2 k (module
+# docstring): E[max] = integral of x d(Phi(x)^k).
+_EMAX_LOG2K = np.linspace(0.0, 16.0, 161)
+
+
+def _emax_table() -> np.ndarray:
+    from scipy.special import ndtr
+
+    x = np.linspace(-9.0, 9.0, 7201)
+    cdf = ndtr(x)
+    mid = 0.5 * (x[1:] + x[:-1])
+    out = [float(np.sum(mid * np.diff(cdf**k))) for k in 2.0**_EMAX_LOG2K]
+    out[0] = 0.0
+    return np.asarray(out)
+
+
+_EMAX = _emax_table()
+
+
+def expected_max(k: float) -> float:
+    """The expected largest of k independent standard normals (0 for k <= 1; k need not be an
+    integer: interpolated on log2 k; past 2^16 the value there)."""
+    if k <= 1.0:
+        return 0.0
+    return float(np.interp(np.log2(k), _EMAX_LOG2K, _EMAX))
 
 
 NO_SCATTER = ScatterCost()
@@ -262,7 +320,7 @@ def op_costs(
             wave = lines
             if access is not None and i in access:
                 sectors, lines, wave = access[i]
-            latency[i] = gload_lat + miss * scatter.latency * (lines - 1.0)
+            latency[i] = gload_lat
             demand[i, R["smem"]] = wave
             demand[i, R["l2"]], demand[i, R["dram"]] = l2_dram(sectors, lines, miss)
         elif k in (GSTORE, GATOMIC):
@@ -280,6 +338,32 @@ def op_costs(
     return latency, demand
 
 
+def op_tails(
+    ops: Sequence[StaticOp],
+    mem: MemoryParams,
+    access: Mapping[int, tuple[int, int, int]] | None = None,
+    scatter: ScatterCost = NO_SCATTER,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(lines each global load sends past the L1, the spread of their latency in cycles) per op
+    (module docstring, "the slowest of the lines in flight"): the static analysis's lines, else
+    wavefronts(s) of the counters' sectors per request, times the L1 miss rate; the spread is
+    the L2's and DRAM's mixed by the L2 hit rate, times the miss rate. Zero for every other op,
+    and without the l2_scatter figures."""
+    n = len(ops)
+    lines_out, spread = np.zeros(n), np.zeros(n)
+    miss = 1.0 - mem.l1_hit
+    sigma = mem.l2_hit * scatter.spread + (1.0 - mem.l2_hit) * scatter.dram_spread
+    for i, op in enumerate(ops):
+        if op.kind != GLOAD:
+            continue
+        lines = wavefronts(mem.ld_sectors)
+        if access is not None and i in access:
+            lines = float(access[i][1])
+        lines_out[i] = miss * lines
+        spread[i] = miss * sigma
+    return lines_out, spread
+
+
 __all__ = [
     "NO_CACHE",
     "NO_SCATTER",
@@ -288,7 +372,9 @@ __all__ = [
     "ScatterCost",
     "StaticOp",
     "dram_fraction",
+    "expected_max",
     "op_costs",
+    "op_tails",
     "static_op",
     "static_ops",
     "unknown_opcodes",
