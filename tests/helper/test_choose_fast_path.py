@@ -227,14 +227,9 @@ def test_the_shared_memory_of_the_choice_equals_the_specs() -> None:
     from klaraptor.core.errors import SpecError
     from klaraptor.spec import DataParam, KernelSpec
 
-    h = random_space(random.Random(11), 0)
-    for formula, per_d in (
-        ("UNROLL * bx * by * 8 + 16", False),
-        ("ITEMS * bx * 4 + N % 3 * 128", True),
-        ("ceil(N / bx) * UNROLL", True),
-    ):
-        spec = KernelSpec(
-            name="test.smem",
+    def smem_spec(name: str, formula: str) -> KernelSpec:
+        return KernelSpec(
+            name=name,
             source='extern "C" __global__ void k(float* a, int n) {}',
             kernel="k",
             data=(DataParam("N", arg=1),),
@@ -244,23 +239,21 @@ def test_the_shared_memory_of_the_choice_equals_the_specs() -> None:
             params={"ITEMS": (1, 2, 4, 8), "UNROLL": (1, 2, 4)},
             dynamic_smem=formula,
         )
+
+    h = random_space(random.Random(11), 0)
+    for formula, per_d in (
+        ("UNROLL * bx * by * 8 + 16", False),
+        ("ITEMS * bx * 4 + N % 3 * 128", True),
+        ("ceil(N / bx) * UNROLL", True),
+    ):
+        spec = smem_spec("test.smem", formula)
         sel = Selector(h, spec=spec)
         for N in (1, 7, 100, 4097, 1 << 20, INT32_MAX):
             D = spec.data_schema.parse(N)
             for i in range(0, len(h.candidates), 3):
                 assert sel._smem_at(D, i) == sel._smem(D, h.config(i)), (formula, N, i)
         assert callable(sel._smem_table) == per_d
-    bad = KernelSpec(
-        name="test.smem_bad",
-        source='extern "C" __global__ void k(float* a, int n) {}',
-        kernel="k",
-        data=(DataParam("N", arg=1),),
-        dim=2,
-        grid=("ceil(N / (bx * ITEMS))", "1", "1"),
-        make_args=_no_args,
-        params={"ITEMS": (1, 2, 4, 8), "UNROLL": (1, 2, 4)},
-        dynamic_smem="N / 3 - bx",
-    )
+    bad = smem_spec("test.smem_bad", "N / 3 - bx")
     sel = Selector(h, spec=bad)
     with pytest.raises(SpecError, match="non-negative integer"):
         sel._smem_at(bad.data_schema.parse(4), 0)
