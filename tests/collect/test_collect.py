@@ -25,7 +25,7 @@ from klaraptor.collect.worker import Point
 from klaraptor.core.errors import CollectError, CompileError
 from klaraptor.core.types import DataSize, KernelAttributes
 from klaraptor.device.profile import DeviceProfile, recorded_profile
-from klaraptor.space.configspace import ConfigSpace
+from klaraptor.space.configspace import ConfigSpace, launch_values
 from klaraptor.spec import DataParam, KernelSpec
 from klaraptor.store import Measurement, Store
 
@@ -125,7 +125,7 @@ def test_plan_launch_values_keep_the_specs_error() -> None:
 
     s = spec(grid=("N / bx", "1", "1"))
     with pytest.raises(SpecError, match="grid"):
-        kc._launch_values(s, s.size(100), [(32, 1, 1)], None)
+        launch_values(s, s.size(100), [(32, 1, 1)], None)
 
 
 def test_resume_skips_measured_points(tmp_path: Path) -> None:

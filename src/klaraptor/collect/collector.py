@@ -49,7 +49,7 @@ from klaraptor.collect.worker import Point, backend_name, plan_result
 from klaraptor.core.errors import CollectError
 from klaraptor.core.metrics import PIPE_METRICS, RAW_METRICS
 from klaraptor.core.types import Block, Config, DataSize, KernelAttributes, ParamValues
-from klaraptor.space.configspace import ConfigSpace
+from klaraptor.space.configspace import ConfigSpace, launch_values
 from klaraptor.store import CollectFacts, KernelRecord, Measurement, Store
 
 if TYPE_CHECKING:
@@ -244,33 +244,10 @@ def plan_points(
             ok, rej = space.admissible(d, spec=spec, params=arg)
             ok, rej2 = space.filter_launchable(ok, d, a, device, spec=spec, params=arg)
             rejected += [(d, Config(pv, b), why) for b, why in [*rej, *rej2]]
-            for b, grid, smem in zip(ok, *_launch_values(spec, d, ok, arg)):
+            for b, grid, smem in zip(ok, *launch_values(spec, d, ok, arg)):
                 points.append(Point(len(points), d, b, grid, smem, params=pv))
     todo = [p for p in points if (p.D, p.config) not in done]
     return Plan(points, rejected, todo)
-
-
-def _launch_values(
-    spec: KernelSpec, d: DataSize, blocks: Sequence[Block], params: ParamValues | None
-) -> tuple[list[tuple[int, int, int]], list[int]]:
-    """The grid and dynamic shared memory of each block at `d`: the spec's formulas run once
-    over all blocks (per block, they cost 0.8 s of a 10,000-point sweep before any timing); an
-    entry that is not a valid launch value goes through `grid_for`/`dynamic_smem_for`, which
-    raise the spec's error for it."""
-    if not blocks:
-        return [], []
-    bx, by, bz = (np.asarray(v, dtype=np.int64) for v in zip(*blocks))
-    g = np.stack(spec.grid_arrays(d, bx, by, bz, params), axis=1)
-    sm = spec.dynamic_smem_arrays(d, bx, by, bz, params)
-    with np.errstate(invalid="ignore"):
-        good = spec.grid_valid(g[:, 0], g[:, 1], g[:, 2])
-        good &= np.isfinite(sm) & (sm >= 0) & (sm == np.floor(sm))
-    grids: list[tuple[int, int, int]] = []
-    smems: list[int] = []
-    for r, v, ok, b in zip(g.tolist(), sm.tolist(), good.tolist(), blocks):
-        grids.append((int(r[0]), int(r[1]), int(r[2])) if ok else spec.grid_for(d, b, params))
-        smems.append(int(v) if ok else spec.dynamic_smem_for(d, b, params))
-    return grids, smems
 
 
 # ---------------------------------------------------------------------------------------------

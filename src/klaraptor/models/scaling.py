@@ -263,9 +263,7 @@ class GrowthLaw:
 
     @staticmethod
     def _nnls(u: np.ndarray, R: np.ndarray, deg: int) -> np.ndarray:
-        # Imported here: SciPy's optimize package costs 0.3-0.8 s to import, and a build's plan
-        # reads this module before the GPU measures (`build()` imports it on a thread meanwhile).
-        from scipy.optimize import nnls
+        from scipy.optimize import nnls  # here: 0.3-0.8 s to import, off the plan's path
 
         X = np.column_stack([u**k for k in range(deg + 1)]) / R[:, None]
         g, _ = nnls(X, np.ones_like(R))
@@ -681,8 +679,7 @@ def fit_scaling(
         fold = _fold(tab, n_cfg, s_ref, M, band, unpadded)
         report["fold"] = fold
         drift = fold.get("drift", 0.0)
-        # Evidence: the deviations must predict the fold's relative times better by more than
-        # the timing noise band.
+        # Evidence: the deviations predict the fold's relative times better, beyond the noise.
         if fold.get("error_without", -math.inf) - fold.get("error_with", math.inf) > band:
             lam = 1.0
             for c, v in shrunk.items():

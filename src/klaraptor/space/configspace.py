@@ -500,3 +500,24 @@ def format_dry_run(
             f"{len(points) - n_measure} rejected before any launch"
         )
     return "\n".join(lines)
+
+
+def launch_values(
+    spec: KernelSpec, d: DataSize, blocks: Sequence[Block], params: ParamValues | None
+) -> tuple[list[tuple[int, int, int]], list[int]]:
+    """Each block's grid and dynamic shared memory at `d`, the formulas run once over all blocks
+    (per block: 0.8 s of a 10,000-point sweep); an invalid entry gets the spec's own error."""
+    if not blocks:
+        return [], []
+    bx, by, bz = (np.asarray(v, dtype=np.int64) for v in zip(*blocks))
+    g = np.stack(spec.grid_arrays(d, bx, by, bz, params), axis=1)
+    sm = spec.dynamic_smem_arrays(d, bx, by, bz, params)
+    with np.errstate(invalid="ignore"):
+        good = spec.grid_valid(g[:, 0], g[:, 1], g[:, 2])
+        good &= np.isfinite(sm) & (sm >= 0) & (sm == np.floor(sm))
+    grids: list[tuple[int, int, int]] = []
+    smems: list[int] = []
+    for r, v, ok, b in zip(g.tolist(), sm.tolist(), good.tolist(), blocks):
+        grids.append((int(r[0]), int(r[1]), int(r[2])) if ok else spec.grid_for(d, b, params))
+        smems.append(int(v) if ok else spec.dynamic_smem_for(d, b, params))
+    return grids, smems
