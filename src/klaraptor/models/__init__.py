@@ -21,7 +21,14 @@ import importlib
 from collections.abc import Callable
 
 from klaraptor.core.errors import KlaraptorError
-from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, Model, ModelTags, TemplateModel
+from klaraptor.models.base import (
+    BUILTIN_TAGS,
+    KERNEL_QUANTITIES,
+    HelperJob,
+    Model,
+    ModelTags,
+    TemplateModel,
+)
 
 __all__ = [
     "AUTO",
@@ -52,18 +59,6 @@ _BUILTIN: dict[str, str] = {
     "snowpack": "klaraptor.models.snowpack.model:SnowpackModel",
 }
 _FACTORIES: dict[str, Callable[[], Model]] = {}
-# The built-in models' tags, as each model class declares them (a test holds the two equal):
-# every build reads the tags of every model (which are budgeted, which `auto` chooses among), and
-# instantiating them imported SciPy's optimize package and the SAAKE emulator (0.3-1.3 s) on the
-# build's critical path, before the GPU had anything to do. The models are imported when used.
-_BUILTIN_TAGS: dict[str, ModelTags] = {
-    "scaling": ModelTags(budgeted=True, auto_rank=0, supports_params=True),
-    "mwp_cwp": ModelTags(needs_counters=True, auto_rank=2),
-    "mwp_cwp_fenced": ModelTags(needs_counters=True),
-    "time_fit": ModelTags(auto_rank=1, supports_params=True),
-    "saake": ModelTags(needs_counters=True, ranks_without_measuring=True, ranks_params=True),
-    "snowpack": ModelTags(needs_measurements=False, ranks_without_measuring=True),
-}
 
 
 def register_model(name: str, factory: Callable[[], Model]) -> None:
@@ -100,8 +95,8 @@ def get_model(name: str) -> Model:
 
 def model_tags(name: str) -> ModelTags:
     """The capabilities a registered model declares (a built-in one's without importing it)."""
-    if name not in _FACTORIES and name in _BUILTIN_TAGS:
-        return _BUILTIN_TAGS[name]
+    if name not in _FACTORIES and name in BUILTIN_TAGS:
+        return BUILTIN_TAGS[name]
     return get_model(name).tags
 
 

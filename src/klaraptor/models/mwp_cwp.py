@@ -46,7 +46,12 @@ from typing import TYPE_CHECKING, Any
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.core.metrics import CANONICAL
 from klaraptor.device.occupancy import HW_INPUTS, occupancy_program
-from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, ModelTags, TemplateModel
+from klaraptor.models.base import (
+    BUILTIN_TAGS,
+    KERNEL_QUANTITIES,
+    HelperJob,
+    TemplateModel,
+)
 from klaraptor.program import Expr, Program, call, ceil, const, minimum, var, where
 
 if TYPE_CHECKING:
@@ -92,7 +97,7 @@ class MwpCwpModel(TemplateModel):
     """The faithful KLARAPTOR MWP-CWP model (registry name ``"mwp_cwp"``)."""
 
     name = "mwp_cwp"
-    tags = ModelTags(needs_counters=True, auto_rank=2)
+    tags = BUILTIN_TAGS["mwp_cwp"]
     metrics = (
         "inst_per_warp",
         "coal_mem_per_warp",
@@ -112,7 +117,7 @@ class MwpCwpModel(TemplateModel):
         if self.config_fence:
             self.name = FENCED_NAME  # type: ignore[misc]
             # A variant to compare, not a candidate of model="auto".
-            self.tags = ModelTags(needs_counters=True)  # type: ignore[misc]
+            self.tags = BUILTIN_TAGS[FENCED_NAME]  # type: ignore[misc]
 
     def __repr__(self) -> str:
         fence = ", config_fence=True" if self.config_fence else ""

@@ -21,7 +21,7 @@ import numpy as np
 from klaraptor.core.errors import BuildError, FitError
 from klaraptor.core.types import DataSize
 from klaraptor.helper.program import HelperProgram
-from klaraptor.models.base import HelperJob, Model, ModelTags
+from klaraptor.models.base import BUILTIN_TAGS, HelperJob, Model
 from klaraptor.models.scaling import (
     COMPUTE_BOUND,
     Footprint,
@@ -166,7 +166,7 @@ class ScalingModel(Model):
     """Registry name ``"scaling"`` (see the module docstring and `klaraptor.models.scaling`)."""
 
     name = "scaling"
-    tags = ModelTags(budgeted=True, auto_rank=0, supports_params=True)
+    tags = BUILTIN_TAGS["scaling"]
 
     def make_helper(self, job: HelperJob) -> tuple[HelperProgram, dict[str, Any]]:
         spec = job.spec

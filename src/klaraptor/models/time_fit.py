@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from klaraptor.core.errors import KlaraptorError
 from klaraptor.device.occupancy import HW_INPUTS, occupancy_program
-from klaraptor.models.base import KERNEL_QUANTITIES, ModelTags, TemplateModel
+from klaraptor.models.base import BUILTIN_TAGS, KERNEL_QUANTITIES, TemplateModel
 from klaraptor.program import Expr, Program, call, const, var, where
 
 __all__ = ["TimeFitModel"]
@@ -30,7 +30,7 @@ class TimeFitModel(TemplateModel):
     name = "time_fit"
     metrics = ("time_ms",)
     hardware = ("hw_clock_ghz", *HW_INPUTS)
-    tags = ModelTags(auto_rank=1, supports_params=True)
+    tags = BUILTIN_TAGS["time_fit"]
     # Time grows up to N^3 in the suite; one denominator degree allows saturation.
     fit_degrees = (3, 1)
 

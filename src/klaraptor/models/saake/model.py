@@ -52,7 +52,7 @@ from klaraptor.device.occupancy import HW_INPUTS, occupancy_program
 from klaraptor.fit import FitSettings, fit_rational_table
 from klaraptor.fit.training import exact_subprograms, hardware_inputs
 from klaraptor.helper.program import HelperProgram
-from klaraptor.models.base import KERNEL_QUANTITIES, HelperJob, Model, ModelTags
+from klaraptor.models.base import BUILTIN_TAGS, KERNEL_QUANTITIES, HelperJob, Model
 from klaraptor.models.saake.emulate import MAX_WARPS
 from klaraptor.models.saake.emulator import KernelEmulator
 from klaraptor.program import Expr, Program, call, const, var, where
@@ -225,7 +225,7 @@ class SaakeModel(Model):
 
     name = "saake"
     # As a prior it ranks from the SASS alone (`rank`): its fitted model needs counters.
-    tags = ModelTags(needs_counters=True, ranks_without_measuring=True, ranks_params=True)
+    tags = BUILTIN_TAGS["saake"]
 
     def __init__(
         self, *, cache_term: bool = True, calibrate: bool = True, max_warps: int = MAX_WARPS

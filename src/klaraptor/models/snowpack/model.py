@@ -26,7 +26,7 @@ import numpy as np
 
 from klaraptor.core.types import BLOCK_VARS, Block, DataSize
 from klaraptor.helper.program import HelperProgram
-from klaraptor.models.base import HelperJob, Model, ModelTags
+from klaraptor.models.base import BUILTIN_TAGS, HelperJob, Model
 from klaraptor.models.snowpack.features import (
     RETRAIN,
     CandidateFeatures,
@@ -195,7 +195,7 @@ class SnowpackModel(Model):
     """Registry name ``"snowpack"``: static features + regression, no measurements needed."""
 
     name = NAME
-    tags = ModelTags(needs_measurements=False, ranks_without_measuring=True)
+    tags = BUILTIN_TAGS["snowpack"]
 
     def __init__(self, regressor: Regressor | None = None, store: Store | None = None) -> None:
         self.regressor = regressor
