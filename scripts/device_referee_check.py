@@ -126,7 +126,9 @@ def _launchers(d: Any) -> dict[str, Any]:
         )
 
     out["stream_l2"] = grid_launch(stream, (l2buf, np.int32(1), np.int32(laps)))
-    out["scatter_l2"] = grid_launch(scatter, (sbuf, np.uint32(window), np.int32(laps)))
+    out["scatter_l2"] = grid_launch(
+        scatter, (sbuf, np.uint32(window), np.uint32(rd.L2_SCATTER_LAP_LINES), np.int32(laps))
+    )
     out["stream_dram"] = grid_launch(stream, (dbuf, np.int32(rows_dram), np.int32(1)))
     n = 1 << 28  # floats: 1 GiB per array
     a, b, c = (cp.full(n, v, dtype=cp.float32) for v in (1.0, 2.0, 0.0))

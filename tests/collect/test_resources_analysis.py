@@ -58,6 +58,7 @@ TRUE = {
     "l2": (280.0, 4.5),
     "l2_scatter": (330.0, 60.0),
     "dram": (640.0, 7.6),
+    "dram_scatter": (1100.0, 120.0),
     "launch": (5600.0, 157.0),
 }
 
@@ -132,7 +133,7 @@ def full_raw(noise: float = 0.0) -> dict[str, dict]:
     for name, (lat, gap) in TRUE.items():
         if name in ("l2", "dram"):
             out[name] = memory_raw(lat, gap)
-        elif name == "l2_scatter":
+        elif name in ("l2_scatter", "dram_scatter"):
             out[name] = {**memory_raw(lat, gap), "lines_per_request": 32}
         elif name == "launch":
             out[name] = dispatch_raw(lat, gap)

@@ -122,6 +122,7 @@ class ResourceConfig:
     chase_l2_laps: int = 3
     stream_dram_rows: tuple[int, int] = (64, 128)  # rows of 1 KiB per warp: 0.5 and 1 GiB
     stream_l2_laps: tuple[int, int] = (32, 160)  # laps over one row (8.25 MiB on an H200)
+    stream_dram_scatter_laps: tuple[int, int] = (2, 6)  # fresh lines each lap (dram_scatter)
     stream_repeats: int = 5
     dispatch_threads: tuple[int, ...] = (32, 64, 128, 256)  # block sizes of the empty kernel
     dispatch_waves: tuple[int, int] = (256, 2048)  # grids of that many blocks per SM
@@ -142,6 +143,7 @@ class ResourceConfig:
             chase_l2_laps=1,
             stream_dram_rows=(16, 32),
             stream_l2_laps=(8, 40),
+            stream_dram_scatter_laps=(1, 3),
             stream_repeats=2,
             dispatch_threads=(32, 128),
             dispatch_repeats=3,
@@ -419,6 +421,21 @@ def method_text(name: str, kind: str, cfg: ResourceConfig) -> str:
             f"instructions in flight, {cfg.stream_l2_laps} laps; slope of CUDA-event time over "
             "warp requests per SM between the two lap counts, × sm_clock_mhz"
         )
+    if name == "dram_scatter":
+        if kind == "lat":
+            return (
+                "one warp, each lane chasing its own pointer through fresh random 128-B lines "
+                f"({cfg.chase_window_bytes >> 20} MiB windows, the L2 flushed before each; the 32 "
+                "lanes start evenly spaced along one cycle), so each step waits for the slowest "
+                "of 32 lines from DRAM; globaltimer ns per load × sm_clock_mhz"
+            )
+        return (
+            "all SMs load with ld.global.cg.u32, lane l of each warp instruction word 0 of its "
+            "own 128-B line (32 lines of one sector), each lap on lines no earlier lap touched, "
+            f"in a window past the L2 (flushed before each run), 64 warps/SM × 8 instructions "
+            f"in flight, {cfg.stream_dram_scatter_laps} laps; slope of CUDA-event time over "
+            "warp requests per SM between the two lap counts, × sm_clock_mhz"
+        )
     if name == "launch":
         threads = "/".join(str(t) for t in cfg.dispatch_threads)
         if kind == "lat":
@@ -633,11 +650,12 @@ def analyse_repeats(
                 "unit": "SM cycles"
                 + (
                     " per warp instruction per SM"
-                    if kind == "gap" and name not in ("l2", "l2_scatter", "dram", "launch")
+                    if kind == "gap"
+                    and name not in ("l2", "l2_scatter", "dram", "dram_scatter", "launch")
                     else " per block per SM (all SMs receiving blocks)"
                     if kind == "gap" and name == "launch"
                     else " per warp request of 32 one-sector lines per SM (all SMs loading)"
-                    if kind == "gap" and name == "l2_scatter"
+                    if kind == "gap" and name in ("l2_scatter", "dram_scatter")
                     else " per 128-B request per SM (all SMs loading)"
                     if kind == "gap"
                     else " per launch"

@@ -255,14 +255,34 @@ def bench_l2(d: Device) -> dict[str, Any]:
     }
 
 
-def _scatter(d: Device, buf: Any, window_lines: int, laps: int) -> list[float]:
-    return _all_sms(d, "kp_scatter", (buf, np.uint32(window_lines), np.int32(laps)), False)
+# Lines a lap of kp_scatter moves on in the L2-resident window: a short step, so consecutive
+# laps touch different lines of the same warmed window.
+L2_SCATTER_LAP_LINES = 97 * 256
+
+
+def _scatter(
+    d: Device, buf: Any, window_lines: int, laps: int, lap_lines: int, flush: bool
+) -> list[float]:
+    args = (buf, np.uint32(window_lines), np.uint32(lap_lines), np.int32(laps))
+    return _all_sms(d, "kp_scatter", args, flush)
+
+
+def _scatter_chase(d: Device, buf: Any, order: np.ndarray) -> tuple[Any, int]:
+    """(32 lane starts spread evenly along the chase cycle `order`, steps each lane can take
+    within its own stretch of it) for kp_chase_scatter; the links must be written already."""
+    step = len(order) // 32
+    base = int(buf.data.ptr)
+    starts = d.cp.asarray(
+        [base + int(order[lane * step]) * REQUEST_BYTES for lane in range(32)],
+        dtype=d.cp.uint64,
+    )
+    return starts, step - 1
 
 
 def bench_l2_scatter(d: Device) -> dict[str, Any]:
     """The L2 under scattered warp requests: 32 lines of one sector each (kp_scatter,
     kp_chase_scatter), in the same L2-resident window as `bench_l2`."""
-    cp, cfg = d.cp, d.cfg
+    cfg = d.cfg
     n_lines = cfg.chase_l2_bytes // REQUEST_BYTES
     if n_lines & (n_lines - 1):
         raise ValueError("chase_l2_bytes / 128 must be a power of two (the scatter window)")
@@ -270,16 +290,15 @@ def bench_l2_scatter(d: Device) -> dict[str, Any]:
     buf = d.stream_buffer(cfg.chase_l2_bytes)
     order = d.rng.permutation(n_lines)
     _write_chase(d, buf, order)
-    step = n_lines // 32
-    base = int(buf.data.ptr)
-    starts = cp.asarray(
-        [base + int(order[lane * step]) * REQUEST_BYTES for lane in range(32)], dtype=cp.uint64
-    )
-    steps = step - 1  # every lane stays within its own stretch of the cycle
+    starts, steps = _scatter_chase(d, buf, order)
     _chase(d, starts, steps, "kp_chase_scatter")  # loads every line into L2
     samples = [_chase(d, starts, steps, "kp_chase_scatter") for _ in range(cfg.chase_l2_laps)]
     variants = [
-        {"rows": 1, "laps": laps, "ms": _scatter(d, buf, n_lines, laps)}
+        {
+            "rows": 1,
+            "laps": laps,
+            "ms": _scatter(d, buf, n_lines, laps, L2_SCATTER_LAP_LINES, flush=False),
+        }
         for laps in cfg.stream_l2_laps
     ]
     return {
@@ -320,6 +339,41 @@ def bench_dram(d: Device) -> dict[str, Any]:
             "sm_count": d.prof.sm_count,
             "row_bytes": row_bytes,
         },
+    }
+
+
+def bench_dram_scatter(d: Device) -> dict[str, Any]:
+    """DRAM under scattered warp requests: 32 lines of one sector each. Latency: one warp, each
+    lane chasing its own pointer through fresh random lines (the windows of `bench_dram`, the
+    L2 flushed before each), so a step waits for the slowest of 32 lines from DRAM. Gap: every
+    SM's kp_scatter over a window past the L2, each lap on lines no earlier lap touched (flushed
+    before each run), `stream_dram_scatter_laps` laps."""
+    cfg = d.cfg
+    warps, _ = _stream_shape(d)
+    lap_lines = warps * 256
+    laps_max = max(cfg.stream_dram_scatter_laps)
+    window = 1 << max(int(np.ceil(np.log2(lap_lines * laps_max))), 1)
+    window_lines = cfg.chase_window_bytes // REQUEST_BYTES
+    if cfg.chase_dram_steps + 1 > window_lines:
+        raise ValueError("chase_dram_steps must be below the lines per window")
+    buf = d.stream_buffer(max(window, cfg.chase_dram_windows * window_lines) * REQUEST_BYTES)
+    spacing = (buf.nbytes // REQUEST_BYTES) // cfg.chase_dram_windows
+    samples, steps = [], 0
+    for w in range(cfg.chase_dram_windows):
+        lines = d.rng.permutation(window_lines)[: cfg.chase_dram_steps + 1] + w * spacing
+        _write_chase(d, buf, lines)
+        starts, steps = _scatter_chase(d, buf, lines)
+        d.flush_l2()
+        samples.append(_chase(d, starts, steps, "kp_chase_scatter"))
+    variants = [
+        {"rows": 1, "laps": laps, "ms": _scatter(d, buf, window, laps, lap_lines, flush=True)}
+        for laps in cfg.stream_dram_scatter_laps
+    ]
+    return {
+        "kind": "memory",
+        "chase": {"steps": steps, "samples": samples},
+        "stream": {"variants": variants, "warps": warps, "sm_count": d.prof.sm_count},
+        "lines_per_request": 32,
     }
 
 
@@ -369,6 +423,7 @@ RUNNERS: dict[str, Callable[[Device], dict[str, Any]]] = {
     "l2": bench_l2,
     "l2_scatter": bench_l2_scatter,
     "dram": bench_dram,
+    "dram_scatter": bench_dram_scatter,
     "launch": bench_launch,
 }
 

@@ -67,6 +67,15 @@ def expected(profile: DeviceProfile) -> dict[str, Expected]:
             "broad bound: above 1 line per cycle per SM, below 32 coalesced DRAM requests",
         ),
         "lat_dram_cycles": Expected(None, 400.0, 1200.0, "broad bound (Mem_LD chase: 666)"),
+        "lat_dram_scatter_cycles": Expected(
+            None, 400.0, 3000.0, "broad bound: at least a DRAM access, 32 lines in one request"
+        ),
+        "gap_dram_scatter_cycles": Expected(
+            None,
+            dram_floor,
+            32.0 * 4.0 * dram_floor,
+            "broad bound: above one coalesced DRAM request, below 32 of them at a quarter of peak",
+        ),
         "gap_dram_cycles": Expected(
             dram_floor,
             dram_floor,

@@ -367,13 +367,15 @@ extern "C" __global__ void __launch_bounds__(256, 8)
     }
 }
 
-// Scattered L2 reads: as kp_stream, but lane l of a warp instruction loads word 0 of its own
+// Scattered reads: as kp_stream, but lane l of a warp instruction loads word 0 of its own
 // 128-byte line (32 lines of one 32-B sector each, the pattern of a column walk), 8 independent
-// instructions per warp per iteration. Lines wrap within `window_lines` (a power of two; the
-// window fits the L2 and is warmed first). Timed with CUDA events by the host.
+// instructions per warp per iteration. Lines wrap within `window_lines` (a power of two). Each
+// lap starts `lap_lines` lines further on: a short step in an L2-resident window warmed first
+// (the L2), the lines of a whole grid's lap in a window past the L2, flushed first (DRAM, every
+// line fetched once). Timed with CUDA events by the host.
 extern "C" __global__ void __launch_bounds__(256, 8)
-    kp_scatter(const unsigned int* __restrict__ buf, unsigned int window_lines, int laps, int flag,
-               unsigned int* __restrict__ sink)
+    kp_scatter(const unsigned int* __restrict__ buf, unsigned int window_lines,
+               unsigned int lap_lines, int laps, int flag, unsigned int* __restrict__ sink)
 {
     const unsigned int lane = threadIdx.x % 32u;
     const unsigned int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32u;
@@ -381,7 +383,7 @@ extern "C" __global__ void __launch_bounds__(256, 8)
     unsigned int acc = 0;
 #pragma unroll 1
     for (int lap = 0; lap < laps; ++lap) {
-        const unsigned int first = warp * 256u + (unsigned int)lap * 97u * 256u + lane;
+        const unsigned int first = warp * 256u + (unsigned int)lap * lap_lines + lane;
         unsigned int v[8];
 #pragma unroll
         for (int k = 0; k < 8; ++k) {

@@ -52,6 +52,7 @@ RESOURCES: tuple[tuple[str, str], ...] = (
     ("l2", "L2 hit (128-B warp request)"),
     ("l2_scatter", "L2 hit, scattered (a warp request of 32 lines, one 32-B sector each)"),
     ("dram", "DRAM (128-B warp request)"),
+    ("dram_scatter", "DRAM, scattered (a warp request of 32 lines, one 32-B sector each)"),
     ("launch", "block dispatch (a thread block started on an SM)"),
 )
 RESOURCE_FIELDS: tuple[tuple[str, str, str], ...] = tuple(
@@ -164,6 +165,8 @@ class SaakeResources:
     gap_l2_scatter_cycles: float | None = None
     lat_dram_cycles: float | None = None
     gap_dram_cycles: float | None = None
+    lat_dram_scatter_cycles: float | None = None
+    gap_dram_scatter_cycles: float | None = None
     lat_launch_cycles: float | None = None
     gap_launch_cycles: float | None = None
 

@@ -10,7 +10,14 @@ from klaraptor.device.profile import RESOURCE_FIELDS, RESOURCES, SaakeResources
 BENCHMARKS: tuple[str, ...] = tuple(r for r, _ in RESOURCES)
 FIELDS: tuple[str, ...] = tuple(f for f, _, _ in RESOURCE_FIELDS)
 # Measured after the first profiles; a profile without them still emulates (see the emulator).
-OPTIONAL_FIELDS: frozenset[str] = frozenset({"lat_l2_scatter_cycles", "gap_l2_scatter_cycles"})
+OPTIONAL_FIELDS: frozenset[str] = frozenset(
+    {
+        "lat_l2_scatter_cycles",
+        "gap_l2_scatter_cycles",
+        "lat_dram_scatter_cycles",
+        "gap_dram_scatter_cycles",
+    }
+)
 
 
 def resource_params(profile: SaakeResources) -> dict[str, tuple[float, float]]:
