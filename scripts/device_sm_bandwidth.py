@@ -45,14 +45,15 @@ sm_stream(const unsigned int* __restrict__ buf, unsigned long long block_lines, 
     for (int lap = 0; lap < laps; ++lap) {
 #pragma unroll 1
         for (int r = 0; r < rows; ++r) {
-            const unsigned int* p = base + ((unsigned long long)r * 256u + warp * 8u) * 32u + lane;
-            unsigned int v[8];
+            const unsigned int* p =
+                base + ((unsigned long long)r * 32u * KP_LINES + warp * KP_LINES) * 32u + lane;
+            unsigned int v[KP_LINES];
 #pragma unroll
-            for (int k = 0; k < 8; ++k) {
+            for (int k = 0; k < KP_LINES; ++k) {
                 v[k] = __ldcg(p + 32 * k);
             }
 #pragma unroll
-            for (int k = 0; k < 8; ++k) {
+            for (int k = 0; k < KP_LINES; ++k) {
                 acc += v[k];
             }
         }
@@ -69,6 +70,7 @@ L2_LINES = 1024  # 128 KiB per block
 L2_LAPS = (64, 256)
 DRAM_ROWS = (128, 256)  # rows of 256 lines: 4 and 8 MiB per block
 REPEATS = 5
+LINES_PER_WARP = (8, 16)  # lines each warp has in flight: 256 and 512 per SM
 
 
 def main() -> int:
@@ -83,8 +85,10 @@ def main() -> int:
     clock_mhz = float(dev.attributes["ClockRate"]) / 1000.0
     smem_sm = int(dev.attributes["MaxSharedMemoryPerMultiprocessor"])
     smem = smem_sm // 2 + 4096
-    fn = cp.RawKernel(SRC, "sm_stream", options=("-std=c++17",))
-    fn.max_dynamic_shared_size_bytes = smem
+    fns = {}
+    for lines in LINES_PER_WARP:
+        fns[lines] = cp.RawKernel(SRC, "sm_stream", options=("-std=c++17", f"-DKP_LINES={lines}"))
+        fns[lines].max_dynamic_shared_size_bytes = smem
     l2_size = 50 << 20
     flush_buf = cp.zeros((2 * l2_size) // 4, dtype=np.uint32)
     dram_lines = max(DRAM_ROWS) * 256
@@ -92,13 +96,15 @@ def main() -> int:
     sink = cp.zeros(n_sm * THREADS, dtype=np.uint32)
     start, end = cp.cuda.Event(), cp.cuda.Event()
 
-    def timed(blocks: int, rows: int, laps: int, block_lines: int, flush: bool) -> float:
+    def timed(
+        fn: object, blocks: int, rows: int, laps: int, block_lines: int, flush: bool
+    ) -> float:
         times = []
         for i in range(REPEATS + 1):
             if flush:
                 flush_buf.fill(i + 1)  # writes 100 MiB: the L2 holds none of buf after it
             start.record()
-            fn(
+            fn(  # type: ignore[operator]
                 (blocks,),
                 (THREADS,),
                 (buf, np.uint64(block_lines), np.int32(rows), np.int32(laps), np.int32(0), sink),
@@ -110,30 +116,34 @@ def main() -> int:
                 times.append(cp.cuda.get_elapsed_time(start, end))
         return float(np.median(times))
 
-    busy = sorted({1, 2, 4, 8, 16, 33, 66, n_sm})
+    busy = sorted({1, 2, 4, 8, 16, 24, 33, 50, 66, 99, n_sm})
     rows_out = []
     t0 = time.time()
-    for b in busy:
-        row: dict = {"busy_sms": b}
-        # L2: block_lines apart, 4 rows of 256 lines, laps re-reads (warmed by the first run).
-        ms = [timed(b, L2_LINES // 256, laps, L2_LINES, False) for laps in L2_LAPS]
-        lines = [L2_LINES * laps for laps in L2_LAPS]
-        row["l2_ms"] = ms
-        row["gap_l2_cycles"] = (ms[1] - ms[0]) * 1e3 * clock_mhz / (lines[1] - lines[0])
-        ms = [timed(b, rows, 1, dram_lines, True) for rows in DRAM_ROWS]
-        lines = [rows * 256 for rows in DRAM_ROWS]
-        row["dram_ms"] = ms
-        row["gap_dram_cycles"] = (ms[1] - ms[0]) * 1e3 * clock_mhz / (lines[1] - lines[0])
-        for level in ("l2", "dram"):
-            row[f"{level}_bytes_per_cycle_per_sm"] = 128.0 / row[f"gap_{level}_cycles"]
-        rows_out.append(row)
-        print(json.dumps(row), flush=True)
+    for lines_w in LINES_PER_WARP:
+        fn = fns[lines_w]
+        row_lines = 32 * lines_w  # lines a block reads per row
+        for b in busy:
+            row: dict = {"lines_per_warp": lines_w, "busy_sms": b}
+            # L2: each block on its own L2_LINES, re-read `laps` times (warmed by the first run).
+            ms = [timed(fn, b, L2_LINES // row_lines, laps, L2_LINES, False) for laps in L2_LAPS]
+            lines = [L2_LINES * laps for laps in L2_LAPS]
+            row["l2_ms"] = ms
+            row["gap_l2_cycles"] = (ms[1] - ms[0]) * 1e3 * clock_mhz / (lines[1] - lines[0])
+            rows_d = [r * 256 // row_lines for r in DRAM_ROWS]
+            ms = [timed(fn, b, r, 1, dram_lines, True) for r in rows_d]
+            lines = [r * row_lines for r in rows_d]
+            row["dram_ms"] = ms
+            row["gap_dram_cycles"] = (ms[1] - ms[0]) * 1e3 * clock_mhz / (lines[1] - lines[0])
+            for level in ("l2", "dram"):
+                row[f"{level}_bytes_per_cycle_per_sm"] = 128.0 / row[f"gap_{level}_cycles"]
+            rows_out.append(row)
+            print(json.dumps(row), flush=True)
     res = {
         "rows": rows_out,
         "sm_count": n_sm,
         "sm_clock_mhz": clock_mhz,
         "threads_per_block": THREADS,
-        "lines_in_flight_per_sm": THREADS // 32 * 8,
+        "lines_in_flight_per_sm": [THREADS // 32 * n for n in LINES_PER_WARP],
         "seconds": time.time() - t0,
         "command": "PYTHONPATH=src python3 scripts/device_sm_bandwidth.py " + str(args.out),
         "provenance": stamp(),
