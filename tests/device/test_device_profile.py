@@ -258,3 +258,29 @@ def test_query_device_without_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy raises ImportError
     with pytest.raises(KlaraptorError, match="CuPy"):
         query_device()
+
+
+def test_busy_sm_gap_curves_round_trip_and_reject_bad_input() -> None:
+    from klaraptor.device.resources import busy_sm_gaps
+
+    d = recorded_profile("h200").to_dict()
+    prof = DeviceProfile.from_dict(d)
+    assert prof.l2_gap_by_busy_sms is not None and prof.l2_gap_by_busy_sms[0][0] == 1
+    assert prof.l2_gap_by_busy_sms[-1][0] == prof.sm_count
+    assert DeviceProfile.from_dict(prof.to_dict()) == prof
+    assert set(busy_sm_gaps(prof)) == {"l2", "dram"}
+    for bad in (
+        [],
+        [[1, 1.0], [1, 2.0]],
+        [[2, 1.0], [1, 2.0]],
+        [[0, 1.0]],
+        [[1, -1.0]],
+        [[1, float("nan")]],
+        [[1.5, 1.0]],
+        [1, 2],
+        "1,2",
+    ):
+        with pytest.raises(KlaraptorError, match="l2_gap_by_busy_sms"):
+            DeviceProfile.from_dict({**d, "l2_gap_by_busy_sms": bad})
+    none = DeviceProfile.from_dict({**d, "l2_gap_by_busy_sms": None, "dram_gap_by_busy_sms": None})
+    assert busy_sm_gaps(none) == {}

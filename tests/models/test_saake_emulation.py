@@ -131,10 +131,10 @@ def test_algorithm_1_latency_and_gap_limited_cases() -> None:
 def test_a_scattered_request_costs_the_l2_per_line_and_dram_per_byte() -> None:
     # The measured pair: a coalesced request (lat 290, gap 4) and one of 32 one-sector lines
     # (lat 352, gap 64): 0.5 of a coalesced request's gap per line; the 62 extra cycles are the
-    # slowest of 32 lines, e(32) = 2.07 standard deviations past the mean.
+    # slowest of 32 lines, H_32 - 1 = 3.06 exponential scales past the mean.
     sc = ops.ScatterCost.from_measured((290.0, 4.0), (352.0, 64.0))
     assert sc.demand == pytest.approx(0.5)
-    assert sc.spread * ops.expected_max(32) == pytest.approx(62.0)
+    assert sc.spread * ops.slowest_extra(32) == pytest.approx(62.0)
     assert sc.dram_spread == sc.spread  # no DRAM scatter chase: the L2's spread, a lower bound
     # With a DRAM scatter chase (705 one line at a time, 705 + 3 x 62 for 32): its own spread.
     sd = ops.ScatterCost.from_measured((290.0, 4.0), (352.0, 64.0), (705.0, 7.0), (891.0, 90.0))
@@ -173,14 +173,47 @@ def test_a_scattered_request_costs_the_l2_per_line_and_dram_per_byte() -> None:
     assert p.scaled("l2", "gap", 1.1).scatter == sc
 
 
-def test_expected_largest_of_k_standard_normals() -> None:
-    assert ops.expected_max(1) == 0.0 and ops.expected_max(0.5) == 0.0
-    assert ops.expected_max(2) == pytest.approx(1 / np.sqrt(np.pi), abs=1e-3)
-    # Tabulated values of E[max of k standard normals].
-    for k, e in ((4, 1.0294), (16, 1.7660), (32, 2.0697), (1024, 3.2482)):
-        assert ops.expected_max(k) == pytest.approx(e, abs=2e-3), k
-    ks = [1.5, 3, 7.5, 100, 5000]
-    assert all(a < b for a, b in zip(map(ops.expected_max, ks), map(ops.expected_max, ks[1:])))
+def test_slowest_of_k_exponential_delays() -> None:
+    assert ops.slowest_extra(1) == 0.0 and ops.slowest_extra(0.5) == 0.0
+    # H_k - 1 for integer k, exactly: the expected largest of k unit exponentials less one's mean.
+    for k in (2, 3, 4, 16, 32, 1024):
+        h = sum(1.0 / i for i in range(1, k + 1))
+        assert ops.slowest_extra(k) == pytest.approx(h - 1.0, abs=1e-5), k
+    # Between integers it follows digamma(k + 1) + gamma - 1, increasing.
+    from scipy.special import digamma
+
+    for k in (1.2, 1.5, 2.5, 7.5, 100.5, 5000.0):
+        assert ops.slowest_extra(k) == pytest.approx(
+            float(digamma(k + 1)) + np.euler_gamma - 1.0, abs=1e-6
+        ), k
+    ks = [1.01, 1.5, 3, 7.5, 100, 5000]
+    assert all(a < b for a, b in zip(map(ops.slowest_extra, ks), map(ops.slowest_extra, ks[1:])))
+
+
+def test_the_law_fits_the_slowest_line_microbenchmark_better_than_a_normal_law() -> None:
+    # The recorded chase of one warp's k lanes (scripts/device_slowest_line.py, H200): the extra
+    # time of the slowest of k lines over one line, against each law scaled at k = 32.
+    from scipy.stats import norm
+
+    path = "benchmarks/results/h200/resources/slowest_line_7b85694/slowest_line.json"
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).resolve().parents[2] / path).read_text())
+
+    def e_normal(k: int) -> float:
+        x = np.linspace(-9, 9, 20001)
+        return float(np.trapezoid(x * k * norm.pdf(x) * norm.cdf(x) ** (k - 1), x))
+
+    for level in ("l2", "dram"):
+        t = {int(k): v for k, v in data[level]["cycles_per_step"].items()}
+        extra = {k: t[k] - t[1] for k in t if k > 1}
+        theta = extra[32] / ops.slowest_extra(32)
+        sigma = extra[32] / e_normal(32)
+        exp_err = max(abs(theta * ops.slowest_extra(k) - v) for k, v in extra.items())
+        normal_err = max(abs(sigma * e_normal(k) - v) for k, v in extra.items())
+        assert exp_err < 0.6 * normal_err, (level, exp_err, normal_err)
+        assert exp_err < 0.2 * extra[32], (level, exp_err)  # L2 17 %, DRAM 4 %
 
 
 def _loads_then_sum(n: int) -> tuple[Trace, list[ops.StaticOp]]:
@@ -212,7 +245,7 @@ def test_a_warp_waits_for_the_slowest_of_its_lines_in_flight() -> None:
     # One line: the mean latency (plus the FADD); 16 lines at once (issued a cycle apart): the
     # slowest of 16.
     assert t[1] == pytest.approx(290.0 + 1.0, abs=0.5)
-    assert t[16] == pytest.approx(15.0 + 290.0 + sc.spread * ops.expected_max(16) + 1.0, abs=0.5)
+    assert t[16] == pytest.approx(15.0 + 290.0 + sc.spread * ops.slowest_extra(16) + 1.0, abs=0.5)
     # The l2_scatter chase itself: one load of 32 lines returns after lat_l2_scatter.
     trace, sops = _loads_then_sum(1)
     res = emulate_sm(
@@ -269,6 +302,33 @@ def test_a_wave_takes_no_less_than_its_blocks_dispatch() -> None:
     trace, sops = _chain_trace(64, dependent=True)
     res = emulate_sm(trace, sops, _params(40, 1), ops.NO_CACHE, active_warps=1, warps_per_block=1)
     assert res.cycles == pytest.approx(res.emulated) and res.cycles > 150 * 1
+
+
+def test_a_few_busy_sms_get_the_measured_share_of_the_l2_not_the_whole_gpu() -> None:
+    from klaraptor.models.saake.emulate import NO_BUSY_SHARE, BusyShare
+
+    # Gap per busy SM measured with b of 100 SMs loading: a lone SM at a quarter of the all-SM
+    # gap (its own path caps it), half the SMs at 0.6.
+    busy = BusyShare.from_measured({"l2": [(1, 1.0), (10, 1.5), (50, 2.4), (100, 4.0)]}, 100)
+    assert busy.factor("l2", 1.0) == 1.0 and busy.factor("l2", 0.01) == pytest.approx(0.25)
+    assert busy.factor("l2", 0.5) == pytest.approx(0.6)
+    assert busy.factor("l2", 0.3) == pytest.approx((0.375 + 0.6) / 2)
+    # Never more than b / n of the whole GPU's rate; unmeasured resources scale by b / n.
+    assert busy.factor("l2", 0.005) == pytest.approx(0.25)
+    assert busy.factor("dram", 0.3) == busy.factor("launch", 0.3) == 0.3
+    assert NO_BUSY_SHARE.factor("l2", 0.2) == 0.2
+    # In the emulation: a stream of independent loads on one SM of a GPU whose L2 gap is 40.
+    trace, sops = _loads_then_sum(16)
+    p = _memory_params(ops.NO_SCATTER)
+    p.gap[ops.R["l2"]] = 40.0
+    hot = ops.MemoryParams(l1_hit=0.0, l2_hit=1.0, dram_frac=0.0, ld_sectors=4.0)
+    kw = {"active_warps": 4, "warps_per_block": 4, "bandwidth_share": 0.01}
+    lone = emulate_sm(trace, sops, p, hot, **kw)
+    capped = emulate_sm(trace, sops, Params(p.lat, p.gap, p.scatter, busy), hot, **kw)
+    # 64 lines at 40 x 0.25 cycles each hold the lone SM back; at 40 x 0.01 they would not.
+    assert capped.emulated > lone.emulated + 400
+    assert capped.emulated == pytest.approx(63 * 10.0 + 290 + 1, abs=20)
+    assert Params(p.lat, p.gap, p.scatter, busy).scaled("l2", "gap", 2.0).busy == busy
 
 
 def _fitless_emulator(recorded, tmp_path, name: str):  # noqa: ANN001, ANN202
@@ -468,7 +528,7 @@ def test_a_triangular_loops_count_is_extrapolated_as_a_quadratic(recorded, tmp_p
         for i, d in enumerate(j.train.derived)
         if tuple(int(v) for v in j.train.blocks[i]) == (256, 1, 1) and "inst_per_warp" in d
     ]
-    tc = tripcounts.estimate_points(em.isa, rows)
+    tc = tripcounts.estimate_points(em.isa, rows, em._top_limits())  # as the emulator fits
     loop = max(
         (c for c, cl in enumerate(em.classes) if cl.kind == "loop"),
         key=lambda c: tc.points[-1][2].counts[c],

@@ -65,6 +65,8 @@ RESOURCE_FIELDS: tuple[tuple[str, str, str], ...] = tuple(
 )
 MICROBENCH_FIELDS: tuple[tuple[str, str, str], ...] = MODEL_INPUT_FIELDS + RESOURCE_FIELDS
 _MICROBENCH_NAMES = frozenset(f for f, _, _ in MICROBENCH_FIELDS)
+# SAAKE's gap per busy SM with b SMs busy, per GPU-wide resource (SaakeResources).
+BUSY_CURVE_FIELDS: frozenset[str] = frozenset({"l2_gap_by_busy_sms", "dram_gap_by_busy_sms"})
 # Keys to_dict never writes but from_dict accepts quietly (derived values some writers add).
 _DERIVED_KEYS = frozenset({"key", "peak_dram_bandwidth_gbs"})
 
@@ -169,6 +171,11 @@ class SaakeResources:
     gap_dram_scatter_cycles: float | None = None
     lat_launch_cycles: float | None = None
     gap_launch_cycles: float | None = None
+    # (busy SMs b, SM cycles per 128-B line per busy SM) with only b SMs loading, b ascending up
+    # to every SM (scripts/device_sm_bandwidth.py): the L2 and DRAM rate an SM gets when few
+    # are busy, which the emulator's share of the GPU-wide gap follows.
+    l2_gap_by_busy_sms: tuple[tuple[int, float], ...] | None = None
+    dram_gap_by_busy_sms: tuple[tuple[int, float], ...] | None = None
 
 
 def _part(cls: type[Any], profile: Any) -> Any:
@@ -263,6 +270,10 @@ class DeviceProfile(SaakeResources, MwpCwpParams, DeviceLimits):
             v = getattr(self, f.name)
             if f.name == "timing_noise_band" and v is None:
                 continue  # a profile without it reads and writes as before it existed
+            if f.name in BUSY_CURVE_FIELDS:
+                if v is not None:  # a profile without them reads and writes as before
+                    out[f.name] = [[b, g] for b, g in v]
+                continue
             out[f.name] = list(v) if isinstance(v, tuple) else v
         out["provenance"] = json.loads(json.dumps(self.provenance, default=str))
         return out
@@ -308,6 +319,8 @@ class DeviceProfile(SaakeResources, MwpCwpParams, DeviceLimits):
                     kw[n] = float(v)
                 elif n in _MICROBENCH_NAMES:
                     kw[n] = None if v is None else float(v)
+                elif n in BUSY_CURVE_FIELDS:
+                    kw[n] = None if v is None else _busy_curve(v, n)
                 elif n == "timing_noise_band":
                     kw[n] = None if v is None else _fraction(v, n)
                 elif n == "total_mem_bytes":
@@ -343,6 +356,23 @@ def _int(v: Any, name: str) -> int:
     if isinstance(v, bool) or (isinstance(v, float) and not v.is_integer()):
         raise ValueError(f"field {name!r} must be an integer, got {v!r}")
     return int(v)
+
+
+def _busy_curve(v: Any, name: str) -> tuple[tuple[int, float], ...]:
+    """A (busy SMs, gap) curve: pairs of a positive integer, ascending, and a positive gap."""
+    if not isinstance(v, (list, tuple)) or not v:
+        raise ValueError(f"field {name!r} must be a non-empty list of [busy SMs, gap], got {v!r}")
+    out = []
+    for item in v:
+        if not isinstance(item, (list, tuple)) or len(item) != 2:
+            raise ValueError(f"field {name!r}: each entry must be [busy SMs, gap], got {item!r}")
+        b, g = _int(item[0], name), float(item[1])
+        if b < 1 or not (math.isfinite(g) and g > 0):
+            raise ValueError(f"field {name!r}: busy SMs >= 1 and gap > 0, got {item!r}")
+        if out and b <= out[-1][0]:
+            raise ValueError(f"field {name!r}: busy SMs must ascend, got {b} after {out[-1][0]}")
+        out.append((b, g))
+    return tuple(out)
 
 
 def _int_tuple(v: Any, n: int, name: str) -> tuple[int, ...]:

@@ -36,3 +36,13 @@ def resource_params(profile: SaakeResources) -> dict[str, tuple[float, float]]:
         if getattr(profile, f"gap_{r}_cycles") is not None
         and getattr(profile, f"lat_{r}_cycles") is not None
     }
+
+
+def busy_sm_gaps(profile: SaakeResources) -> dict[str, list[tuple[int, float]]]:
+    """{resource: [(busy SMs, gap per busy SM)]} for the GPU-wide resources whose rate with few
+    SMs busy the profile has measured (scripts/device_sm_bandwidth.py); empty without them."""
+    out = {}
+    for res, curve in (("l2", profile.l2_gap_by_busy_sms), ("dram", profile.dram_gap_by_busy_sms)):
+        if curve:
+            out[res] = [(int(b), float(g)) for b, g in curve]
+    return out

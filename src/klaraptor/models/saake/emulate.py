@@ -26,7 +26,10 @@ emulation costs the same for N = 512 or N = 8192 ("loop bodies once per trip-cou
 Grid: with M active blocks per SM (occupancy), B blocks and n SMs, full = floor(B / (M n))
 waves of M blocks per SM and, if blocks remain, one tail wave with ceil(rest / n) blocks per SM:
 T = lat_launch + full x T_SM(M) + T_SM(tail). With fewer than n SMs busy (tail or small grids)
-each gets a larger share of L2 and DRAM bandwidth (their gaps scale by busy SMs / n).
+each gets a larger share of L2 and DRAM bandwidth, but not the whole GPU's: an SM's gap with b
+of n SMs busy is gap x g(b) / g(n), g the gap per busy SM measured with b SMs loading
+(`BusyShare`, the profile's `l2_gap_by_busy_sms`, `dram_gap_by_busy_sms`; on the H200 a lone
+SM gets 0.28 of its all-SM L2 gap, not 1/132). A profile without them scales by b / n.
 
 Block dispatch (`launch`): the GPU starts blocks at a fixed rate, which no instruction uses. An
 SM cannot finish a wave of m blocks before it has received them, so T_SM(m) is at least
@@ -51,9 +54,9 @@ from klaraptor.models.saake.ops import (
     R,
     ScatterCost,
     StaticOp,
-    expected_max,
     op_costs,
     op_tails,
+    slowest_extra,
 )
 from klaraptor.models.saake.trace import Trace
 
@@ -64,17 +67,63 @@ SHARE_SCALED: tuple[str, ...] = ("l2", "dram", "launch")
 
 
 @dataclass(frozen=True)
+class BusyShare:
+    """How a GPU-wide resource's gap per busy SM scales when only some SMs are busy (module
+    docstring): per resource, (busy fraction b / n, gap factor g(b) / g(n)) points, ascending,
+    from a measured gap per busy SM g(b). A resource without points scales by b / n."""
+
+    points: tuple[tuple[str, tuple[float, ...], tuple[float, ...]], ...] = ()
+
+    @staticmethod
+    def from_measured(curves: dict[str, Sequence[tuple[int, float]]], sm_count: int) -> BusyShare:
+        """From {resource: [(busy SMs, gap per busy SM)]}, normalised at the largest b measured
+        (the whole GPU)."""
+        out = []
+        for res, pts in sorted(curves.items()):
+            pts = sorted((int(b), float(g)) for b, g in pts)
+            if not pts or pts[-1][1] <= 0:
+                continue
+            b_full, g_full = pts[-1]
+            n = max(sm_count, b_full)
+            out.append(
+                (
+                    res,
+                    tuple(b / n for b, _ in pts),
+                    tuple(min(g / g_full, 1.0) for _, g in pts),
+                )
+            )
+        return BusyShare(tuple(out))
+
+    def factor(self, resource: str, share: float) -> float:
+        """The gap factor of `resource` with a fraction `share` of the SMs busy."""
+        if share >= 1.0:
+            return 1.0
+        for res, xs, ys in self.points:
+            if res == resource:
+                # Below the fewest SMs measured, the lone SM's factor; never below b / n.
+                return max(float(np.interp(share, xs, ys)), share)
+        return share
+
+
+NO_BUSY_SHARE = BusyShare()
+
+
+@dataclass(frozen=True)
 class Params:
-    """Latency and gap per resource (arrays indexed like RESOURCES), in SM cycles, and what a
+    """Latency and gap per resource (arrays indexed like RESOURCES), in SM cycles; what a
     scattered request costs beyond a coalesced one (`ops.ScatterCost`; none without the
-    profile's l2_scatter figures)."""
+    profile's l2_scatter figures); and how the GPU-wide gaps scale with few SMs busy
+    (`BusyShare`; b / n without the profile's figures)."""
 
     lat: np.ndarray
     gap: np.ndarray
     scatter: ScatterCost = NO_SCATTER
+    busy: BusyShare = NO_BUSY_SHARE
 
     @staticmethod
-    def from_pairs(pairs: dict[str, tuple[float, float]]) -> Params:
+    def from_pairs(
+        pairs: dict[str, tuple[float, float]], busy: BusyShare = NO_BUSY_SHARE
+    ) -> Params:
         scatter = NO_SCATTER
         if "l2_scatter" in pairs:
             scatter = ScatterCost.from_measured(
@@ -84,13 +133,14 @@ class Params:
             np.array([pairs[r][0] for r in RESOURCES], dtype=np.float64),
             np.array([pairs[r][1] for r in RESOURCES], dtype=np.float64),
             scatter,
+            busy,
         )
 
     def scaled(self, resource: str, kind: str, factor: float) -> Params:
         """A copy with one resource's latency ("lat") or gap ("gap") multiplied by factor."""
         lat, gap = self.lat.copy(), self.gap.copy()
         (lat if kind == "lat" else gap)[R[resource]] *= factor
-        return Params(lat, gap, self.scatter)
+        return Params(lat, gap, self.scatter, self.busy)
 
 
 @dataclass(frozen=True)
@@ -147,7 +197,8 @@ def emulate_sm(
 ) -> SMResult:
     """Emulate `active_warps` warps running `trace` on one SM (see the module docstring).
 
-    `bandwidth_share` (<= 1) scales the L2 and DRAM gaps: the fraction of the GPU's SMs busy.
+    `bandwidth_share` (<= 1): the fraction of the GPU's SMs busy, which scales the L2, DRAM and
+    dispatch gaps (`BusyShare`).
     `region`: one resource parameter scaled for one code region's instructions only.
     """
     n = len(trace)
@@ -158,7 +209,7 @@ def emulate_sm(
     group = max(1, min(warps_per_block, S))
     gap = params.gap.copy()
     for shared in SHARE_SCALED:
-        gap[R[shared]] *= bandwidth_share
+        gap[R[shared]] *= params.busy.factor(shared, bandwidth_share)
     dispatch = float(gap[R["launch"]]) * active_warps / max(warps_per_block, 1)
     lat_op, dem_op = op_costs(ops, params.lat, mem, access, params.scatter)
     lat_pos = lat_op[trace.op]
@@ -251,7 +302,7 @@ def emulate_sm(
         if k > 0.0:
             mine = [x for x in in_flight[w] if x[0] > t]
             lines = k + sum(x[1] for x in mine)
-            f += out_spread[p] * expected_max(lines)
+            f += out_spread[p] * slowest_extra(lines)
             mine.append((f, k))
             in_flight[w] = mine
         fw = fin[w]

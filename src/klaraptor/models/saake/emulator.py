@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -47,6 +47,7 @@ from klaraptor.isa.analysis import KernelISA
 from klaraptor.models.saake import coalescing, ops, tripcounts
 from klaraptor.models.saake.emulate import (
     MAX_WARPS,
+    BusyShare,
     GridShape,
     Params,
     RegionScale,
@@ -89,7 +90,11 @@ def resource_params(profile: Any) -> Params:
                 "scripts/device_resources.py on that GPU (klaraptor.collect.resources)"
             )
         profile = ref
-    return Params.from_pairs(pairs(profile))
+    from klaraptor.device.resources import busy_sm_gaps
+
+    return Params.from_pairs(
+        pairs(profile), BusyShare.from_measured(busy_sm_gaps(profile), int(profile.sm_count))
+    )
 
 
 class _Quantity:
@@ -222,6 +227,7 @@ class KernelEmulator:
     _runs: dict[tuple, SMResult] = field(default_factory=dict)
     _quantities: dict[tuple, Quantities] = field(default_factory=dict)
     _outer: set[int] = field(default_factory=set)
+    _entered_by_few: frozenset[str] = frozenset()
     # Where the trip counts come from: "counters" (Nsight Compute at the training sizes) or
     # "parameters" (`interp`: the control flow run with the kernel's parameters). Set "parameters"
     # before fitting to ignore counters; without any, parameters are used.
@@ -327,8 +333,13 @@ class KernelEmulator:
                     m["dram_frac"] = frac
                 rows.append((tuple(train.D[i]), b, m))
         if rows and self.trip_source != "parameters":
-            tc = tripcounts.estimate_points(isa, rows)
+            tc = tripcounts.estimate_points(isa, rows, self._top_limits())
             self.trip_source = "counters"
+            if "top_limited_points" in tc.report:
+                self.report["top_limited_points"] = tc.report["top_limited_points"]
+            self._entered_by_few = frozenset(
+                tc.classes[j].name for _, _, sol in tc.points for j in sol.limited
+            )
         else:
             rows, tc = self._parameter_points(train, only)
         self.report["trip_source"] = self.trip_source
@@ -416,6 +427,38 @@ class KernelEmulator:
                 rows.append((d, block, {}))
         self.trip_source = "parameters"
         return rows, tc
+
+    def _top_limits(
+        self,
+    ) -> Callable[[tuple[int, ...], tuple[int, int, int]], Sequence[float] | None]:
+        """(D values, block) -> per class, the fraction of warps the kernel's parameters let reach
+        it (`interp`), for the counter fit's top-level classes where the counters leave them
+        open (`tripcounts.solve_counts`); None where the interpreter cannot tell. The
+        interpreter is made on first use; why it could not run is reported."""
+        from klaraptor.models.saake import interp
+
+        state: dict[str, Any] = {}
+
+        def limits(d: tuple[int, ...], block: tuple[int, int, int]) -> Sequence[float] | None:
+            if "runner" not in state:
+                try:
+                    state["runner"] = interp.WarpInterpreter(self.isa)
+                except (interp.DataDependent, KlaraptorError) as exc:
+                    state["runner"] = None
+                    self.report["top_limits"] = f"not from the parameters: {exc}"
+                state["classes"] = tripcounts.count_classes(self.isa)
+            if state["runner"] is None:
+                return None
+            D = self.spec.size(dict(zip(self.spec.data_names, d)))
+            pc = interp.counts_from_parameters(
+                state["runner"], state["classes"], self.spec, D, block, variant=self.variant
+            )
+            if pc.counts is None:
+                self.report["top_limits"] = f"not from the parameters: {pc.reason}"
+                return None
+            return [float(v) for v in pc.counts]
+
+        return limits
 
     def _static_access(
         self, j: int, points: Sequence[tuple[Mapping[str, float], np.ndarray]]
@@ -540,7 +583,9 @@ class KernelEmulator:
         key = tuple(np.round(q, 3).tolist())
         tr = self._traces.get(key)
         if tr is None:
-            tr = self._traces[key] = build_trace(self.isa, self.classes, q)
+            tr = self._traces[key] = build_trace(
+                self.isa, self.classes, q, entered_by_few=self._entered_by_few
+            )
         return tr
 
     def _quantised(self, x: np.ndarray) -> np.ndarray:
@@ -581,6 +626,7 @@ class KernelEmulator:
             p.lat.tobytes(),
             p.gap.tobytes(),
             p.scatter,
+            p.busy,
             region,
         )
         res = self._runs.get(key)

@@ -42,21 +42,27 @@ static analysis's lines) needs a tag lookup per line, so the L2 serves it at no 
 coalesced-request gaps, q = gap_l2_scatter / 32 / gap_l2 (the profile's microbenchmark of 32
 one-sector lines a request; 0.37 on the H200). Without the l2_scatter figures q = 0 and
 requests cost their bytes alone.
-The slowest of the lines in flight (`op_tails`, `expected_max`): lines sent to the L2 at once go
+The slowest of the lines in flight (`op_tails`, `slowest_extra`): lines sent to the L2 at once go
 to different L2 slices (half of them in the far partition of Hopper's L2) and return at
 different times; a warp that waits on all of them waits for the slowest. lat_l2 is the mean of
 one line at a time (a chase); the l2_scatter chase waits on 32 lines at a time and takes
-lat_l2_scatter (362 against 290 cycles on the H200). Taking each line's latency as the mean plus
-sigma times a standard normal, the slowest of k lines returns sigma e(k) after the mean, e(k) the
-expected largest of k standard normals (e(1) = 0, e(16) = 1.77, e(32) = 2.07), so
-sigma_l2 = (lat_l2_scatter - lat_l2) / e(32) (35 cycles on the H200). The emulator counts, at
-each global load, the lines its warp has in flight (this load's included, each weighted by the
-L1 miss rate) and adds miss x sigma x e(k) to the load's latency: the first load of a burst
-gets the mean, the k-th the slowest of k. This replaces a linear (L - 1) x 2.4 cycles for the
-lines of one request, which gave the 32-line request the same time but a burst of 16 coalesced
-loads (a column walk unrolled 16 times) nothing. DRAM: sigma_dram from a dram_scatter chase (the
-same 32-lane chase through DRAM) where a profile has one; none has yet, so sigma_l2 (a DRAM
-access crosses the same L2 and adds its own spread: a lower bound).
+lat_l2_scatter (362 against 290 cycles on the H200), the dram_scatter chase 1125 against 705.
+Each line's latency is taken as its level's fixed part plus an exponential delay of scale
+theta, so the slowest of k lines returns theta (H_k - 1) after the mean, H_k the k-th harmonic
+number (`slowest_extra`: 0 for k <= 1, 0.5 for 2, 2.38 for 16, 3.06 for 32), and
+theta = (lat_scatter - lat) / (H_32 - 1): 24 cycles for the L2, 137 for DRAM on the H200. The
+law was chosen on the microbenchmark alone (scripts/device_slowest_line.py, one warp of k lanes
+chasing k lines, k = 1 ... 32; `benchmarks/results/h200/resources/slowest_line_7b85694/`): the
+measured extra time of the slowest grows linearly in log k, as the exponential law's does
+(DRAM 83, 154, 244, 345, 463 cycles at k = 2 ... 32; the law from k = 32 gives 76, 164, 260,
+360, 463; the L2 9.5 ... 82 against 13 ... 82), where a normal law's flattens (DRAM 126, 231,
+318, 396, 463; L2 22 ... 82). The emulator counts, at each global load, the lines its warp has
+in flight (this load's included, each weighted by the L1 miss rate) and adds
+miss x theta x (H_k - 1) to the load's latency: the first load of a burst gets the mean, the
+k-th the slowest of k. This replaces a linear (L - 1) x 2.4 cycles for the lines of one request,
+which gave the 32-line request the same time but a burst of 16 coalesced loads (a column walk
+unrolled 16 times) nothing. Without a dram_scatter figure DRAM takes the L2's theta (a DRAM
+access crosses the same L2: a lower bound).
 
 An opcode the classification table does not know (class "unknown") is emulated as an ALU
 instruction and reported (`unknown_opcodes`), so a new compiler degrades the model instead of
@@ -65,6 +71,7 @@ breaking the build.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -212,10 +219,10 @@ def wavefronts(sectors: float) -> float:
 @dataclass(frozen=True)
 class ScatterCost:
     """What each 128-B line of a request costs the L2 beyond its bytes (module docstring):
-    `demand`, in gaps of the l2 resource; and the spread of one line's latency in cycles (the
-    standard deviation `spread` for lines the L2 serves, `dram_spread` for lines from DRAM), from
-    which the slowest of several lines in flight is taken (`expected_max`). From the profile's
-    l2, l2_scatter (and dram, dram_scatter where measured) microbenchmarks (`from_measured`)."""
+    `demand`, in gaps of the l2 resource; and the scale of one line's exponential delay in
+    cycles (`spread` for lines the L2 serves, `dram_spread` for lines from DRAM), from which the
+    slowest of several lines in flight is taken (`slowest_extra`). From the profile's l2,
+    l2_scatter (and dram, dram_scatter where measured) microbenchmarks (`from_measured`)."""
 
     demand: float = 0.0
     spread: float = 0.0
@@ -232,10 +239,10 @@ class ScatterCost:
         in the L2 (and through DRAM: `dram`, `dram_scatter`; without both, DRAM's spread is the
         L2's, a lower bound)."""
         (lat_l2, gap_l2), (lat_s, gap_s) = l2, scatter
-        spread = max((lat_s - lat_l2) / expected_max(SCATTER_LINES), 0.0)
+        spread = max((lat_s - lat_l2) / slowest_extra(SCATTER_LINES), 0.0)
         dram_spread = spread
         if dram is not None and dram_scatter is not None:
-            dram_spread = max((dram_scatter[0] - dram[0]) / expected_max(SCATTER_LINES), spread)
+            dram_spread = max((dram_scatter[0] - dram[0]) / slowest_extra(SCATTER_LINES), spread)
         return ScatterCost(
             demand=max(gap_s / SCATTER_LINES / gap_l2, 0.0) if gap_l2 > 0 else 0.0,
             spread=spread,
@@ -245,31 +252,24 @@ class ScatterCost:
 
 # Lines per warp instruction of the l2_scatter (and dram_scatter) chase.
 SCATTER_LINES = 32
-# e(k), the expected largest of k independent standard normals, tabulated on log2 k (module
-# docstring): E[max] = integral of x d(Phi(x)^k).
-_EMAX_LOG2K = np.linspace(0.0, 16.0, 161)
+_EULER_GAMMA = 0.5772156649015329
 
 
-def _emax_table() -> np.ndarray:
-    from scipy.special import ndtr
-
-    x = np.linspace(-9.0, 9.0, 7201)
-    cdf = ndtr(x)
-    mid = 0.5 * (x[1:] + x[:-1])
-    out = [float(np.sum(mid * np.diff(cdf**k))) for k in 2.0**_EMAX_LOG2K]
-    out[0] = 0.0
-    return np.asarray(out)
-
-
-_EMAX = _emax_table()
-
-
-def expected_max(k: float) -> float:
-    """The expected largest of k independent standard normals (0 for k <= 1; k need not be an
-    integer: interpolated on log2 k; past 2^16 the value there)."""
+def slowest_extra(k: float) -> float:
+    """H_k - 1: how many exponential scales the slowest of k lines in flight returns after the
+    mean of one (module docstring); 0 for k <= 1. k need not be an integer: H_k = digamma(k + 1)
+    + Euler's gamma, here by H_k = H_{k+1} - 1 / (k + 1) up to k >= 6 and the asymptotic series
+    there (within 1e-7; the emulator calls this once per global load, so no SciPy call)."""
     if k <= 1.0:
         return 0.0
-    return float(np.interp(np.log2(k), _EMAX_LOG2K, _EMAX))
+    shift = 0.0
+    while k < 6.0:
+        k += 1.0
+        shift += 1.0 / k
+    inv = 1.0 / k
+    inv2 = inv * inv
+    h = math.log(k) + _EULER_GAMMA + 0.5 * inv - inv2 / 12.0 + inv2 * inv2 / 120.0
+    return h - shift - 1.0
 
 
 NO_SCATTER = ScatterCost()
@@ -372,7 +372,7 @@ __all__ = [
     "ScatterCost",
     "StaticOp",
     "dram_fraction",
-    "expected_max",
+    "slowest_extra",
     "op_costs",
     "op_tails",
     "static_op",

@@ -8,7 +8,8 @@ dependences (the trace positions of the last writers of its source registers: R,
   with weight 1, other top-level code with its count in [0, 1];
 - a loop whose per-entry trip count is n (its class count over its parent's) is unrolled
   k = min(K, ceil(n)) times per entry, each iteration weighted by its parent's weight times
-  min(1, n / k); innermost loops get K = `unroll_inner`, loops with loops inside them
+  min(1, n / k) (a loop entered from top-level code that the kernel's parameters say only some
+  warps reach: that fraction, not every warp); innermost loops get K = `unroll_inner`, loops with loops inside them
   `unroll_outer`. The start of every iteration is marked, so the emulator can measure the
   steady-state period of each loop and extrapolate the iterations not emitted (`LoopInfo`);
 - code reached by CALL (a routine) is emitted after its call site, weighted by its count per
@@ -76,8 +77,12 @@ def build_trace(
     *,
     unroll_inner: int = UNROLL_INNER,
     unroll_outer: int = UNROLL_OUTER,
+    entered_by_few: frozenset[str] = frozenset(),
 ) -> Trace:
-    """The trace of one warp for these class counts (see the module docstring)."""
+    """The trace of one warp for these class counts (see the module docstring).
+    `entered_by_few`: top-level classes whose count below 1 the kernel's parameters gave (the
+    fraction of warps that reach them, `tripcounts.solve_counts`); a loop entered from one
+    stands for that fraction of the warps."""
     cfg = isa.sass_cfg
     assert cfg is not None
     x = [max(float(c), 0.0) for c in counts]
@@ -164,6 +169,12 @@ def build_trace(
             return
         lp = cfg.loops[li]
         pc = parent_count(j)
+        parent = classes[j].parent
+        if parent in entered_by_few and pc > _MIN_COUNT:
+            # Entered from top-level code that only some warps reach (an early `return` of whole
+            # warps: GRAMSCHM k3's j <= k): those warps run every iteration, the others none;
+            # each iteration stands for that fraction of the warps, not for all of them.
+            w_parent = min(w_parent, pc)
         # A loop that runs was entered: where the counts give its enclosing code none (the
         # linear program's tie; GRAMSCHM k1's strided-load loop), take it as entered once.
         n = x[j] / pc if pc > _MIN_COUNT else x[j]

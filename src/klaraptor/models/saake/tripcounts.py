@@ -42,8 +42,9 @@ only, so the counts at other sizes are extrapolated.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -237,6 +238,8 @@ class CountSolution:
     counts: np.ndarray
     misfit: dict[str, float]  # counter -> relative error of A x against the measurement
     used: tuple[str, ...]
+    # Top-level classes whose count the kernel's parameters held below 1 (`solve_counts`).
+    limited: frozenset[int] = frozenset()
 
     @property
     def max_misfit(self) -> float:
@@ -244,9 +247,48 @@ class CountSolution:
 
 
 def solve_counts(
-    a: np.ndarray, classes: Sequence[CountClass], measured: Mapping[str, float]
+    a: np.ndarray,
+    classes: Sequence[CountClass],
+    measured: Mapping[str, float],
+    top_limits: Callable[[], Sequence[float] | None] | None = None,
 ) -> CountSolution:
-    """The class counts of one point (the linear program of the module docstring)."""
+    """The class counts of one point (the linear program of the module docstring).
+
+    `top_limits()` (per class, from the kernel's parameters: `interp`; called only when needed):
+    the fraction of warps that can reach each top-level class at all, an upper bound on its
+    count. The counters alone cannot tell "half the warps run N iterations" from "every warp
+    runs N / 2" when the code before a loop is short (an early `return` of whole blocks:
+    GRAMSCHM k3's j <= k); the tie rule (x_top = 1) then gives every warp half the loop. Where
+    the top-level counts are such a tie (the fit preferring the fewest gives others), the bound
+    keeps the count the parameters allow; a bound the counters contradict (its misfit worse by
+    more than 1 % of the measured counters) is dropped for that point."""
+    free = _solve(a, classes, measured, None)
+    if top_limits is None or not free.misfit:
+        return free
+    fewest = _solve(a, classes, measured, None, prefer_few_top=True)
+    tops = [j for j, c in enumerate(classes) if c.kind == "top"]
+    if all(abs(free.counts[j] - fewest.counts[j]) < 1e-6 for j in tops):
+        return free  # the counters fix the top-level counts
+    limits = top_limits()
+    if limits is None:
+        return free
+    bounded = _solve(a, classes, measured, limits)
+    if sum(bounded.misfit.values()) > sum(free.misfit.values()) + 0.01:
+        return free
+    held = frozenset(
+        j for j in tops if limits[j] < 1.0 - 1e-9 and abs(bounded.counts[j] - limits[j]) < 1e-6
+    )
+    return CountSolution(bounded.counts, bounded.misfit, bounded.used, held)
+
+
+def _solve(
+    a: np.ndarray,
+    classes: Sequence[CountClass],
+    measured: Mapping[str, float],
+    top_limits: Sequence[float] | None,
+    *,
+    prefer_few_top: bool = False,
+) -> CountSolution:
     rows = [
         k
         for k, name in enumerate(COUNTERS)
@@ -270,10 +312,15 @@ def solve_counts(
         elif c.kind == "routine":
             cost[j] = _EPS
         elif c.kind == "top":
-            cost[j] = -_EPS
+            cost[j] = _EPS if prefer_few_top else -_EPS
     cost[n:] = 1.0
     a_eq = np.hstack([ak, -np.eye(r), np.eye(r)])
     bounds = [c.bounds for c in classes] + [(0.0, None)] * (2 * r)
+    if top_limits is not None:
+        for j, c in enumerate(classes):
+            if c.kind == "top":
+                lo, hi = c.bounds
+                bounds[j] = (lo, min(hi if hi is not None else 1.0, float(top_limits[j])))
     res = linprog(cost, A_eq=a_eq, b_eq=mk, bounds=bounds, method="highs")
     x = res.x[:n] if res.status == 0 else _default_counts(classes)
     fit = a[rows] @ x
@@ -306,15 +353,25 @@ class TripCounts:
 def estimate_points(
     isa: KernelISA,
     rows: Sequence[tuple[tuple[int, ...], tuple[int, int, int], Mapping[str, float]]],
+    top_limits: Callable[[tuple[int, ...], tuple[int, int, int]], Sequence[float] | None]
+    | None = None,
 ) -> TripCounts:
-    """Class counts of every (D values, block, derived metrics) row that has counters."""
+    """Class counts of every (D values, block, derived metrics) row that has counters;
+    `top_limits(D values, block)`: per class, the fraction of warps the kernel's parameters let
+    reach it (None where they do not tell), see `solve_counts`."""
     classes = count_classes(isa)
     a = static_matrix(isa, classes)
     tc = TripCounts(classes, a)
     for d, block, derived in rows:
         if "inst_per_warp" not in derived:
             continue
-        tc.points.append((tuple(d), tuple(block), solve_counts(a, classes, derived)))  # type: ignore[arg-type]
+        limits = None
+        if top_limits is not None:
+            limits = functools.partial(top_limits, tuple(d), tuple(block))
+        sol = solve_counts(a, classes, derived, limits)
+        tc.points.append((tuple(d), tuple(block), sol))  # type: ignore[arg-type]
+    if top_limits is not None:
+        tc.report["top_limited_points"] = sum(bool(s.limited) for _, _, s in tc.points)
     return tc
 
 
