@@ -29,6 +29,9 @@ BOUNDS = {
 # The block dispatcher is not a pipe: a launch costs microseconds, a block on an SM ~10²
 # cycles (157 on the H200).
 LAUNCH_BOUNDS = {"lat": (500.0, 50000.0), "gap": (10.0, 2000.0)}
+# A scattered request is 32 lines: its gap is per request of 32 lines (l2_scatter 50, dram_scatter
+# 140 on the H200), its latency the slowest of 32 lines (362 and 1125).
+SCATTER_BOUNDS = {"lat": (100.0, 5000.0), "gap": (1.0, 32 * 64.0)}
 
 
 def test_every_resource_is_measured_finite_positive_and_physical() -> None:
@@ -42,7 +45,10 @@ def test_every_resource_is_measured_finite_positive_and_physical() -> None:
         e = m.estimates[field]
         p = m.provenance[field]
         assert "method" in p and p["unit"].startswith("SM cycles")
-        lo, hi = (LAUNCH_BOUNDS if "launch" in field else BOUNDS)[field[:3]]
+        bounds = (
+            LAUNCH_BOUNDS if "launch" in field else SCATTER_BOUNDS if "scatter" in field else BOUNDS
+        )
+        lo, hi = bounds[field[:3]]
         if not (math.isfinite(e.value) and e.value > 0 and lo <= e.value <= hi):
             bad.append(f"{field} = {e.value} not in [{lo}, {hi}] ({p.get('error', '')[-300:]})")
     assert not bad, "\n".join(bad)

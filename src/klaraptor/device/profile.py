@@ -362,7 +362,7 @@ def _busy_curve(v: Any, name: str) -> tuple[tuple[int, float], ...]:
     """A (busy SMs, gap) curve: pairs of a positive integer, ascending, and a positive gap."""
     if not isinstance(v, (list, tuple)) or not v:
         raise ValueError(f"field {name!r} must be a non-empty list of [busy SMs, gap], got {v!r}")
-    out = []
+    out: list[tuple[int, float]] = []
     for item in v:
         if not isinstance(item, (list, tuple)) or len(item) != 2:
             raise ValueError(f"field {name!r}: each entry must be [busy SMs, gap], got {item!r}")

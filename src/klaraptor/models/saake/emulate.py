@@ -41,7 +41,7 @@ are bound by it (docs/saake.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,12 +75,14 @@ class BusyShare:
     points: tuple[tuple[str, tuple[float, ...], tuple[float, ...]], ...] = ()
 
     @staticmethod
-    def from_measured(curves: dict[str, Sequence[tuple[int, float]]], sm_count: int) -> BusyShare:
+    def from_measured(
+        curves: Mapping[str, Sequence[tuple[int, float]]], sm_count: int
+    ) -> BusyShare:
         """From {resource: [(busy SMs, gap per busy SM)]}, normalised at the largest b measured
         (the whole GPU)."""
         out = []
-        for res, pts in sorted(curves.items()):
-            pts = sorted((int(b), float(g)) for b, g in pts)
+        for res, curve in sorted(curves.items()):
+            pts = sorted((int(b), float(g)) for b, g in curve)
             if not pts or pts[-1][1] <= 0:
                 continue
             b_full, g_full = pts[-1]

@@ -367,7 +367,7 @@ def estimate_points(
             continue
         limits = None
         if top_limits is not None:
-            limits = functools.partial(top_limits, tuple(d), tuple(block))
+            limits = functools.partial(top_limits, tuple(d), block)
         sol = solve_counts(a, classes, derived, limits)
         tc.points.append((tuple(d), tuple(block), sol))  # type: ignore[arg-type]
     if top_limits is not None:
