@@ -9,7 +9,7 @@ import pytest
 
 from klaraptor.core.errors import CollectError
 from klaraptor.device import DeviceLimits, DeviceProfile, MwpCwpParams, SaakeResources
-from klaraptor.device.profile import MICROBENCH_FIELDS, recorded_profile
+from klaraptor.device.profile import BUSY_CURVE_FIELDS, MICROBENCH_FIELDS, recorded_profile
 from klaraptor.device.resources import resource_params
 
 
@@ -20,7 +20,8 @@ def test_every_field_belongs_to_exactly_one_part() -> None:
     # The profile's own: provenance, and the timing noise its first collection measures.
     own = ["provenance", "timing_noise_band"]
     assert [f.name for f in dataclasses.fields(DeviceProfile)] == [*names, *own]
-    assert {f for f, _, _ in MICROBENCH_FIELDS} == {
+    # The SAAKE part: a latency and a gap per resource, and the busy-SM gap curves.
+    assert {f for f, _, _ in MICROBENCH_FIELDS} | BUSY_CURVE_FIELDS == {
         f.name for p in (MwpCwpParams, SaakeResources) for f in dataclasses.fields(p)
     }
 

@@ -601,7 +601,12 @@ def test_a_loop_whose_enclosing_code_got_no_count_is_still_emulated(recorded, tm
         c for c, cl in enumerate(em.classes) if cl.kind == "loop" and x[c] > 4 and cl.parent
     )
     parent = [cl.name for cl in em.classes].index(em.classes[loop].parent)
-    assert x[parent] == 0.0  # the case: the enclosing code has no count
-    assert loop in {lp.cls for lp in em._trace(x).loops}
+    # The counters' tie gave the enclosing code 0 here; since eb66307 the interpreter's bound
+    # settles such ties (`tripcounts.solve_counts`), so the case is made by hand as well.
+    assert 0.0 <= x[parent] <= 1.0
+    tied = x.copy()
+    tied[parent] = 0.0
+    for counts in (x, tied):
+        assert loop in {lp.cls for lp in em._trace(counts).loops}
     work = [em.wave_parts((n,), k)[0][1] for n in (1024, 4096, 8192)]
     assert work[0] < work[1] < work[2] and work[2] > 2 * work[0]
