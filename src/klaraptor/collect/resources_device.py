@@ -12,7 +12,7 @@ import argparse
 import json
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -309,13 +309,29 @@ def bench_l2_scatter(d: Device) -> dict[str, Any]:
     }
 
 
+def _window_lines(cfg: ResourceConfig) -> int:
+    """Lines per DRAM chase window; raises when a chase's steps do not fit one."""
+    window_lines = cfg.chase_window_bytes // REQUEST_BYTES
+    if cfg.chase_dram_steps + 1 > window_lines:
+        raise ValueError("chase_dram_steps must be below the lines per window")
+    return window_lines
+
+
+def _dram_windows(d: Device, buf: Any) -> Iterator[np.ndarray]:
+    """Each DRAM chase's lines: chase_dram_steps + 1 fresh random lines of one window, the
+    chase_dram_windows windows spread over `buf` (within the TLB's reach each)."""
+    cfg = d.cfg
+    window_lines = _window_lines(cfg)
+    spacing = (buf.nbytes // REQUEST_BYTES) // cfg.chase_dram_windows
+    for w in range(cfg.chase_dram_windows):
+        yield d.rng.permutation(window_lines)[: cfg.chase_dram_steps + 1] + w * spacing
+
+
 def bench_dram(d: Device) -> dict[str, Any]:
     cfg = d.cfg
     warps, row_bytes = _stream_shape(d)
     rows_max = max(cfg.stream_dram_rows)
-    window_lines = cfg.chase_window_bytes // REQUEST_BYTES
-    if cfg.chase_dram_steps + 1 > window_lines:
-        raise ValueError("chase_dram_steps must be below the lines per window")
+    _window_lines(cfg)
     buf = d.stream_buffer(
         max(rows_max * row_bytes, cfg.chase_dram_windows * cfg.chase_window_bytes)
     )
@@ -323,10 +339,8 @@ def bench_dram(d: Device) -> dict[str, Any]:
         {"rows": rows, "laps": 1, "ms": _stream(d, buf, rows, 1, flush=True)}
         for rows in cfg.stream_dram_rows
     ]
-    spacing = (buf.nbytes // REQUEST_BYTES) // cfg.chase_dram_windows
     samples = []
-    for w in range(cfg.chase_dram_windows):
-        lines = d.rng.permutation(window_lines)[: cfg.chase_dram_steps + 1] + w * spacing
+    for lines in _dram_windows(d, buf):
         start = _write_chase(d, buf, lines)
         d.flush_l2()
         samples.append(_chase(d, start, cfg.chase_dram_steps))
@@ -353,14 +367,10 @@ def bench_dram_scatter(d: Device) -> dict[str, Any]:
     lap_lines = warps * 256
     laps_max = max(cfg.stream_dram_scatter_laps)
     window = 1 << max(int(np.ceil(np.log2(lap_lines * laps_max))), 1)
-    window_lines = cfg.chase_window_bytes // REQUEST_BYTES
-    if cfg.chase_dram_steps + 1 > window_lines:
-        raise ValueError("chase_dram_steps must be below the lines per window")
+    window_lines = _window_lines(cfg)
     buf = d.stream_buffer(max(window, cfg.chase_dram_windows * window_lines) * REQUEST_BYTES)
-    spacing = (buf.nbytes // REQUEST_BYTES) // cfg.chase_dram_windows
     samples, steps = [], 0
-    for w in range(cfg.chase_dram_windows):
-        lines = d.rng.permutation(window_lines)[: cfg.chase_dram_steps + 1] + w * spacing
+    for lines in _dram_windows(d, buf):
         _write_chase(d, buf, lines)
         starts, steps = _scatter_chase(d, buf, lines)
         d.flush_l2()
