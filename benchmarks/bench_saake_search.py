@@ -30,7 +30,15 @@ result on the a02ca89 truth): the product's budgeted search (`klaraptor search -
 `models.saake.search.budgeted_plan`) instead of K: the whole joint space in emulated order (the
 configurations that cannot be emulated after, nearest the author's configuration first), timed
 until F times brute force's estimated cost (`collect.measure.measure_cost_model` over the
-emulated times, before measuring). Every F of `BUDGETS` is scored too (`by_budget`).
+emulated times, before measuring). Every F of `BUDGETS` is scored too (`by_budget`), in every
+order of `ORDERS` (`--order`, `models.saake.search.PlanOrder`): "emulated" (least emulated time
+first) or "variants-first" (each compiled variant's least emulated configuration first, then
+the rest by emulated time).
+
+The headline order is chosen on the training sizes, before the evaluation sizes are scored with
+it (`--sizes train`, the rule fixed before either order was scored there): the order with more
+(kernel, D) pairs within 5 % at F = `BUDGET` over both recorded truths together; on a tie, the
+one of lower geomean r; on a tie again, "emulated" (the one used until then).
 
 Measurement seconds: a point's wall time in the worker; the first point at a size also paid the
 size's setup (arguments, and for the recorded truth the output check's reference), which any
@@ -82,6 +90,9 @@ MISSING_TOLERATED = 0.02  # share of the joint space a recorded truth may lack a
 # a02ca89 truth (below the 0.3 target, for the cost model's error); the others are reported.
 BUDGET = 0.25
 BUDGETS = (0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
+# The budgeted search's orders (`PlanOrder` values); the first is the default, each is scored.
+ORDERS = ("emulated", "variants-first")
+BY_BUDGET_PREFIX = {"emulated": "rank", "variants-first": "variants"}
 COST_NOTE = (
     "measurement_s, brute_force_s, cost_ratio: the timed points' wall seconds with the size's "
     "setup apart (setup_s: arguments and reference outputs, paid once at D by any measurement, "
@@ -116,6 +127,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         f"headline instead of K (e.g. {BUDGET})",
     )
     ap.add_argument(
+        "--order",
+        default=ORDERS[0],
+        help=f"the budgeted search's order: {' or '.join(ORDERS)} (`PlanOrder`; every order "
+        "is scored in by_budget)",
+    )
+    ap.add_argument(
+        "--sizes",
+        default="eval",
+        help="with --recorded: the sizes searched, eval (the suite's evaluation sizes, the "
+        "headline) or train (its training sizes: what a rule of the search may be chosen on)",
+    )
+    ap.add_argument(
         "--rescore",
         type=Path,
         default=None,
@@ -145,6 +168,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         raise BenchArgumentError(f"--k must be at least 1, got {a.k}")
     if a.pool not in POOLS:
         raise BenchArgumentError(f"--pool must be one of {', '.join(POOLS)}, got {a.pool!r}")
+    if a.order not in ORDERS:
+        raise BenchArgumentError(f"--order must be one of {', '.join(ORDERS)}, got {a.order!r}")
+    if a.sizes not in ("eval", "train"):
+        raise BenchArgumentError(f"--sizes must be eval or train, got {a.sizes!r}")
+    if a.sizes == "train" and a.recorded is None:
+        raise BenchArgumentError("--sizes train needs --recorded (the training sizes' truth)")
     if a.workers < 0:
         raise BenchArgumentError(f"--workers must be 0 (automatic) or more, got {a.workers}")
     if a.out.exists() and not a.out.is_dir():
@@ -178,6 +207,13 @@ def kernel_names(text: str) -> list[str]:
             )
         out.append(full)
     return list(dict.fromkeys(out))
+
+
+def sizes_of(spec: Any, part: str) -> list[int]:
+    """The suite's evaluation sizes of a kernel (`eval_sizes`), or its training sizes."""
+    if part == "train":
+        return sorted(int(n) for n in spec.meta["train_sizes"])
+    return eval_sizes(spec)
 
 
 def eval_sizes(spec: Any) -> list[int]:
@@ -298,14 +334,18 @@ def rank_order(emu: Mapping[str, Any]) -> list[tuple[Key, float]]:
     ]
 
 
-def budget_plan(emu: Mapping[str, Any], fraction: float) -> tuple[list[Key], Any]:
+def budget_plan(
+    emu: Mapping[str, Any], fraction: float, order: str = ORDERS[0]
+) -> tuple[list[Key], Any]:
     """The product's budgeted search (`models.saake.search.budgeted_plan`, priced by
     `collect.measure.measure_cost_model`) on this pair's emulated ranking: what it measures."""
     from klaraptor.collect.measure import measure_cost_model
-    from klaraptor.models.saake.search import SearchConfig, budgeted_plan
+    from klaraptor.models.saake.search import PlanOrder, SearchConfig, budgeted_plan
 
     ranking = [(SearchConfig(k[0], k[1]), ms) for k, ms in rank_order(emu)]  # type: ignore[arg-type]
-    plan = budgeted_plan(ranking, fraction, measure_cost_model().time_point_s)
+    plan = budgeted_plan(
+        ranking, fraction, measure_cost_model().time_point_s, order=PlanOrder(order)
+    )
     return [(str(c.variant), c.block) for c in plan.chosen], plan
 
 
@@ -314,11 +354,12 @@ def score_budget(
     truth: Mapping[Key, Sequence[float]],
     fraction: float,
     measured: Mapping[Key, Sequence[Any]] | None = None,
+    order: str = ORDERS[0],
 ) -> dict[str, Any]:
-    """One pair's budgeted search: the configurations it measures (rank order, until `fraction`
+    """One pair's budgeted search: the configurations it measures (in `order`, until `fraction`
     of brute force's estimated cost), its choice (the fastest as measured: `measured`, else
     the truth's times), r and its timing seconds against brute force's."""
-    keys, plan = budget_plan(emu, fraction)
+    keys, plan = budget_plan(emu, fraction, order)
     held = [c for c in keys if c in truth]
     got = measured or {c: truth[c] for c in held}
     ok = [c for c in held if got.get(c, (None,))[0] is not None]
@@ -332,6 +373,7 @@ def score_budget(
     return {
         "rule": "budget",
         "pool": "rank",
+        "order": order,
         "fraction": fraction,
         "measured_configs": len(keys),
         "measured_not_emulated": plan.unemulated_measured,
@@ -355,6 +397,7 @@ def score(
     measured: Mapping[Key, Sequence[Any]] | None = None,
     complete: bool | None = None,
     budget: float | None = None,
+    order: str = ORDERS[0],
 ) -> dict[str, Any]:
     """One pair: the search's choice (the fastest of its K as it measured them: `measured`,
     else the truth's times; with `budget`, the budgeted search's), r from the truth, its
@@ -382,7 +425,7 @@ def score(
         "setup_s": sum(_setup_s(v) for v in truth.values()),
     }
     if budget is not None:
-        row["search"] = score_budget(emu, truth, budget, measured)
+        row["search"] = score_budget(emu, truth, budget, measured, order)
     else:
         top = [c for c in top_k(emu, pool, k) if c in truth]
         search: dict[str, Any] = {"rule": "k", "k": k, "pool": pool}
@@ -414,11 +457,12 @@ def score(
     row["by_k"] = by_k
     if ranked:
         row["by_budget"] = {
-            f"rank_{f:g}": {
+            f"{BY_BUDGET_PREFIX[o]}_{f:g}": {
                 key: got[key]
-                for got in [score_budget(emu, truth, f)]
+                for got in [score_budget(emu, truth, f, order=o)]
                 for key in ("r", "cost_ratio", "cost_ratio_with_setup", "measured_configs")
             }
+            for o in ORDERS
             for f in BUDGETS
         }
     return row
@@ -486,8 +530,7 @@ def summarize(pairs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "not_emulable": [f"{p['kernel']} D={p['D']}" for p in judged if not p.get("emulated")],
         }
     by_budget: dict[str, Any] = {}
-    for f in BUDGETS:
-        name = f"rank_{f:g}"
+    for name in (f"{BY_BUDGET_PREFIX[o]}_{f:g}" for o in ORDERS for f in BUDGETS):
         got = [q["by_budget"][name] for q in judged if name in q.get("by_budget", {})]
         if got:
             by_budget[name] = {
@@ -647,7 +690,12 @@ def run_recorded(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) 
         "pairs": [],
     }
     deadline = time.monotonic() + a.limit
-    todo = [(n, N) for n in names for N in eval_sizes(suite.get(n)) if str(N) in kernels[n]["eval"]]
+    part = a.sizes  # "eval" or "train": the recorded truth's part, its sizes searched
+    result["sizes"] = part
+    result["order"] = a.order
+    todo = [
+        (n, N) for n in names for N in sizes_of(suite.get(n), part) if str(N) in kernels[n][part]
+    ]
     if a.rescore is not None:
         return _rescore(a, result, kernels, todo, save)
     emus = Emulations(todo, True, a.workers, a.workers)
@@ -662,9 +710,9 @@ def run_recorded(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) 
             else:
                 truth = {
                     _key(t, b): tuple(float(v) for v in rest)
-                    for t, b, *rest in kernels[name]["eval"][str(N)]
+                    for t, b, *rest in kernels[name][part][str(N)]
                 }
-                row.update(score(emu, truth, k=a.k, pool=a.pool, budget=a.budget))
+                row.update(score(emu, truth, k=a.k, pool=a.pool, budget=a.budget, order=a.order))
                 row["search_cpu_s"] = search_seconds(emu, a.pool, emus.compile_s[name] / 2)
                 row["emulation"] = _emulation_record(emu)
             result["pairs"].append(row)
@@ -716,9 +764,9 @@ def _rescore(
             emu["static_order"] = True
         truth = {
             _key(t, b): tuple(float(v) for v in rest)
-            for t, b, *rest in kernels[name]["eval"][str(N)]
+            for t, b, *rest in kernels[name][a.sizes][str(N)]
         }
-        row.update(score(emu, truth, k=a.k, pool=a.pool, budget=a.budget))
+        row.update(score(emu, truth, k=a.k, pool=a.pool, budget=a.budget, order=a.order))
         row["search_cpu_s"] = old.get("search_cpu_s")
         row["emulation"] = emu
         result["pairs"].append(row)

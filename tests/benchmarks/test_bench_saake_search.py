@@ -36,6 +36,9 @@ def bs():  # noqa: ANN201
         (["--budget", "0"], "--budget must be a fraction in (0, 1]"),
         (["--budget", "1.5"], "--budget must be a fraction in (0, 1]"),
         (["--rescore", "/nonexistent.json"], "needs --recorded"),
+        (["--order", "fastest"], "--order must be one of emulated, variants-first"),
+        (["--sizes", "all"], "--sizes must be eval or train"),
+        (["--sizes", "train"], "--sizes train needs --recorded"),
     ],
 )
 def test_bad_arguments_are_named(bs, tmp_path, capsys, argv, message) -> None:  # noqa: ANN001
@@ -123,6 +126,7 @@ def test_the_budgeted_search_scores_its_emulated_prefix(bs, monkeypatch) -> None
     assert s["cost_ratio_with_setup"] == pytest.approx(2.5 / 5.5)
     assert s["estimated_s"] == 2.0 and s["brute_force_estimate_s"] == 5.0
     assert row["emulated"] == 4 and row["by_budget"]["rank_0.3"]["measured_configs"] == 1
+    assert row["by_budget"]["variants_0.3"]["measured_configs"] == 1  # every order is scored
     # Every configuration in the budget: the best found.
     assert bs.score_budget(EMU, truth, 1.0)["r"] == pytest.approx(1.0)
 

@@ -18,6 +18,7 @@ from klaraptor.device.profile import recorded_profile
 from klaraptor.models.saake.emulate import GridShape
 from klaraptor.models.saake.search import (
     JointSpace,
+    PlanOrder,
     SearchConfig,
     SearchError,
     budgeted_plan,
@@ -28,6 +29,7 @@ from klaraptor.models.saake.search import (
     neighbours,
     prior_order,
     search,
+    variants_first,
 )
 from tests.isa.helpers import needs_tools
 
@@ -209,6 +211,26 @@ def test_what_cannot_be_emulated_gets_its_share_of_the_budget() -> None:
     assert len(plan.chosen) == 4 and plan.unemulated_measured == 3
     assert plan.order[0] == c[0]  # the least emulated first
     assert [x for x in plan.order if x in c[4:]] == c[4:]  # the static order kept among them
+
+
+def test_variants_first_measures_every_variant_s_best_before_the_rest() -> None:
+    spec = suite.get(GSMAP)
+    a = spec.param_values({"VEC": 1, "EPT": 1})
+    b = spec.param_values({"VEC": 2, "EPT": 1})
+    c = spec.param_values({"VEC": 4, "EPT": 1})
+    x = [SearchConfig(v, (t, 1, 1)) for v in (a, b, c) for t in (64, 128)]
+    # emulation favours variant a twice over; b's and c's best come right after a's best
+    ms = [1.0, 2.0, 3.0, 5.0, 4.0, 6.0]
+    ranking = list(zip(x, ms, strict=True))
+    assert [x[i] for i in variants_first(x, ms)] == [x[0], x[2], x[4], x[1], x[3], x[5]]
+    plan = budgeted_plan(ranking, 0.5, lambda t: 1.0, order=PlanOrder.VARIANTS_FIRST)
+    assert plan.chosen == (x[0], x[2], x[4])
+    emulated = budgeted_plan(ranking, 0.5, lambda t: 1.0)
+    assert emulated.chosen == (x[0], x[1], x[2])  # the default order: least emulated first
+    # a variant that cannot be emulated keeps its share of any prefix, as in the emulated order
+    ranking[5] = (x[5], math.inf)
+    ms[5] = math.inf
+    assert variants_first(x, ms)[:2] == [0, 5]
 
 
 def test_without_any_emulated_time_the_static_order_is_measured() -> None:

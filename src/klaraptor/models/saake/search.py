@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Protocol
 
 from klaraptor.core.errors import KlaraptorError
@@ -359,10 +360,41 @@ def emulated_first_by_share(emulated_ms: Sequence[float]) -> list[int]:
         (i for i, t in enumerate(emulated_ms) if math.isfinite(t)),
         key=lambda i: (emulated_ms[i], i),
     )
+    return _by_share(known, [i for i, t in enumerate(emulated_ms) if not math.isfinite(t)])
+
+
+def variants_first(configs: Sequence[SearchConfig], emulated_ms: Sequence[float]) -> list[int]:
+    """Indices: every variant's least emulated configuration first (those variants in order of
+    it), then the rest in order of emulated time; those that cannot be emulated interleaved by
+    share, as `emulated_first_by_share`. Emulation's error is shared within a variant (one
+    SASS, one set of trip counts) more than across variants, so a prefix that measures each
+    variant once bets less on one variant's emulation being right."""
+    known = sorted(
+        (i for i, t in enumerate(emulated_ms) if math.isfinite(t)),
+        key=lambda i: (emulated_ms[i], i),
+    )
+    seen: set[ParamValues] = set()
+    firsts, rest = [], []
+    for i in known:
+        v = configs[i].variant
+        (rest if v in seen else firsts).append(i)
+        seen.add(v)
     unknown = [i for i, t in enumerate(emulated_ms) if not math.isfinite(t)]
+    return _by_share(firsts + rest, unknown)
+
+
+def _by_share(known: Sequence[int], unknown: Sequence[int]) -> list[int]:
+    """`known` and `unknown` merged so that any prefix holds about the same share of each."""
     keyed = [(k / len(known), 0, i) for k, i in enumerate(known)]
     keyed += [(k / len(unknown), 1, i) for k, i in enumerate(unknown)]
     return [i for _, _, i in sorted(keyed)]
+
+
+class PlanOrder(Enum):
+    """The order a budgeted search measures the joint space in (it measures a prefix)."""
+
+    EMULATED = "emulated"  # least emulated time first (`emulated_first_by_share`)
+    VARIANTS_FIRST = "variants-first"  # each variant's best first (`variants_first`)
 
 
 def check_budget(budget: float | str) -> float:
@@ -383,15 +415,17 @@ def budgeted_plan(
     ranking: Sequence[tuple[SearchConfig, float]],
     budget: float,
     point_seconds: Callable[[float], float],
+    order: PlanOrder = PlanOrder.EMULATED,
 ) -> BudgetedPlan:
-    """Measure in emulated order until a budget stated up front is spent.
+    """Measure in emulated order (`order`) until a budget stated up front is spent.
 
     `ranking`: every configuration of the joint space with its emulated ms (inf where it cannot
     be emulated), in any order; `point_seconds(ms)`: the estimated seconds of timing one
     configuration of kernel time `ms` (a collection cost model: per-point overhead plus the
     protocol's launches). Brute force's cost is estimated as the sum over the whole space, a
     configuration that cannot be emulated priced at the median emulated time (or the overhead
-    alone when none can be). The order is emulated time, least first, interleaved by share with
+    alone when none can be). The order (`PlanOrder`) is emulated time, least first, or each
+    variant's best first and then the rest by emulated time; either interleaved by share with
     the configurations that cannot be emulated, in their given order (the caller's static
     fallback): a prefix holding a fraction f of the one holds about f of the other. The plan is
     the longest prefix whose estimated cost stays within `budget` times brute force's estimate,
@@ -402,9 +436,13 @@ def budgeted_plan(
         raise SearchError("the budgeted search has no configuration to measure")
     finite = sorted(ms for _, ms in items if math.isfinite(ms))
     stand_in = finite[len(finite) // 2] if finite else 0.0
-    order = emulated_first_by_share([ms for _, ms in items])
-    configs = tuple(items[i][0] for i in order)
-    emulated = tuple(float(items[i][1]) for i in order)
+    ms_all = [ms for _, ms in items]
+    if order is PlanOrder.VARIANTS_FIRST:
+        idx = variants_first([c for c, _ in items], ms_all)
+    else:
+        idx = emulated_first_by_share(ms_all)
+    configs = tuple(items[i][0] for i in idx)
+    emulated = tuple(float(items[i][1]) for i in idx)
     cost = tuple(float(point_seconds(t if math.isfinite(t) else stand_in)) for t in emulated)
     if any(not (math.isfinite(c) and c > 0) for c in cost):
         raise SearchError("the measurement cost model gave a non-positive or non-finite cost")
@@ -622,6 +660,8 @@ __all__ = [
     "most_promising",
     "neighbourhood_order",
     "neighbours",
+    "PlanOrder",
+    "variants_first",
     "path_to_dict",
     "prior_order",
     "relief_key",
