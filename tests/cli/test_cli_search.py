@@ -81,6 +81,7 @@ def test_a_bad_budget_is_a_usage_error_that_names_it(capsys, bad) -> None:  # no
     [
         (("--budget", "0.25", "--measure", "3"), "give --measure K or --budget F, not both"),
         (("--plan-only",), "give --budget F with it"),
+        (("--order", "variants-first"), "--order sets a budgeted search's order"),
     ],
 )
 def test_budget_options_that_do_not_go_together_are_named(capsys, argv, message) -> None:  # noqa: ANN001
@@ -98,11 +99,21 @@ def test_budget_without_a_gpu_stops_at_once_and_points_to_plan_only(capsys) -> N
 @needs_tools
 def test_plan_only_prints_what_a_budget_would_time(capsys) -> None:  # noqa: ANN001
     rc, out, err = run(
-        capsys, "search", TRANSPOSE, "N=1024", "--budget", "0.25", "--plan-only", "--json"
+        capsys,
+        "search",
+        TRANSPOSE,
+        "N=1024",
+        "--budget",
+        "0.25",
+        "--order",
+        "emulated",
+        "--plan-only",
+        "--json",
     )
     doc = json.loads(out)["budget"]
     assert rc == 0, err
     assert doc["fraction"] == 0.25 and 1 <= len(doc["measure"]) < doc["configurations"]
+    assert doc["order"] == "emulated"
     assert doc["estimated_s"] <= 0.25 * doc["brute_force_estimate_s"]
     ms = [m["emulated_ms"] for m in doc["measure"]]
     assert ms == sorted(ms)
@@ -129,3 +140,22 @@ def test_the_plan_is_printed_with_its_budget_and_order() -> None:
     )
     assert lines[3].endswith("block (32, 8, 1): emulated 2 ms")
     assert lines[4].endswith("block (16, 8, 1): not emulated (static order)")
+
+
+def test_a_variants_first_plan_says_so() -> None:
+    from klaraptor import suite
+    from klaraptor.cli.search import _plan_text
+    from klaraptor.models.saake.search import PlanOrder, SearchConfig, budgeted_plan
+
+    spec = suite.get(TRANSPOSE)
+    a, b = (SearchConfig(spec.default_variant, (t, 8, 1)) for t in (32, 16))
+    plan = budgeted_plan([(a, 2.0), (b, 3.0)], 1.0, lambda ms: 1.0, order=PlanOrder.VARIANTS_FIRST)
+    assert plan.rule is PlanOrder.VARIANTS_FIRST
+    assert (
+        _plan_text(plan)
+        .splitlines()[2]
+        .startswith(
+            "to time, each compiled variant's least emulated configuration first, then the rest by "
+            "emulated time: 2 configurations"
+        )
+    )

@@ -66,6 +66,15 @@ def add_parser(sub: Any) -> None:
         "author's configuration first)",
     )
     s.add_argument(
+        "--order",
+        choices=("emulated", "variants-first"),
+        default=None,
+        help="with --budget: the order the joint space is timed in: least emulated time first "
+        "(emulated), or each compiled variant's least emulated configuration first and then "
+        "the rest (variants-first); default: the one chosen on the tunables suite's training "
+        "sizes (docs/saake.md)",
+    )
+    s.add_argument(
         "--plan-only",
         action="store_true",
         help="with --budget: print what it would time and its estimated cost, measure nothing",
@@ -110,6 +119,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     measure = args.measure
     if args.budget is not None and measure is not None:
         raise SearchError("give --measure K or --budget F, not both")
+    if args.order is not None and args.budget is None:
+        raise SearchError("--order sets a budgeted search's order: give --budget F with it")
     if args.plan_only and args.budget is None:
         raise SearchError("--plan-only prints a budgeted search's plan: give --budget F with it")
     if args.budget is not None and not args.plan_only:
@@ -148,9 +159,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     measured = plan = None
     if args.budget is not None:
         from klaraptor.collect.measure import measure_cost_model
-        from klaraptor.models.saake.search import budgeted_plan
+        from klaraptor.models.saake.search import DEFAULT_ORDER, PlanOrder, budgeted_plan
 
-        plan = budgeted_plan(pool, args.budget, measure_cost_model().time_point_s)
+        rule = PlanOrder(args.order) if args.order else DEFAULT_ORDER
+        plan = budgeted_plan(pool, args.budget, measure_cost_model().time_point_s, order=rule)
         doc["budget"] = _plan_dict(plan)
         if not args.plan_only:
             from klaraptor.collect.measure import SEARCH_OPTIONS, measure_configs
@@ -204,6 +216,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 def _plan_dict(plan: Any) -> dict[str, Any]:
     return {
         "fraction": plan.budget,
+        "order": plan.rule.value,
         "brute_force_estimate_s": plan.brute_force_estimate_s,
         "estimated_s": plan.estimated_cost_s,
         "configurations": len(plan.order),
@@ -224,8 +237,13 @@ def _plan_text(plan: Any) -> str:
         if emulated
         else "none could be emulated: each priced at the per-point overhead"
     )
+    first = (
+        "each compiled variant's least emulated configuration first, then the rest by emulated time"
+        if plan.rule.value == "variants-first"
+        else "least emulated time first"
+    )
     order = (
-        "least emulated time first"
+        first
         + (
             ", the unemulated (nearest the author's configuration first) interleaved by their "
             "share of the space"

@@ -322,6 +322,18 @@ def most_promising(
     return [c for c, _ in sorted(finite, key=lambda cm: cm[1])[:k]]
 
 
+class PlanOrder(Enum):
+    """The order a budgeted search measures the joint space in (it measures a prefix)."""
+
+    EMULATED = "emulated"  # least emulated time first (`emulated_first_by_share`)
+    VARIANTS_FIRST = "variants-first"  # each variant's best first (`variants_first`)
+
+
+# The budgeted search's order when the user names none: chosen on the tunables suite's training
+# sizes by the rule of benchmarks/bench_saake_search.py (docs/saake.md).
+DEFAULT_ORDER = PlanOrder.EMULATED
+
+
 @dataclass(frozen=True)
 class BudgetedPlan:
     """What a budgeted search measures (`budgeted_plan`): the joint space in the order it is
@@ -334,6 +346,7 @@ class BudgetedPlan:
     estimated_s: tuple[float, ...]
     measure: int
     brute_force_estimate_s: float
+    rule: PlanOrder = PlanOrder.EMULATED  # how `order` was made
 
     @property
     def chosen(self) -> tuple[SearchConfig, ...]:
@@ -388,13 +401,6 @@ def _by_share(known: Sequence[int], unknown: Sequence[int]) -> list[int]:
     keyed = [(k / len(known), 0, i) for k, i in enumerate(known)]
     keyed += [(k / len(unknown), 1, i) for k, i in enumerate(unknown)]
     return [i for _, _, i in sorted(keyed)]
-
-
-class PlanOrder(Enum):
-    """The order a budgeted search measures the joint space in (it measures a prefix)."""
-
-    EMULATED = "emulated"  # least emulated time first (`emulated_first_by_share`)
-    VARIANTS_FIRST = "variants-first"  # each variant's best first (`variants_first`)
 
 
 def check_budget(budget: float | str) -> float:
@@ -452,7 +458,7 @@ def budgeted_plan(
         if n > 0 and spent + c > b * total:
             break
         spent, n = spent + c, n + 1
-    return BudgetedPlan(b, configs, emulated, cost, n, total)
+    return BudgetedPlan(b, configs, emulated, cost, n, total, order)
 
 
 def prior_order(
@@ -660,6 +666,7 @@ __all__ = [
     "most_promising",
     "neighbourhood_order",
     "neighbours",
+    "DEFAULT_ORDER",
     "PlanOrder",
     "variants_first",
     "path_to_dict",
