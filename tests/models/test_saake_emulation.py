@@ -304,6 +304,54 @@ def test_a_wave_takes_no_less_than_its_blocks_dispatch() -> None:
     assert res.cycles == pytest.approx(res.emulated) and res.cycles > 150 * 1
 
 
+def test_later_waves_cost_their_busiest_resource_plus_the_latency_left_uncovered() -> None:
+    from klaraptor.models.saake.emulate import SMResult, steady_wave_work
+
+    busy = np.zeros(len(ops.RESOURCES))
+    busy[ops.R["dram"]] = 40.0
+    busy[ops.R["launch"]] = 90.0  # the dispatcher is the wave's floor, not its bottleneck
+    wave = SMResult(cycles=200.0, emulated=100.0, busy=busy)
+    # work 200 (the emulated trace plus its extrapolated loops): DRAM busy 80 of it, rho 0.4;
+    # one block alone takes 50, of which 0.6 is left uncovered: 80 + 30.
+    assert steady_wave_work(200.0, wave, 50.0) == pytest.approx(110.0)
+    # A wave its bottleneck kept busy throughout costs the bottleneck's cycles alone.
+    busy[ops.R["dram"]] = 100.0
+    assert steady_wave_work(200.0, wave, 50.0) == pytest.approx(200.0)
+    # Never more than the first wave, as emulated.
+    busy[ops.R["dram"]] = 10.0
+    assert steady_wave_work(200.0, wave, 500.0) == pytest.approx(200.0)
+    assert steady_wave_work(0.0, wave, 50.0) == 0.0
+
+
+def test_a_grid_of_many_waves_pays_the_first_in_full_and_the_rest_steady(
+    recorded, tmp_path
+) -> None:  # noqa: ANN001
+    # FDTD-2D k1 at its largest training size: the later waves' blocks overlap one another's
+    # waits on memory, so they cost less than the first, which starts every block at once.
+    _, em = _fitless_emulator(recorded, tmp_path, "polybench.fdtd2d.k1")
+    D = (1536,)
+    many = [j for j in range(len(em.candidates)) if em.shape(D, j).waves()[0][0] >= 3]
+    assert many, "a training size with three full waves or more"
+    for j in many:
+        full, per_sm, share = em.shape(D, j).waves()[0]
+        parts = em.wave_parts(D, j)
+        (first_reps, first, dispatch), (rest_reps, steady, _) = parts[:2]
+        assert (first_reps, rest_reps) == (1, full - 1)
+        assert 0 < steady <= first
+        lat = em.params.lat[ops.R["launch"]]
+        assert em.cycles(D, j) == pytest.approx(
+            lat + max(first, dispatch) + (full - 1) * max(steady, dispatch)
+            + sum(r * max(w, d) for r, w, d in parts[2:])
+        )  # fmt: skip
+        work, res = em.sm_work(
+            j, em.quantities(D).counts[j], em.quantities(D).memory[j],
+            per_sm * em.shape(D, j).warps_per_block, share,
+        )  # fmt: skip
+        assert first == pytest.approx(work) and dispatch == pytest.approx(res.dispatch)
+    gain = [em.wave_parts(D, j)[1][1] / em.wave_parts(D, j)[0][1] for j in many]
+    assert min(gain) < 0.9, gain
+
+
 def test_a_few_busy_sms_get_the_measured_share_of_the_l2_not_the_whole_gpu() -> None:
     from klaraptor.models.saake.emulate import NO_BUSY_SHARE, BusyShare
 

@@ -53,6 +53,7 @@ from klaraptor.models.saake.emulate import (
     RegionScale,
     SMResult,
     emulate_sm,
+    steady_wave_work,
 )
 from klaraptor.models.saake.trace import UNROLL_INNER, UNROLL_OUTER, Trace, build_trace
 
@@ -652,19 +653,31 @@ class KernelEmulator:
                 extra += missing * res.periods.get(lp.name, 0.0)
         return res.emulated + extra, res
 
-    def wave_parts(self, D: Sequence[int], j: int) -> list[tuple[int, float, float]]:
+    def wave_parts(
+        self,
+        D: Sequence[int],
+        j: int,
+        params: Params | None = None,
+        region: RegionScale | None = None,
+    ) -> list[tuple[int, float, float]]:
         """[(repetitions, unscaled work cycles, dispatch cycles)] of configuration j's waves at D
-        (empty when it cannot launch): what the calibration fits the work scale on."""
+        (empty when it cannot launch): the first full wave as emulated, the later full waves at
+        their steady work (`emulate.steady_wave_work`), then the tail wave. What the time sums
+        (`cycles`) and the calibration fits the work scale on."""
         shape = self.shape(D, j)
         if shape.active_blocks <= 0 or shape.blocks <= 0:
             return []
         q = self.quantities(D)
+        x, mem = q.counts[j], q.memory[j]
         out = []
         for reps, per_sm, share in shape.waves():
             work, res = self.sm_work(
-                j, q.counts[j], q.memory[j], per_sm * shape.warps_per_block, share
+                j, x, mem, per_sm * shape.warps_per_block, share, params, region
             )
-            out.append((reps, work, res.dispatch))
+            out.append((min(reps, 1), work, res.dispatch))
+            if reps > 1:
+                alone, _ = self.sm_work(j, x, mem, shape.warps_per_block, share, params, region)
+                out.append((reps - 1, steady_wave_work(work, res, alone), res.dispatch))
         return out
 
     def cycles(
@@ -676,17 +689,13 @@ class KernelEmulator:
     ) -> float:
         """Predicted cycles of configuration j at D (inf when it cannot launch); `region`: one
         resource parameter scaled in one code region only."""
-        shape = self.shape(D, j)
-        if shape.active_blocks <= 0 or shape.blocks <= 0:
+        parts = self.wave_parts(D, j, params, region)
+        if not parts:
             return math.inf
-        q = self.quantities(D)
-        x, mem = q.counts[j], q.memory[j]
         total = float((params or self.params).lat[ops.R["launch"]])
-        for reps, per_sm, share in shape.waves():
-            work, res = self.sm_work(
-                j, x, mem, per_sm * shape.warps_per_block, share, params, region
-            )
-            total += reps * res.wave_cycles(self.work_scale * work)
+        for reps, work, dispatch in parts:
+            scaled = self.work_scale * work
+            total += reps * (scaled if scaled > dispatch else dispatch)
         return total
 
     def demand_by_op(self, D: Sequence[int], j: int) -> np.ndarray:
