@@ -159,3 +159,33 @@ def test_a_variants_first_plan_says_so() -> None:
             "emulated time: 2 configurations"
         )
     )
+
+
+@pytest.mark.gpu
+@needs_tools
+def test_a_variants_first_budget_times_every_variant_s_best_on_the_gpu(  # noqa: ANN001
+    capsys, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("KLARAPTOR_HOME", str(tmp_path))
+    rc, out, err = run(
+        capsys,
+        "search",
+        TRANSPOSE,
+        "N=2048",
+        "--budget",
+        "0.2",
+        "--order",
+        "variants-first",
+        "--json",
+    )
+    assert rc == 0, err
+    doc = json.loads(out)
+    plan, measured = doc["budget"], doc["measured"]
+    assert plan["order"] == "variants-first"
+    variants = [tuple(sorted(m["params"].items())) for m in plan["measure"]]
+    n = len(set(variants))
+    assert n > 1 and len(set(variants[:n])) == n  # each variant once before any repeats
+    timed = [m for m in measured["configs"] if m["status"] == "ok"]
+    assert len(timed) == len(plan["measure"]) and measured["best_ms"] > 0
+    precise = [m for m in timed if m["precise"]] or timed
+    assert measured["best_ms"] == min(m["measured_ms"] for m in precise)
