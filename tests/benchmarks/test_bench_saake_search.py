@@ -36,7 +36,7 @@ def bs():  # noqa: ANN201
         (["--budget", "0"], "--budget must be a fraction in (0, 1]"),
         (["--budget", "1.5"], "--budget must be a fraction in (0, 1]"),
         (["--rescore", "/nonexistent.json"], "needs --recorded"),
-        (["--order", "fastest"], "--order must be one of emulated, variants-first"),
+        (["--order", "fastest"], "--order must be one of variants-first, emulated"),
         (["--sizes", "all"], "--sizes must be eval or train"),
         (["--sizes", "train"], "--sizes train needs --recorded"),
     ],
@@ -114,7 +114,7 @@ def test_the_budgeted_search_scores_its_emulated_prefix(bs, monkeypatch) -> None
 
     monkeypatch.setattr(measure, "measure_cost_model", lambda: Flat())
     truth = {**TRUTH, ("A=2", (32, 1, 1)): (1.20, 1.5, 0.5)}  # this point paid 0.5 s of setup
-    row = bs.score(EMU, truth, k=3, pool="walk", budget=0.45)
+    row = bs.score(EMU, truth, k=3, pool="walk", budget=0.45, order="emulated")
     s = row["search"]
     assert s["rule"] == "budget" and s["measured_configs"] == 2 and not s["within_5pct"]
     # the plan's order: the least emulated (A=2 at 32, 1.20 ms), then the one that cannot be
@@ -129,6 +129,7 @@ def test_the_budgeted_search_scores_its_emulated_prefix(bs, monkeypatch) -> None
     assert row["by_budget"]["variants_0.3"]["measured_configs"] == 1  # every order is scored
     # Every configuration in the budget: the best found.
     assert bs.score_budget(EMU, truth, 1.0)["r"] == pytest.approx(1.0)
+    assert bs.ORDERS[0] == "variants-first"  # the product's default heads the bench's orders
 
 
 def test_truth_without_every_configuration_is_not_complete(bs) -> None:  # noqa: ANN001

@@ -124,11 +124,13 @@ def test_the_plan_is_printed_with_its_budget_and_order() -> None:
 
     from klaraptor import suite
     from klaraptor.cli.search import _plan_text
-    from klaraptor.models.saake.search import SearchConfig, budgeted_plan
+    from klaraptor.models.saake.search import PlanOrder, SearchConfig, budgeted_plan
 
     spec = suite.get(TRANSPOSE)
     a, b = (SearchConfig(spec.default_variant, (t, 8, 1)) for t in (32, 16))
-    text = _plan_text(budgeted_plan([(a, 2.0), (b, math.inf)], 1.0, lambda ms: 1.0))
+    text = _plan_text(
+        budgeted_plan([(a, 2.0), (b, math.inf)], 1.0, lambda ms: 1.0, order=PlanOrder.EMULATED)
+    )
     lines = text.splitlines()
     assert lines[1] == (
         "budget: 1 of brute force's estimated measurement cost (2.00 s for 2 configurations, "

@@ -33,6 +33,8 @@ from klaraptor.models.saake.search import (
 )
 from tests.isa.helpers import needs_tools
 
+EMULATED = PlanOrder.EMULATED
+
 GSMAP = "tunables.gsmap.gsmap"  # VEC (1, 2, 4), EPT (1, 2, 4, 8), 1D blocks
 ATTRS = KernelAttributes(32, 0, 0, 0, 1024, 232448)
 
@@ -184,7 +186,7 @@ def test_the_budgeted_search_measures_a_prefix_of_the_emulated_order() -> None:
     c = [SearchConfig(spec.default_variant, (t, 1, 1)) for t in (32, 64, 128, 256, 512)]
     ranking = [(c[0], 4.0), (c[1], math.inf), (c[2], 1.0), (c[3], 2.0), (c[4], 3.0)]
     # brute force: 2 + 3 + 4 + 5 + (1 + 3: the unemulated priced at the median, 3 ms) = 18 s
-    plan = budgeted_plan(ranking, 0.3, _cost)
+    plan = budgeted_plan(ranking, 0.3, _cost, order=EMULATED)
     assert plan.brute_force_estimate_s == pytest.approx(18.0)
     # the least emulated first, then the one that cannot be emulated (its list's first), then
     # the emulated rest: each list's share of any prefix follows its share of the space
@@ -193,11 +195,11 @@ def test_the_budgeted_search_measures_a_prefix_of_the_emulated_order() -> None:
     # 0.3 x 18 = 5.4 s: 2 fits, + 4 would not; the next cheaper ones are not skipped to.
     assert plan.chosen == (c[2],) and plan.estimated_cost_s == pytest.approx(2.0)
     assert plan.unemulated_measured == 0
-    half = budgeted_plan(ranking, 0.5, _cost)  # 2 + 4 + 3 = 9 <= 9
+    half = budgeted_plan(ranking, 0.5, _cost, order=EMULATED)  # 2 + 4 + 3 = 9 <= 9
     assert half.chosen == (c[2], c[1], c[3]) and half.unemulated_measured == 1
-    assert budgeted_plan(ranking, 1.0, _cost).chosen == plan.order
+    assert budgeted_plan(ranking, 1.0, _cost, order=EMULATED).chosen == plan.order
     # The first is always measured, however small the budget.
-    assert budgeted_plan(ranking, 0.01, _cost).chosen == (c[2],)
+    assert budgeted_plan(ranking, 0.01, _cost, order=EMULATED).chosen == (c[2],)
 
 
 def test_what_cannot_be_emulated_gets_its_share_of_the_budget() -> None:
@@ -207,7 +209,7 @@ def test_what_cannot_be_emulated_gets_its_share_of_the_budget() -> None:
     blocks = [(32 * (i + 1), 1, 1) for i in range(16)]
     c = [SearchConfig(spec.default_variant, b) for b in blocks]
     ranking = [(x, float(i) if i < 4 else math.inf) for i, x in enumerate(c)]
-    plan = budgeted_plan(ranking, 0.25, lambda ms: 1.0)
+    plan = budgeted_plan(ranking, 0.25, lambda ms: 1.0, order=EMULATED)
     assert len(plan.chosen) == 4 and plan.unemulated_measured == 3
     assert plan.order[0] == c[0]  # the least emulated first
     assert [x for x in plan.order if x in c[4:]] == c[4:]  # the static order kept among them
@@ -225,8 +227,10 @@ def test_variants_first_measures_every_variant_s_best_before_the_rest() -> None:
     assert [x[i] for i in variants_first(x, ms)] == [x[0], x[2], x[4], x[1], x[3], x[5]]
     plan = budgeted_plan(ranking, 0.5, lambda t: 1.0, order=PlanOrder.VARIANTS_FIRST)
     assert plan.chosen == (x[0], x[2], x[4])
-    emulated = budgeted_plan(ranking, 0.5, lambda t: 1.0)
-    assert emulated.chosen == (x[0], x[1], x[2])  # the default order: least emulated first
+    emulated = budgeted_plan(ranking, 0.5, lambda t: 1.0, order=EMULATED)
+    assert emulated.chosen == (x[0], x[1], x[2])  # least emulated first
+    # variants-first is the product's default (chosen on the tunables' training sizes)
+    assert budgeted_plan(ranking, 0.5, lambda t: 1.0).chosen == plan.chosen
     # a variant that cannot be emulated keeps its share of any prefix, as in the emulated order
     ranking[5] = (x[5], math.inf)
     ms[5] = math.inf
@@ -236,7 +240,7 @@ def test_variants_first_measures_every_variant_s_best_before_the_rest() -> None:
 def test_without_any_emulated_time_the_static_order_is_measured() -> None:
     spec = suite.get(GSMAP)
     c = [SearchConfig(spec.default_variant, (t, 1, 1)) for t in (32, 64, 128, 256)]
-    plan = budgeted_plan([(x, math.inf) for x in c], 0.5, _cost)
+    plan = budgeted_plan([(x, math.inf) for x in c], 0.5, _cost, order=EMULATED)
     # every point priced at the overhead alone (no time to go by): half of them, in given order
     assert plan.brute_force_estimate_s == pytest.approx(4.0)
     assert plan.chosen == (c[0], c[1]) and plan.unemulated_measured == 2
@@ -254,7 +258,7 @@ def test_a_bad_budget_is_named(bad) -> None:  # noqa: ANN001
 def test_a_budgeted_search_needs_configurations_and_a_sane_cost_model() -> None:
     spec = suite.get(GSMAP)
     with pytest.raises(SearchError, match="no configuration"):
-        budgeted_plan([], 0.25, _cost)
+        budgeted_plan([], 0.25, _cost, order=EMULATED)
     one = [(SearchConfig(spec.default_variant, (32, 1, 1)), 1.0)]
     with pytest.raises(SearchError, match="cost model"):
         budgeted_plan(one, 0.25, lambda ms: 0.0)
