@@ -388,7 +388,8 @@ def variants_first(configs: Sequence[SearchConfig], emulated_ms: Sequence[float]
         key=lambda i: (emulated_ms[i], i),
     )
     seen: set[ParamValues] = set()
-    firsts, rest = [], []
+    firsts: list[int] = []
+    rest: list[int] = []
     for i in known:
         v = configs[i].variant
         (rest if v in seen else firsts).append(i)
