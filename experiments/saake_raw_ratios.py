@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,52 +22,45 @@ import numpy as np
 def _one(args: tuple[str, bool]) -> dict[str, Any]:
     name, train_only = args
     from klaraptor import suite
-    from klaraptor.assemble import make_job
     from klaraptor.models.saake.model import SaakeModel
-    from klaraptor_bench.dataset import each_recorded_kernel
-    from klaraptor_bench.saake_eval import datasets
+    from klaraptor_bench.saake_eval import recorded_job
 
-    with tempfile.TemporaryDirectory() as tmp:
-        for data, store, found in each_recorded_kernel(datasets(), [name], Path(tmp), "r"):
-            if found != name:
+    spec = suite.get(name)
+    train = [int(n) for n in spec.meta["train_sizes"]]
+    evals = [] if train_only else [int(n) for n in spec.meta["eval_sizes"]]
+    with recorded_job(name) as (data, job):
+        model = SaakeModel()
+        grid = model.emulated(job)
+        helper, _ = model.helper_from(job, grid, calibrated=False)
+        times = data.kernels[name].times()
+        out: dict[str, Any] = {"kernel": name, "sizes": {}}
+        errs = []
+        for N in train + evals:
+            measured = {b: t[0] for (D, b), t in times.items() if D.values() == (N,)}
+            if not measured:
                 continue
-            spec = suite.get(name)
-            train = [int(n) for n in spec.meta["train_sizes"]]
-            evals = [] if train_only else [int(n) for n in spec.meta["eval_sizes"]]
-            job = make_job(spec, store, data.profile(), [spec.size(n) for n in train])
-            model = SaakeModel()
-            grid = model.emulated(job)
-            helper, _ = model.helper_from(job, grid, calibrated=False)
-            times = data.kernels[name].times()
-            out: dict[str, Any] = {"kernel": name, "sizes": {}}
-            errs = []
-            for N in train + evals:
-                measured = {b: t[0] for (D, b), t in times.items() if D.values() == (N,)}
-                if not measured:
-                    continue
-                pred = helper.predict(spec.size(N))
-                ratios = [
-                    float(pred.ms[i]) / measured[b]
-                    for i, b in enumerate(helper.candidates)
-                    if b in measured and pred.valid[i]
-                ]
-                if not ratios:
-                    continue
-                r = np.asarray(ratios)
-                out["sizes"][N] = {
-                    "train": N in train,
-                    "median": float(np.median(r)),
-                    "p10": float(np.percentile(r, 10)),
-                    "p90": float(np.percentile(r, 90)),
-                    "err": float(np.mean(np.abs(r - 1.0))),
-                }
-                if N not in train:
-                    errs.extend(np.abs(r - 1.0).tolist())
-            out["raw_error"] = float(np.mean(errs)) if errs else None
-            tr = [v["err"] for v in out["sizes"].values() if v["train"]]
-            out["raw_error_train"] = float(np.mean(tr)) if tr else None
-            return out
-    raise KeyError(name)
+            pred = helper.predict(spec.size(N))
+            ratios = [
+                float(pred.ms[i]) / measured[b]
+                for i, b in enumerate(helper.candidates)
+                if b in measured and pred.valid[i]
+            ]
+            if not ratios:
+                continue
+            r = np.asarray(ratios)
+            out["sizes"][N] = {
+                "train": N in train,
+                "median": float(np.median(r)),
+                "p10": float(np.percentile(r, 10)),
+                "p90": float(np.percentile(r, 90)),
+                "err": float(np.mean(np.abs(r - 1.0))),
+            }
+            if N not in train:
+                errs.extend(np.abs(r - 1.0).tolist())
+        out["raw_error"] = float(np.mean(errs)) if errs else None
+        tr = [v["err"] for v in out["sizes"].values() if v["train"]]
+        out["raw_error_train"] = float(np.mean(tr)) if tr else None
+        return out
 
 
 def main() -> int:

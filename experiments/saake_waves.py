@@ -24,7 +24,6 @@ import argparse
 import json
 import math
 import sys
-import tempfile
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -37,60 +36,54 @@ def _rows(name: str) -> list[dict[str, Any]]:
     import numpy as np
 
     from klaraptor import suite
-    from klaraptor.assemble import make_job
     from klaraptor.models.saake import ops
     from klaraptor.models.saake.model import SaakeModel
-    from klaraptor_bench.dataset import each_recorded_kernel
-    from klaraptor_bench.saake_eval import datasets
+    from klaraptor_bench.saake_eval import recorded_job
 
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for data, store, found in each_recorded_kernel(datasets(), [name], Path(tmp), "r"):
-            if found != name:
-                continue
-            spec = suite.get(name)
-            train = [int(n) for n in spec.meta["train_sizes"]]
-            job = make_job(spec, store, data.profile(), [spec.size(n) for n in train])
-            em = SaakeModel().emulator(job)
-            times = data.kernels[name].times()
-            launch = ops.R["launch"]
-            for N in train:
-                D = spec.size(N).values()
-                measured = {b: t[0] for (DD, b), t in times.items() if DD.values() == (N,)}
-                q = em.quantities(D)
-                for j, block in enumerate(em.candidates):
-                    shape = em.shape(D, j)
-                    if block not in measured or shape.active_blocks <= 0 or shape.blocks <= 0:
-                        continue
-                    waves = []
-                    for reps, per_sm, share in shape.waves():
-                        x, mem = q.counts[j], q.memory[j]
-                        work, res = em.sm_work(j, x, mem, per_sm * shape.warps_per_block, share)
-                        busy = np.asarray(res.busy, dtype=float).copy()
-                        busy[launch] = 0.0
-                        scale = work / res.emulated if res.emulated > 0 else 1.0
-                        alone, _ = em.sm_work(j, x, mem, shape.warps_per_block, share)
-                        waves.append(
-                            {
-                                "reps": reps,
-                                "full": share >= 1.0,
-                                "work": work,
-                                "dispatch": res.dispatch,
-                                "busiest": float(busy.max()) * scale,
-                                "alone": alone,
-                            }
-                        )
-                    rows.append(
+    spec = suite.get(name)
+    train = [int(n) for n in spec.meta["train_sizes"]]
+    with recorded_job(name) as (data, job):
+        em = SaakeModel().emulator(job)
+        times = data.kernels[name].times()
+        launch = ops.R["launch"]
+        for N in train:
+            D = spec.size(N).values()
+            measured = {b: t[0] for (DD, b), t in times.items() if DD.values() == (N,)}
+            q = em.quantities(D)
+            for j, block in enumerate(em.candidates):
+                shape = em.shape(D, j)
+                if block not in measured or shape.active_blocks <= 0 or shape.blocks <= 0:
+                    continue
+                waves = []
+                for reps, per_sm, share in shape.waves():
+                    x, mem = q.counts[j], q.memory[j]
+                    work, res = em.sm_work(j, x, mem, per_sm * shape.warps_per_block, share)
+                    busy = np.asarray(res.busy, dtype=float).copy()
+                    busy[launch] = 0.0
+                    scale = work / res.emulated if res.emulated > 0 else 1.0
+                    alone, _ = em.sm_work(j, x, mem, shape.warps_per_block, share)
+                    waves.append(
                         {
-                            "kernel": name,
-                            "N": N,
-                            "block": list(block),
-                            "measured_ms": measured[block],
-                            "launch": float(em.params.lat[launch]),
-                            "clock_khz": float(em.profile.sm_clock_mhz) * 1e3,
-                            "waves": waves,
+                            "reps": reps,
+                            "full": share >= 1.0,
+                            "work": work,
+                            "dispatch": res.dispatch,
+                            "busiest": float(busy.max()) * scale,
+                            "alone": alone,
                         }
                     )
+                rows.append(
+                    {
+                        "kernel": name,
+                        "N": N,
+                        "block": list(block),
+                        "measured_ms": measured[block],
+                        "launch": float(em.params.lat[launch]),
+                        "clock_khz": float(em.profile.sm_clock_mhz) * 1e3,
+                        "waves": waves,
+                    }
+                )
     return rows
 
 

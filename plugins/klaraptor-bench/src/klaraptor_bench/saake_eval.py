@@ -30,7 +30,8 @@ import json
 import math
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,23 @@ def _print_kernel(console: Any | None, ev: KernelEval) -> None:
     if console is not None:
         errs = " ".join(f"{v}={100 * e:.1f}%" for v, e in ev.errors.items() if e is not None)
         console.print(f"  {ev.kernel:32s} {errs}  {ev.choice.get('headline', '')}")
+
+
+@contextmanager
+def recorded_job(name: str) -> Iterator[tuple[RecordedDataset, Any]]:
+    """(its recorded dataset, its job at the training sizes) of one suite kernel, from a store of
+    its own that lasts as long as the context (the experiments' way in)."""
+    from klaraptor import suite
+    from klaraptor.assemble import make_job
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for data, store, found in each_recorded_kernel(datasets(), [name], Path(tmp), "r"):
+            if found == name:
+                spec = suite.get(name)
+                train = [spec.size(n) for n in spec.meta["train_sizes"]]
+                yield data, make_job(spec, store, data.profile(), train)
+                return
+    raise KeyError(name)
 
 
 def _evaluate_one(name: str) -> KernelEval:

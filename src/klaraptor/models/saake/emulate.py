@@ -37,10 +37,11 @@ resource kept busy throughout (rho = 1) costs B; one that waited on latency (rho
 B + L, never more than T_SM(M). The form was chosen on the suites' training sizes only (raw
 error 18.3 % -> 17.9 % over the 44 kernels; docs/saake.md).
 
-Busy share: with fewer than n SMs busy (tail or small grids) each gets a larger share of L2 and DRAM bandwidth, but not the whole GPU's: an SM's gap with b
-of n SMs busy is gap x g(b) / g(n), g the gap per busy SM measured with b SMs loading
-(`BusyShare`, the profile's `l2_gap_by_busy_sms`, `dram_gap_by_busy_sms`; on the H200 a lone
-SM gets 0.28 of its all-SM L2 gap, not 1/132). A profile without them scales by b / n.
+Busy share: with fewer than n SMs busy (tail or small grids) each gets a larger share of L2
+and DRAM bandwidth, but not the whole GPU's: an SM's gap with b of n SMs busy is
+gap x g(b) / g(n), g the gap per busy SM measured with b SMs loading (`BusyShare`, the
+profile's `l2_gap_by_busy_sms`, `dram_gap_by_busy_sms`; on the H200 a lone SM gets 0.28 of its
+all-SM L2 gap, not 1/132). A profile without them scales by b / n.
 
 Block dispatch (`launch`): the GPU starts blocks at a fixed rate, which no instruction uses. An
 SM cannot finish a wave of m blocks before it has received them, so T_SM(m) is at least

@@ -693,10 +693,8 @@ class KernelEmulator:
         if not parts:
             return math.inf
         total = float((params or self.params).lat[ops.R["launch"]])
-        for reps, work, dispatch in parts:
-            scaled = self.work_scale * work
-            total += reps * (scaled if scaled > dispatch else dispatch)
-        return total
+        # each wave: its work, scaled by the calibration, but never less than its dispatch
+        return total + sum(r * max(self.work_scale * w, d) for r, w, d in parts)
 
     def demand_by_op(self, D: Sequence[int], j: int) -> np.ndarray:
         """Per static instruction: its warp instructions per warp at D (its class count) times

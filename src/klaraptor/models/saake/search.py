@@ -370,11 +370,8 @@ def emulated_first_by_share(emulated_ms: Sequence[float]) -> list[int]:
     same fraction of each list. Nothing ranks what cannot be emulated, so a search (or a
     build's prior) neither trusts nor dismisses it; put last, a histogram whose emulable
     quarter took the whole budget never tried the others (H200, dc0480d)."""
-    known = sorted(
-        (i for i, t in enumerate(emulated_ms) if math.isfinite(t)),
-        key=lambda i: (emulated_ms[i], i),
-    )
-    return _by_share(known, [i for i, t in enumerate(emulated_ms) if not math.isfinite(t)])
+    known, unknown = _split(emulated_ms)
+    return _by_share(known, unknown)
 
 
 def variants_first(configs: Sequence[SearchConfig], emulated_ms: Sequence[float]) -> list[int]:
@@ -383,10 +380,7 @@ def variants_first(configs: Sequence[SearchConfig], emulated_ms: Sequence[float]
     share, as `emulated_first_by_share`. Emulation's error is shared within a variant (one
     SASS, one set of trip counts) more than across variants, so a prefix that measures each
     variant once bets less on one variant's emulation being right."""
-    known = sorted(
-        (i for i, t in enumerate(emulated_ms) if math.isfinite(t)),
-        key=lambda i: (emulated_ms[i], i),
-    )
+    known, unknown = _split(emulated_ms)
     seen: set[ParamValues] = set()
     firsts: list[int] = []
     rest: list[int] = []
@@ -394,8 +388,17 @@ def variants_first(configs: Sequence[SearchConfig], emulated_ms: Sequence[float]
         v = configs[i].variant
         (rest if v in seen else firsts).append(i)
         seen.add(v)
-    unknown = [i for i, t in enumerate(emulated_ms) if not math.isfinite(t)]
     return _by_share(firsts + rest, unknown)
+
+
+def _split(emulated_ms: Sequence[float]) -> tuple[list[int], list[int]]:
+    """(indices of the emulated, least emulated time first; those that cannot be emulated, in
+    their given order)."""
+    known = sorted(
+        (i for i, t in enumerate(emulated_ms) if math.isfinite(t)),
+        key=lambda i: (emulated_ms[i], i),
+    )
+    return known, [i for i, t in enumerate(emulated_ms) if not math.isfinite(t)]
 
 
 def _by_share(known: Sequence[int], unknown: Sequence[int]) -> list[int]:
