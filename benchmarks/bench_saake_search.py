@@ -3,7 +3,7 @@ item 4): its choice quality and what it costs to measure.
 
     PYTHONPATH=src python3 benchmarks/bench_saake_search.py OUT [--limit S] [--kernels a,b]
         [--k K] [--pool walk|rank] [--budget F] [--workers W] [--recorded RAW.json
-        [--rescore EARLIER.json]] [--merge-into saake_search.json]
+        [--rescore EARLIER.json]] [--emulations EARLIER.json] [--merge-into saake_search.json]
 
 For every (kernel, D) of `klaraptor.suite.tunables` (D: the suite's evaluation sizes, above every
 training size):
@@ -53,7 +53,10 @@ whose recorded truth lacks configurations of the joint space are scored over wha
 kept out of the headline (`truth_complete`).
 
 `--rescore EARLIER.json` scores the emulations an earlier output recorded instead of emulating
-again; `--merge-into FILE` also writes the result under FILE's key 'tunables_search'.
+again; in a GPU run, `--emulations EARLIER.json` does the same for the pairs it holds (the
+measurements are all made in this run; only the CPU-side emulation is taken from EARLIER, which
+must come from the same emulator); `--merge-into FILE` also writes the result under FILE's key
+'tunables_search'.
 
 Writes OUT/saake_search_tunables.json after every pair (`complete` says whether every pair ran),
 with provenance, and prints a table. `--limit` bounds the whole run (default 400 s); what is not
@@ -146,6 +149,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="with --recorded: take the emulations of this earlier output instead of emulating",
     )
     ap.add_argument(
+        "--emulations",
+        type=Path,
+        action="append",
+        default=[],
+        help="without --recorded: take the pairs' emulations from this earlier output (same "
+        "emulator) instead of emulating them again; the pairs it lacks are emulated (repeatable)",
+    )
+    ap.add_argument(
         "--merge-into",
         type=Path,
         default=None,
@@ -185,6 +196,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         raise BenchArgumentError(f"--budget must be a fraction in (0, 1], got {a.budget}")
     if a.rescore is not None and (a.recorded is None or not a.rescore.is_file()):
         raise BenchArgumentError(f"--rescore {a.rescore} needs --recorded and must be a file")
+    if a.emulations and a.recorded is not None:
+        raise BenchArgumentError("--emulations is for a GPU run; with --recorded use --rescore")
+    for path in a.emulations:
+        if not path.is_file():
+            raise BenchArgumentError(f"--emulations {path} is not a file")
     if a.merge_into is not None and a.merge_into.exists() and not a.merge_into.is_file():
         raise BenchArgumentError(f"--merge-into {a.merge_into} is not a file")
     a.kernels = kernel_names(a.kernels)
@@ -740,12 +756,9 @@ def _rescore(
     todo: Sequence[tuple[str, int]],
     save: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
-    """`--rescore PREV`: score the emulations an earlier run recorded (its pairs' `emulation`)
-    on this truth, without emulating again. Where PREV ranked the unemulated configurations in
-    canonical order (before `JointSpace.search_order`), they are put in the static fallback
-    order here (compiled attributes only, no emulation)."""
-    prev = json.loads(a.rescore.read_text())
-    emus = {(p["kernel"], p.get("D")): p for p in prev.get("pairs", [])}
+    """`--rescore PREV`: score the emulations an earlier run recorded (its pairs' `emulation`,
+    as `_recorded_emulation` reads them) on this truth, without emulating again."""
+    prev, emus = _earlier_emulations(a.rescore)
     result["rescored_from"] = {
         "file": str(a.rescore),
         "provenance": prev.get("provenance"),
@@ -759,10 +772,7 @@ def _rescore(
             row["error"] = f"{why} (in {a.rescore.name})"
             result["pairs"].append(row)
             continue
-        emu = dict(old["emulation"])
-        if not emu.get("static_order") and any(ms is None for _, _, ms in emu.get("rank") or []):
-            emu["rank"] = _static_fallback(name, N, emu["rank"])
-            emu["static_order"] = True
+        emu = _recorded_emulation(name, N, old)
         truth = {
             _key(t, b): tuple(float(v) for v in rest)
             for t, b, *rest in kernels[name][a.sizes][str(N)]
@@ -775,6 +785,23 @@ def _rescore(
     result["complete"] = all("error" not in p for p in result["pairs"])
     save(result)
     return result
+
+
+def _earlier_emulations(path: Path) -> tuple[dict[str, Any], dict[tuple[str, int], Any]]:
+    """An earlier output and its pairs by (kernel, D)."""
+    prev = json.loads(path.read_text())
+    return prev, {(p["kernel"], p.get("D")): p for p in prev.get("pairs", [])}
+
+
+def _recorded_emulation(name: str, N: int, old: Mapping[str, Any]) -> dict[str, Any]:
+    """An earlier pair's recorded emulation, scorable as a fresh one. Where it ranked the
+    unemulated configurations in canonical order (before `JointSpace.search_order`), they are
+    put in the static fallback order here (compiled attributes only, no emulation)."""
+    emu = dict(old["emulation"])
+    if not emu.get("static_order") and any(ms is None for _, _, ms in emu.get("rank") or []):
+        emu["rank"] = _static_fallback(name, N, emu["rank"])
+        emu["static_order"] = True
+    return emu
 
 
 def _static_fallback(name: str, N: int, rank: Sequence[Sequence[Any]]) -> list[list[Any]]:
@@ -841,6 +868,7 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
         "k": a.k,
         "pool": a.pool,
         "budget": a.budget,
+        "order": a.order,
         "cost_note": COST_NOTE,
         "pairs": [],
     }
@@ -851,11 +879,29 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
     emulated: dict[tuple[str, int], dict[str, Any]] = {}
     failed: dict[str, str] = {}  # kernels whose brute force failed, and why
     todo = [(n, N) for n in names for N in eval_sizes(suite.get(n))]
+    # --emulations: pairs emulated by an earlier run (the same emulator) are not emulated again
+    reused: dict[tuple[str, int], dict[str, Any]] = {}
+    for path in a.emulations:
+        prev, pairs = _earlier_emulations(path)
+        result.setdefault("emulations_from", []).append(
+            {"file": path.name, "provenance": prev.get("provenance")}
+        )
+        for pair in todo:
+            old = pairs.get(pair)
+            if pair not in reused and old is not None and "emulation" in old:
+                reused[pair] = {
+                    "kernel": pair[0],
+                    "N": pair[1],
+                    "recorded": _recorded_emulation(*pair, old),
+                    "search_cpu_s": old.get("search_cpu_s"),
+                }
+                reused[pair].update(reused[pair]["recorded"])
     # The variants compile on threads and the pairs emulate on processes; this thread then
     # drives the GPU (brute force first, then each search's measurements), after every
     # emulation has finished unless --overlap.
     rank = a.pool == "rank" or a.rank_all or a.budget is not None
-    emus = Emulations(todo, rank, a.workers, a.workers + 2)
+    emus = Emulations([p for p in todo if p not in reused], rank, a.workers, a.workers + 2)
+    emulated.update(reused)
     compile_s = emus.compile_s
     with _progress() as bar:
         t_emu = bar.add_task("emulating (kernel, D) pairs", total=len(todo))
@@ -904,7 +950,9 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
                 emu = emulated.pop(pair)
                 name, N = pair
                 row: dict[str, Any] = {"kernel": name, "D": N}
-                top = budget_plan(emu, a.budget)[0] if a.budget else top_k(emu, a.pool, a.k)
+                top = (
+                    budget_plan(emu, a.budget, a.order)[0] if a.budget else top_k(emu, a.pool, a.k)
+                )
                 got: dict[Key, tuple[float | None, float, float]] = {}
                 if not truth[pair]:
                     row["error"] = "brute force timed no configuration"
@@ -952,10 +1000,15 @@ def run_gpu(a: argparse.Namespace, save: Callable[[dict[str, Any]], None]) -> di
                         measured=got or None,
                         complete=True,
                         budget=a.budget,
+                        order=a.order,
                     )
                 )
-                row["search_cpu_s"] = search_seconds(emu, a.pool, compile_s[name] / 2)
-                row["emulation"] = _emulation_record(emu)
+                if "recorded" in emu:  # --emulations: as the earlier run recorded it
+                    row["search_cpu_s"] = emu["search_cpu_s"]
+                    row["emulation"] = emu["recorded"]
+                else:
+                    row["search_cpu_s"] = search_seconds(emu, a.pool, compile_s[name] / 2)
+                    row["emulation"] = _emulation_record(emu)
                 result["pairs"].append(row)
                 result["summary"] = summarize(result["pairs"])
                 save(result)

@@ -39,6 +39,11 @@ def bs():  # noqa: ANN201
         (["--order", "fastest"], "--order must be one of variants-first, emulated"),
         (["--sizes", "all"], "--sizes must be eval or train"),
         (["--sizes", "train"], "--sizes train needs --recorded"),
+        (["--emulations", "/nonexistent.json"], "--emulations /nonexistent.json is not a file"),
+        (
+            ["--emulations", __file__, "--recorded", __file__],
+            "--emulations is for a GPU run",
+        ),
     ],
 )
 def test_bad_arguments_are_named(bs, tmp_path, capsys, argv, message) -> None:  # noqa: ANN001
@@ -189,10 +194,12 @@ def test_without_a_gpu_the_measured_run_is_refused(bs, tmp_path, capsys) -> None
     assert "needs a CUDA GPU" in err and "Traceback" not in err
 
 
-def test_the_gpu_run_s_orchestration_on_fakes(bs, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("reuse", [False, True])
+def test_the_gpu_run_s_orchestration_on_fakes(bs, tmp_path, monkeypatch, reuse) -> None:  # noqa: ANN001
     """run_gpu with the GPU parts faked (brute force writes a known truth to its store, the
     search's measurement reads it back) and the emulations canned: truth, the search's K, its
-    measured choice, the scoring and the summary go together as on the GPU."""
+    measured choice, the scoring and the summary go together as on the GPU. `reuse`: the
+    emulations come from an earlier output (--emulations), and none is made again."""
     import klaraptor.collect.collector as collector
     import klaraptor.collect.measure as measure
     from klaraptor import suite
@@ -215,9 +222,12 @@ def test_the_gpu_run_s_orchestration_on_fakes(bs, tmp_path, monkeypatch) -> None
         ["VEC=1,EPT=1", [256, 1, 1], 0.4],
     ]
 
+    emulating: list = []
+
     class FakeEmulations:
         def __init__(self, todo, rank, workers, threads) -> None:  # noqa: ANN001
             self.todo, self.compile_s = list(todo), {n: 2.0 for n, _ in todo}
+            emulating.extend(todo)
 
         def pump(self, on_done) -> None:  # noqa: ANN001
             while self.todo:
@@ -269,8 +279,22 @@ def test_the_gpu_run_s_orchestration_on_fakes(bs, tmp_path, monkeypatch) -> None
     monkeypatch.setattr(collector, "collect", fake_collect)
     monkeypatch.setattr(bs, "Emulations", FakeEmulations)
     monkeypatch.setattr(bs, "_prepare_store", lambda path: Store(path))
-    a = bs.parse_args([str(tmp_path), "--kernels", "gsmap.gsmap", "--k", "2"])
-    result = bs.run_gpu(a, lambda r: None)
+    argv = [str(tmp_path), "--kernels", "gsmap.gsmap", "--k", "2"]
+    if reuse:
+        import json
+
+        earlier = tmp_path / "earlier.json"
+        record = {"walk": emu_order, "walk_s": 5.0, "steps": [], "static_order": True}
+        pairs = [{"kernel": name, "D": N, "emulation": record, "search_cpu_s": 6.0} for N in sizes]
+        earlier.write_text(json.dumps({"pairs": pairs, "provenance": {"commit": "c0ffee"}}))
+        argv += ["--emulations", str(earlier)]
+    result = bs.run_gpu(bs.parse_args(argv), lambda r: None)
+    assert emulating == ([] if reuse else [(name, N) for N in sizes])
+    if reuse:
+        assert result["emulations_from"] == [
+            {"file": "earlier.json", "provenance": {"commit": "c0ffee"}}
+        ]
+        assert all(p["emulation"]["walk"] == emu_order for p in result["pairs"])
     assert (
         result["complete"]
         and [p["D"] for p in sorted(result["pairs"], key=lambda p: p["D"])] == sizes
