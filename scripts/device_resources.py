@@ -52,6 +52,12 @@ def main() -> int:
         default="",
         help="comma-separated resources to measure (default all); the profile keeps the others",
     )
+    ap.add_argument(
+        "--fields",
+        default="",
+        help="comma-separated profile fields to take from this run (default: every field of "
+        "the resources measured); the profile keeps the others as they were",
+    )
     a = ap.parse_args()
     out: Path = a.out
     out.mkdir(parents=True, exist_ok=True)
@@ -77,6 +83,11 @@ def main() -> int:
 
     config = rs.ResourceConfig.quick() if a.quick else rs.ResourceConfig()
     names = tuple(n for n in a.only.split(",") if n) or BENCHMARKS
+    every = {f for n in names for f in (f"lat_{n}_cycles", f"gap_{n}_cycles", *rs.extra_fields(n))}
+    wanted = {f for f in a.fields.split(",") if f}
+    if wanted - every:
+        log(f"--fields {sorted(wanted - every)} are not measured by {list(names)}: stopping")
+        return 2
     command = " ".join([Path(sys.executable).name, *sys.argv])
     env = step("environment", _environment, out)
     queried = step("device query", query_device, 0)
@@ -143,17 +154,18 @@ def main() -> int:
         )
     )
     if base is not None:
-        fields = {f for n in names for f in (f"lat_{n}_cycles", f"gap_{n}_cycles")}
+        fields = wanted or every
         prov = {k: v for k, v in m.provenance.items() if k in fields}
         values = {k: v for k, v in m.values.items() if k in fields}
         # A partial run keeps the earlier run's provenance and adds its own beside it.
         run_key = "resources" if set(names) == set(BENCHMARKS) else f"resources_{'_'.join(names)}"
+        run_key += "".join(f"_{f}" for f in sorted(wanted))
         updated = base.with_microbench(provenance={**prov, run_key: run}, **values)
         data = updated.to_dict()
         DeviceProfile.from_dict(data)  # it must read back
         (out / "h200_profile.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
         log(f"h200_profile.json written; still missing: {updated.missing_microbench or 'none'}")
-    measured = {f for n in names for f in (f"lat_{n}_cycles", f"gap_{n}_cycles")}
+    measured = every
     off = [
         f
         for f, p in m.provenance.items()

@@ -225,6 +225,27 @@ def _loads_then_sum(n: int) -> tuple[Trace, list[ops.StaticOp]]:
     return trace, [ops.StaticOp(ops.GLOAD, -1), ops.StaticOp(ops.COMPUTE, ops.R["fp32"])]
 
 
+def test_a_scattered_store_costs_the_l2_its_own_gap_per_line() -> None:
+    # Loads of 32 one-sector lines at gap 64 (0.5 a line), stores at gap 128 (1.0 a line).
+    lat = np.full(len(ops.RESOURCES), 10.0)
+    load, store = ops.StaticOp(ops.GLOAD, -1), ops.StaticOp(ops.GSTORE, -1)
+    mem = ops.MemoryParams(l1_hit=0.0, l2_hit=1.0)
+    column = {0: (32, 32, 32), 1: (32, 32, 32)}
+    both = ops.ScatterCost.from_measured((290.0, 4.0), (352.0, 64.0), store_gap=128.0)
+    assert both.demand == pytest.approx(0.5) and both.store_demand == pytest.approx(1.0)
+    _, dem = ops.op_costs([load, store], lat, mem, column, both)
+    assert dem[0, ops.R["l2"]] == pytest.approx(max(32 / 4, 0.5 * 32))
+    assert dem[1, ops.R["l2"]] == pytest.approx(max(32 / 4, 1.0 * 32))
+    # A coalesced store stays one request's bytes: the per-line cost only binds when scattered.
+    _, dem = ops.op_costs([store], lat, mem, {0: (4, 1, 1)}, both)
+    assert dem[0, ops.R["l2"]] == pytest.approx(1.0)
+    # A profile without the store figure charges stores as loads (as before it was measured).
+    loads_only = ops.ScatterCost.from_measured((290.0, 4.0), (352.0, 64.0))
+    assert loads_only.store is None and loads_only.store_demand == loads_only.demand
+    _, dem = ops.op_costs([load, store], lat, mem, column, loads_only)
+    assert dem[1, ops.R["l2"]] == pytest.approx(dem[0, ops.R["l2"]])
+
+
 def _memory_params(sc: ops.ScatterCost) -> Params:
     lat = np.ones(len(ops.RESOURCES))
     lat[ops.R["l2"]], lat[ops.R["dram"]], lat[ops.R["smem"]] = 290.0, 705.0, 23.0

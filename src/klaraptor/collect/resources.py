@@ -38,7 +38,11 @@ Resources and how each is measured (kernels in `klaraptor/cuda/resources.cu`):
 | launch| a thread block started (no instruction)| one empty block per SM, events | empty blocks, two grid sizes|
 
 `l2_scatter` is the same L2 under the requests of a column walk: each warp instruction touches 32
-lines, one sector each. Its gap is per such request. A coalesced request moves four sectors under
+lines, one sector each. Its gap is per such request. The same benchmark then stores to those
+addresses (`gap_l2_scatter_store_cycles`, kp_scatter_store): the L2 serves a scattered store at
+about half the rate of a scattered load (108 against 49 cycles per request per SM on the H200, a
+first check on 2026-11-29), and the emulator charges stores with it; a store has no latency a
+later instruction waits on, so none is measured. A coalesced request moves four sectors under
 one tag lookup; a scattered one needs a lookup per sector, so the L2 serves fewer bytes. The
 emulator charges a request of `lines` lines at least `lines` × gap_l2_scatter / 32 (`ops`). It is
 optional: a profile measured before it has none, and the emulator then charges bytes alone.
@@ -92,6 +96,7 @@ import numpy as np
 
 from klaraptor.collect.resources_reference import REQUEST_BYTES, check_value, expected
 from klaraptor.core.errors import CollectError
+from klaraptor.device.profile import RESOURCE_EXTRA_FIELDS
 from klaraptor.device.resources import BENCHMARKS, FIELDS
 
 if TYPE_CHECKING:
@@ -307,6 +312,11 @@ def chase_links(base: int, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return idx, val.ravel()
 
 
+def extra_fields(name: str) -> tuple[str, ...]:
+    """The profile fields benchmark `name` measures beside its latency and gap."""
+    return tuple(f for f, _, _ in RESOURCE_EXTRA_FIELDS.get(name, ()))
+
+
 def analyse(name: str, raw: Mapping[str, Any], clock_mhz: float) -> dict[str, Any]:
     """One repeat's raw data of benchmark `name` → {field: value} plus `extra` diagnostics."""
     kind = raw["kind"]
@@ -331,6 +341,11 @@ def analyse(name: str, raw: Mapping[str, Any], clock_mhz: float) -> dict[str, An
         out["extra"]["chase_clock64_cycles_per_load"] = float(cyc)
         ns = np.median([s["ns"] for s in chase["samples"]]) / chase["steps"]
         out["extra"]["chase_effective_sm_clock_mhz"] = float(cyc / ns * 1000.0)
+        if "store_stream" in raw:  # the same scattered requests as stores (`extra_fields`)
+            st = raw["store_stream"]
+            out[f"gap_{name}_store_cycles"] = stream_gap(
+                st["variants"], st["warps"], st["sm_count"], clock_mhz
+            )
         lines = int(raw.get("lines_per_request", 1))
         if lines == 1:
             bw = REQUEST_BYTES * stream["sm_count"] * clock_mhz * 1e6 / out[f"gap_{name}_cycles"]
@@ -405,6 +420,14 @@ def method_text(name: str, kind: str, cfg: ResourceConfig) -> str:
             "all SMs stream ld.global.cg loads, each warp instruction one whole 128-B line, "
             f"64 warps/SM × 8 lines in flight; {what}; slope of CUDA-event time over requests "
             "per SM between the two sizes, × sm_clock_mhz"
+        )
+    if name == "l2_scatter" and kind == "store":
+        return (
+            "all SMs store with st.global.cg.u32 to the addresses of the gap's loads (lane l of "
+            "each warp instruction word 0 of its own 128-B line: 32 lines, one sector each, "
+            f"partly written), in the same warm {cfg.chase_l2_bytes >> 20} MiB window, 64 "
+            f"warps/SM × 8 instructions per lap, {cfg.stream_l2_laps} laps; slope of CUDA-event "
+            "time over warp requests per SM between the two lap counts, × sm_clock_mhz"
         )
     if name == "l2_scatter":
         if kind == "lat":
@@ -636,14 +659,15 @@ def analyse_repeats(
             except Exception as exc:  # noqa: BLE001 - one bad benchmark must not hide the rest
                 errors[name].append(f"analysis failed: {type(exc).__name__}: {exc}")
                 continue
-            for k in (f"lat_{name}_cycles", f"gap_{name}_cycles"):
-                samples[k].append(res[k])
+            for k in (f"lat_{name}_cycles", f"gap_{name}_cycles", *extra_fields(name)):
+                if k in res:
+                    samples[k].append(res[k])
             extras[name].append(res["extra"])
     estimates = {f: summarize(samples[f]) for f in FIELDS}
     prov: dict[str, Any] = {}
     for name in BENCHMARKS:
-        for kind in ("lat", "gap"):
-            f = f"{kind}_{name}_cycles"
+        for kind in ("lat", "gap", *(["store"] if extra_fields(name) else [])):
+            f = f"gap_{name}_store_cycles" if kind == "store" else f"{kind}_{name}_cycles"
             e, ref = estimates[f], refs[f]
             entry: dict[str, Any] = {
                 "method": method_text(name, kind, config),
@@ -656,6 +680,8 @@ def analyse_repeats(
                     if kind == "gap" and name == "launch"
                     else " per warp request of 32 one-sector lines per SM (all SMs loading)"
                     if kind == "gap" and name in ("l2_scatter", "dram_scatter")
+                    else " per warp store to 32 lines, one sector each, per SM (all SMs storing)"
+                    if kind == "store"
                     else " per 128-B request per SM (all SMs loading)"
                     if kind == "gap"
                     else " per launch"

@@ -66,6 +66,12 @@ def expected(profile: DeviceProfile) -> dict[str, Expected]:
             32.0 * dram_floor,
             "broad bound: above 1 line per cycle per SM, below 32 coalesced DRAM requests",
         ),
+        "gap_l2_scatter_store_cycles": Expected(
+            None,
+            4.0,
+            64.0 * dram_floor,
+            "broad bound: above 1 line per cycle per SM, below 32 coalesced DRAM reads and writes",
+        ),
         "lat_dram_cycles": Expected(None, 400.0, 1200.0, "broad bound (Mem_LD chase: 666)"),
         "lat_dram_scatter_cycles": Expected(
             None, 400.0, 3000.0, "broad bound: at least a DRAM access, 32 lines in one request"

@@ -399,6 +399,29 @@ extern "C" __global__ void __launch_bounds__(256, 8)
     }
 }
 
+// Scattered writes: kp_scatter's addresses, but each of the 8 warp instructions is a store
+// (st.global.cg of one word, lane l to word 0 of its own 128-B line: 32 lines of one partly
+// written 32-B sector each, the pattern of a column of an output or of an in-place update).
+extern "C" __global__ void __launch_bounds__(256, 8)
+    kp_scatter_store(unsigned int* __restrict__ buf, unsigned int window_lines,
+                     unsigned int lap_lines, int laps, int flag, unsigned int* __restrict__ sink)
+{
+    const unsigned int lane = threadIdx.x % 32u;
+    const unsigned int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32u;
+    const unsigned int mask = window_lines - 1u;
+#pragma unroll 1
+    for (int lap = 0; lap < laps; ++lap) {
+        const unsigned int first = warp * 256u + (unsigned int)lap * lap_lines + lane;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            __stcg(buf + 32u * ((first + 32u * k) & mask), (unsigned int)lap + lane);
+        }
+    }
+    if (flag) {
+        sink[blockIdx.x * blockDim.x + threadIdx.x] = lane;
+    }
+}
+
 // Scattered pointer chase: ONE warp, lane l follows its own pointer (starts[l], word 0 of a
 // line), so every step is one warp instruction touching 32 different lines. The links are those
 // of kp_chase_warp (word 0 of line X holds the address of word 0 of the next line of a cycle);

@@ -55,12 +55,25 @@ RESOURCES: tuple[tuple[str, str], ...] = (
     ("dram_scatter", "DRAM, scattered (a warp request of 32 lines, one 32-B sector each)"),
     ("launch", "block dispatch (a thread block started on an SM)"),
 )
+# Figures a resource's benchmark measures beside its latency and gap (no latency of their own):
+# the l2_scatter benchmark also writes its lines, since the L2 serves a scattered store at
+# about half the rate of a scattered load (H200, 2026-11-29).
+RESOURCE_EXTRA_FIELDS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "l2_scatter": (
+        (
+            "gap_l2_scatter_store_cycles",
+            "cycles",
+            "gap per SM, L2 hit, scattered stores (a warp store to 32 lines, one 32-B sector each)",
+        ),
+    ),
+}
 RESOURCE_FIELDS: tuple[tuple[str, str, str], ...] = tuple(
     item
     for res, what in RESOURCES
     for item in (
         (f"lat_{res}_cycles", "cycles", f"latency, {what}"),
         (f"gap_{res}_cycles", "cycles", f"gap per SM, {what}"),
+        *RESOURCE_EXTRA_FIELDS.get(res, ()),
     )
 )
 MICROBENCH_FIELDS: tuple[tuple[str, str, str], ...] = MODEL_INPUT_FIELDS + RESOURCE_FIELDS
@@ -165,6 +178,7 @@ class SaakeResources:
     gap_l2_cycles: float | None = None
     lat_l2_scatter_cycles: float | None = None
     gap_l2_scatter_cycles: float | None = None
+    gap_l2_scatter_store_cycles: float | None = None
     lat_dram_cycles: float | None = None
     gap_dram_cycles: float | None = None
     lat_dram_scatter_cycles: float | None = None

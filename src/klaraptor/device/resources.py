@@ -14,6 +14,7 @@ OPTIONAL_FIELDS: frozenset[str] = frozenset(
     {
         "lat_l2_scatter_cycles",
         "gap_l2_scatter_cycles",
+        "gap_l2_scatter_store_cycles",
         "lat_dram_scatter_cycles",
         "gap_dram_scatter_cycles",
     }
@@ -46,3 +47,9 @@ def busy_sm_gaps(profile: SaakeResources) -> dict[str, list[tuple[int, float]]]:
         if curve:
             out[res] = [(int(b), float(g)) for b, g in curve]
     return out
+
+
+def scatter_store_gap(profile: SaakeResources) -> float | None:
+    """The gap of a scattered store (a warp store to 32 lines) per SM, when measured."""
+    v = getattr(profile, "gap_l2_scatter_store_cycles", None)
+    return None if v is None else float(v)

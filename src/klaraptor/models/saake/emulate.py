@@ -136,12 +136,20 @@ class Params:
 
     @staticmethod
     def from_pairs(
-        pairs: dict[str, tuple[float, float]], busy: BusyShare = NO_BUSY_SHARE
+        pairs: dict[str, tuple[float, float]],
+        busy: BusyShare = NO_BUSY_SHARE,
+        scatter_store_gap: float | None = None,
     ) -> Params:
+        """`pairs`: (latency, gap) per resource; `scatter_store_gap`: the gap of a scattered
+        store (none: stores are charged as scattered loads)."""
         scatter = NO_SCATTER
         if "l2_scatter" in pairs:
             scatter = ScatterCost.from_measured(
-                pairs["l2"], pairs["l2_scatter"], pairs.get("dram"), pairs.get("dram_scatter")
+                pairs["l2"],
+                pairs["l2_scatter"],
+                pairs.get("dram"),
+                pairs.get("dram_scatter"),
+                scatter_store_gap,
             )
         return Params(
             np.array([pairs[r][0] for r in RESOURCES], dtype=np.float64),

@@ -41,7 +41,9 @@ Scattered requests (`ScatterCost`): a request that touches L lines (L = wavefron
 static analysis's lines) needs a tag lookup per line, so the L2 serves it at no less than q L
 coalesced-request gaps, q = gap_l2_scatter / 32 / gap_l2 (the profile's microbenchmark of 32
 one-sector lines a request; 0.37 on the H200). Without the l2_scatter figures q = 0 and
-requests cost their bytes alone.
+requests cost their bytes alone. A store's q is its own benchmark's (gap_l2_scatter_store, the
+same addresses written: 0.79 on the H200, a partly written sector costs the L2 more than a read
+one), the load's where a profile lacks it.
 The slowest of the lines in flight (`op_tails`, `slowest_extra`): lines sent to the L2 at once go
 to different L2 slices (half of them in the far partition of Hopper's L2) and return at
 different times; a warp that waits on all of them waits for the slowest. lat_l2 is the mean of
@@ -227,6 +229,12 @@ class ScatterCost:
     demand: float = 0.0
     spread: float = 0.0
     dram_spread: float = 0.0
+    # per line of a store (None: the load's `demand`, a profile without the store figure)
+    store: float | None = None
+
+    @property
+    def store_demand(self) -> float:
+        return self.demand if self.store is None else self.store
 
     @staticmethod
     def from_measured(
@@ -234,19 +242,25 @@ class ScatterCost:
         scatter: tuple[float, float],
         dram: tuple[float, float] | None = None,
         dram_scatter: tuple[float, float] | None = None,
+        store_gap: float | None = None,
     ) -> ScatterCost:
         """From (latency, gap) of a coalesced request and of a request of 32 one-sector lines,
         in the L2 (and through DRAM: `dram`, `dram_scatter`; without both, DRAM's spread is the
-        L2's, a lower bound)."""
+        L2's, a lower bound); `store_gap`: the gap of a store to 32 one-sector lines."""
         (lat_l2, gap_l2), (lat_s, gap_s) = l2, scatter
         spread = max((lat_s - lat_l2) / slowest_extra(SCATTER_LINES), 0.0)
         dram_spread = spread
         if dram is not None and dram_scatter is not None:
             dram_spread = max((dram_scatter[0] - dram[0]) / slowest_extra(SCATTER_LINES), spread)
+
+        def per_line(gap: float) -> float:
+            return max(gap / SCATTER_LINES / gap_l2, 0.0) if gap_l2 > 0 else 0.0
+
         return ScatterCost(
-            demand=max(gap_s / SCATTER_LINES / gap_l2, 0.0) if gap_l2 > 0 else 0.0,
+            demand=per_line(gap_s),
             spread=spread,
             dram_spread=dram_spread,
+            store=None if store_gap is None else per_line(store_gap),
         )
 
 
@@ -299,10 +313,13 @@ def op_costs(
         mem.l2_hit * lat[R["l2"]] + (1.0 - mem.l2_hit) * lat[R["dram"]]
     )
 
-    def l2_dram(sectors: float, lines: float, share: float) -> tuple[float, float]:
-        """(l2, dram) demand of a request; `share`: the part that leaves the L1."""
+    def l2_dram(
+        sectors: float, lines: float, share: float, per_line: float = scatter.demand
+    ) -> tuple[float, float]:
+        """(l2, dram) demand of a request; `share`: the part that leaves the L1; `per_line`:
+        what each line costs the L2 beyond its bytes (a load's, or a store's)."""
         return (
-            share * max(sectors / 4.0, scatter.demand * lines),
+            share * max(sectors / 4.0, per_line * lines),
             mem.dram_frac * share * sectors / 4.0,
         )
 
@@ -330,7 +347,8 @@ def op_costs(
             if access is not None and i in access:
                 sectors, lines, wave = access[i]
             demand[i, R["smem"]] = wave
-            demand[i, R["l2"]], demand[i, R["dram"]] = l2_dram(sectors, lines, 1.0)
+            line_cost = scatter.store_demand if k == GSTORE else scatter.demand
+            demand[i, R["l2"]], demand[i, R["dram"]] = l2_dram(sectors, lines, 1.0, line_cost)
         elif k in (CONST, SREG):
             latency[i] = lat[R["smem"]]
         else:
