@@ -620,15 +620,16 @@ class ResourceMeasurement:
 
     def table(self) -> str:
         """One line per field: value, spread, check."""
-        lines = [f"{'field':<18} {'value':>10} {'spread':>9}  check"]
+        w = max(len(f) for f in FIELDS)
+        lines = [f"{'field':<{w}} {'value':>10} {'spread':>9}  check"]
         for name in FIELDS:
             e = self.estimates.get(name)
             p = self.provenance.get(name, {})
             if e is None or not np.isfinite(e.value):
                 why = [ln for ln in str(p.get("error", "not measured")).splitlines() if ln.strip()]
-                lines.append(f"{name:<18} {'—':>10} {'':>9}  {why[-1][:120]}")
+                lines.append(f"{name:<{w}} {'—':>10} {'':>9}  {why[-1][:120]}")
                 continue
-            lines.append(f"{name:<18} {e.value:>10.4g} {e.spread:>9.3g}  {p.get('check', '')}")
+            lines.append(f"{name:<{w}} {e.value:>10.4g} {e.spread:>9.3g}  {p.get('check', '')}")
         return "\n".join(lines)
 
 
