@@ -63,6 +63,7 @@ def test_every_resource_is_measured_finite_positive_and_physical() -> None:
     # 32 one-sector lines cost the L2 more than one coalesced line, written or read
     assert v["gap_l2_cycles"] < v["gap_l2_scatter_cycles"]
     assert v["gap_l2_cycles"] < v["gap_l2_scatter_store_cycles"]
+    assert v["gap_dram_cycles"] < v["gap_dram_scatter_store_cycles"]
     assert v["lat_smem_cycles"] < v["lat_l2_cycles"]
     assert v["gap_fp32_cycles"] <= v["gap_sfu_cycles"]
     # a launch costs more than starting one more block on an SM

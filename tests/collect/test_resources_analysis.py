@@ -135,8 +135,8 @@ def full_raw(noise: float = 0.0) -> dict[str, dict]:
             out[name] = memory_raw(lat, gap)
         elif name in ("l2_scatter", "dram_scatter"):
             out[name] = {**memory_raw(lat, gap), "lines_per_request": 32}
-            if name == "l2_scatter":  # its stores, at twice the loads' gap
-                out[name]["store_stream"] = memory_raw(lat, 2 * gap)["stream"]
+            # its stores, at twice the loads' gap
+            out[name]["store_stream"] = memory_raw(lat, 2 * gap)["stream"]
         elif name == "launch":
             out[name] = dispatch_raw(lat, gap)
         else:
@@ -208,7 +208,8 @@ def test_scattered_l2_also_gives_the_gap_of_its_stores() -> None:
     assert res["gap_l2_scatter_cycles"] == pytest.approx(60.0)
     assert res["gap_l2_scatter_store_cycles"] == pytest.approx(130.0)
     assert rs.extra_fields("l2_scatter") == ("gap_l2_scatter_store_cycles",)
-    assert rs.extra_fields("dram_scatter") == ()
+    assert rs.extra_fields("dram_scatter") == ("gap_dram_scatter_store_cycles",)
+    assert rs.extra_fields("dram") == ()
     # without the store stream (a run before it was measured) the field is absent, not zero
     older = {k: v for k, v in raw.items() if k != "store_stream"}
     assert "gap_l2_scatter_store_cycles" not in rs.analyse("l2_scatter", older, 1980.0)
@@ -259,8 +260,10 @@ def test_analyse_repeats_gives_medians_spreads_and_provenance() -> None:
     for name, (lat, gap) in TRUE.items():
         assert m.estimates[f"lat_{name}_cycles"].value == pytest.approx(lat, rel=0.01)
         assert m.estimates[f"gap_{name}_cycles"].value == pytest.approx(gap, rel=0.01)
-    store = m.estimates["gap_l2_scatter_store_cycles"].value
-    assert store == pytest.approx(2 * TRUE["l2_scatter"][1], rel=0.01)
+    for name in ("l2_scatter", "dram_scatter"):
+        store = m.estimates[f"gap_{name}_store_cycles"].value
+        assert store == pytest.approx(2 * TRUE[name][1], rel=0.01)
+    assert "fresh 128-B line" in m.provenance["gap_dram_scatter_store_cycles"]["method"]
     assert "per warp store to 32 lines" in m.provenance["gap_l2_scatter_store_cycles"]["unit"]
     assert "st.global.cg" in m.provenance["gap_l2_scatter_store_cycles"]["method"]
     assert len(m.estimates["gap_fp64_cycles"].samples) == 2

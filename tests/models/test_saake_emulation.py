@@ -239,6 +239,19 @@ def test_a_scattered_store_costs_the_l2_its_own_gap_per_line() -> None:
     # A coalesced store stays one request's bytes: the per-line cost only binds when scattered.
     _, dem = ops.op_costs([store], lat, mem, {0: (4, 1, 1)}, both)
     assert dem[0, ops.R["l2"]] == pytest.approx(1.0)
+    # Through DRAM (gap 7 a coalesced request, 224 a store to 32 fresh lines: 1.0 a line): the
+    # store's DRAM share costs the larger of its bytes and its lines; a load's its bytes alone.
+    dram = ops.ScatterCost.from_measured(
+        (290.0, 4.0), (352.0, 64.0), (705.0, 7.0), (891.0, 90.0), 128.0, 224.0
+    )
+    assert dram.dram_store == pytest.approx(1.0)
+    cold = ops.MemoryParams(l1_hit=0.0, l2_hit=0.5, dram_frac=0.5)
+    _, dem = ops.op_costs([load, store], lat, cold, column, dram)
+    assert dem[0, ops.R["dram"]] == pytest.approx(0.5 * 32 / 4)
+    assert dem[1, ops.R["dram"]] == pytest.approx(0.5 * max(32 / 4, 1.0 * 32))
+    _, dem = ops.op_costs([store], lat, cold, {0: (4, 1, 1)}, dram)
+    assert dem[0, ops.R["dram"]] == pytest.approx(0.5 * 1.0)  # coalesced: one line, its bytes
+    assert both.dram_store == 0.0  # no DRAM store figure: bytes alone, as before
     # A profile without the store figure charges stores as loads (as before it was measured).
     loads_only = ops.ScatterCost.from_measured((290.0, 4.0), (352.0, 64.0))
     assert loads_only.store is None and loads_only.store_demand == loads_only.demand

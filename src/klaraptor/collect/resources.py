@@ -42,7 +42,8 @@ lines, one sector each. Its gap is per such request. The same benchmark then sto
 addresses (`gap_l2_scatter_store_cycles`, kp_scatter_store): the L2 serves a scattered store at
 about half the rate of a scattered load (108 against 49 cycles per request per SM on the H200, a
 first check on 2026-11-29), and the emulator charges stores with it; a store has no latency a
-later instruction waits on, so none is measured. A coalesced request moves four sectors under
+later instruction waits on, so none is measured. `dram_scatter` likewise writes its fresh lines
+(`gap_dram_scatter_store_cycles`: 386 against 140 cycles in the first check). A coalesced request moves four sectors under
 one tag lookup; a scattered one needs a lookup per sector, so the L2 serves fewer bytes. The
 emulator charges a request of `lines` lines at least `lines` × gap_l2_scatter / 32 (`ops`). It is
 optional: a profile measured before it has none, and the emulator then charges bytes alone.
@@ -420,6 +421,14 @@ def method_text(name: str, kind: str, cfg: ResourceConfig) -> str:
             "all SMs stream ld.global.cg loads, each warp instruction one whole 128-B line, "
             f"64 warps/SM × 8 lines in flight; {what}; slope of CUDA-event time over requests "
             "per SM between the two sizes, × sm_clock_mhz"
+        )
+    if name == "dram_scatter" and kind == "store":
+        return (
+            "all SMs store with st.global.cg.u32 to the lines of the gap's loads (lane l of "
+            "each warp instruction word 0 of its own fresh 128-B line: 32 lines, one sector "
+            "each, partly written) in a window past the L2, flushed before each run, "
+            f"{cfg.stream_dram_scatter_laps} laps; slope of CUDA-event time over warp requests "
+            "per SM between the two lap counts, × sm_clock_mhz"
         )
     if name == "l2_scatter" and kind == "store":
         return (

@@ -399,10 +399,22 @@ def bench_dram_scatter(d: Device) -> dict[str, Any]:
         {"rows": 1, "laps": laps, "ms": _scatter(d, buf, window, laps, lap_lines, flush=True)}
         for laps in cfg.stream_dram_scatter_laps
     ]
+    # The same fresh lines written (kp_scatter_store, flushed first): DRAM takes a scattered
+    # store at about a third of a scattered load's rate (H200, 2026-11-29: 386 against 140
+    # cycles a request per SM, `experiments/device_dram_scatter_store_check.py`).
+    stores = [
+        {
+            "rows": 1,
+            "laps": laps,
+            "ms": _scatter(d, buf, window, laps, lap_lines, True, kernel="kp_scatter_store"),
+        }
+        for laps in cfg.stream_dram_scatter_laps
+    ]
     return {
         "kind": "memory",
         "chase": {"steps": steps, "samples": samples},
         "stream": {"variants": variants, "warps": warps, "sm_count": d.prof.sm_count},
+        "store_stream": {"variants": stores, "warps": warps, "sm_count": d.prof.sm_count},
         "lines_per_request": 32,
     }
 

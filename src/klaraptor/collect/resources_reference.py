@@ -72,6 +72,13 @@ def expected(profile: DeviceProfile) -> dict[str, Expected]:
             64.0 * dram_floor,
             "broad bound: above 1 line per cycle per SM, below 32 coalesced DRAM reads and writes",
         ),
+        "gap_dram_scatter_store_cycles": Expected(
+            None,
+            dram_floor,
+            128.0 * dram_floor,
+            "broad bound: at least one coalesced DRAM request, below 32 lines read and written "
+            "twice over",
+        ),
         "lat_dram_cycles": Expected(None, 400.0, 1200.0, "broad bound (Mem_LD chase: 666)"),
         "lat_dram_scatter_cycles": Expected(
             None, 400.0, 3000.0, "broad bound: at least a DRAM access, 32 lines in one request"

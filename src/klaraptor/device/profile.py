@@ -56,14 +56,21 @@ RESOURCES: tuple[tuple[str, str], ...] = (
     ("launch", "block dispatch (a thread block started on an SM)"),
 )
 # Figures a resource's benchmark measures beside its latency and gap (no latency of their own):
-# the l2_scatter benchmark also writes its lines, since the L2 serves a scattered store at
-# about half the rate of a scattered load (H200, 2026-11-29).
+# the scatter benchmarks also write their lines, since the L2 serves a scattered store at about
+# half the rate of a scattered load, and DRAM at about a third (H200, 2026-11-29).
 RESOURCE_EXTRA_FIELDS: dict[str, tuple[tuple[str, str, str], ...]] = {
     "l2_scatter": (
         (
             "gap_l2_scatter_store_cycles",
             "cycles",
             "gap per SM, L2 hit, scattered stores (a warp store to 32 lines, one 32-B sector each)",
+        ),
+    ),
+    "dram_scatter": (
+        (
+            "gap_dram_scatter_store_cycles",
+            "cycles",
+            "gap per SM, DRAM, scattered stores (a warp store to 32 fresh lines, one sector each)",
         ),
     ),
 }
@@ -183,6 +190,7 @@ class SaakeResources:
     gap_dram_cycles: float | None = None
     lat_dram_scatter_cycles: float | None = None
     gap_dram_scatter_cycles: float | None = None
+    gap_dram_scatter_store_cycles: float | None = None
     lat_launch_cycles: float | None = None
     gap_launch_cycles: float | None = None
     # (busy SMs b, SM cycles per 128-B line per busy SM) with only b SMs loading, b ascending up

@@ -17,6 +17,7 @@ OPTIONAL_FIELDS: frozenset[str] = frozenset(
         "gap_l2_scatter_store_cycles",
         "lat_dram_scatter_cycles",
         "gap_dram_scatter_cycles",
+        "gap_dram_scatter_store_cycles",
     }
 )
 
@@ -49,7 +50,9 @@ def busy_sm_gaps(profile: SaakeResources) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
-def scatter_store_gap(profile: SaakeResources) -> float | None:
-    """The gap of a scattered store (a warp store to 32 lines) per SM, when measured."""
-    v = getattr(profile, "gap_l2_scatter_store_cycles", None)
-    return None if v is None else float(v)
+def scatter_store_gaps(profile: SaakeResources) -> tuple[float | None, float | None]:
+    """The gaps per SM of a scattered store (a warp store to 32 lines) in the L2 and through
+    DRAM, each None where not measured."""
+    l2 = getattr(profile, "gap_l2_scatter_store_cycles", None)
+    dram = getattr(profile, "gap_dram_scatter_store_cycles", None)
+    return (None if l2 is None else float(l2), None if dram is None else float(dram))

@@ -139,9 +139,11 @@ class Params:
         pairs: dict[str, tuple[float, float]],
         busy: BusyShare = NO_BUSY_SHARE,
         scatter_store_gap: float | None = None,
+        dram_scatter_store_gap: float | None = None,
     ) -> Params:
-        """`pairs`: (latency, gap) per resource; `scatter_store_gap`: the gap of a scattered
-        store (none: stores are charged as scattered loads)."""
+        """`pairs`: (latency, gap) per resource; `scatter_store_gap`, `dram_scatter_store_gap`:
+        the gaps of a scattered store in the L2 and through DRAM (none: in the L2 stores are
+        charged as scattered loads, through DRAM by their bytes)."""
         scatter = NO_SCATTER
         if "l2_scatter" in pairs:
             scatter = ScatterCost.from_measured(
@@ -150,6 +152,7 @@ class Params:
                 pairs.get("dram"),
                 pairs.get("dram_scatter"),
                 scatter_store_gap,
+                dram_scatter_store_gap,
             )
         return Params(
             np.array([pairs[r][0] for r in RESOURCES], dtype=np.float64),

@@ -91,12 +91,12 @@ def resource_params(profile: Any) -> Params:
                 "scripts/device_resources.py on that GPU (klaraptor.collect.resources)"
             )
         profile = ref
-    from klaraptor.device.resources import busy_sm_gaps, scatter_store_gap
+    from klaraptor.device.resources import busy_sm_gaps, scatter_store_gaps
 
     return Params.from_pairs(
         pairs(profile),
         BusyShare.from_measured(busy_sm_gaps(profile), int(profile.sm_count)),
-        scatter_store_gap(profile),
+        *scatter_store_gaps(profile),
     )
 
 

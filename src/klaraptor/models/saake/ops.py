@@ -43,7 +43,11 @@ coalesced-request gaps, q = gap_l2_scatter / 32 / gap_l2 (the profile's microben
 one-sector lines a request; 0.37 on the H200). Without the l2_scatter figures q = 0 and
 requests cost their bytes alone. A store's q is its own benchmark's (gap_l2_scatter_store, the
 same addresses written: 0.79 on the H200, a partly written sector costs the L2 more than a read
-one), the load's where a profile lacks it.
+one), the load's where a profile lacks it. The part of a store that goes to DRAM costs it the
+larger of its bytes and q_d L, q_d = gap_dram_scatter_store / 32 / gap_dram (1.7 on the H200:
+fresh lines written one sector each cost DRAM 2.7 times as much as read); a load's DRAM share
+stays its bytes (charging loads per line too was worse at the training sizes,
+`experiments/notes/saake_stores.md`).
 The slowest of the lines in flight (`op_tails`, `slowest_extra`): lines sent to the L2 at once go
 to different L2 slices (half of them in the far partition of Hopper's L2) and return at
 different times; a warp that waits on all of them waits for the slowest. lat_l2 is the mean of
@@ -231,6 +235,8 @@ class ScatterCost:
     dram_spread: float = 0.0
     # per line of a store (None: the load's `demand`, a profile without the store figure)
     store: float | None = None
+    # per line of a store that goes to DRAM, in gaps of the dram resource (0: its bytes alone)
+    dram_store: float = 0.0
 
     @property
     def store_demand(self) -> float:
@@ -243,10 +249,12 @@ class ScatterCost:
         dram: tuple[float, float] | None = None,
         dram_scatter: tuple[float, float] | None = None,
         store_gap: float | None = None,
+        dram_store_gap: float | None = None,
     ) -> ScatterCost:
         """From (latency, gap) of a coalesced request and of a request of 32 one-sector lines,
         in the L2 (and through DRAM: `dram`, `dram_scatter`; without both, DRAM's spread is the
-        L2's, a lower bound); `store_gap`: the gap of a store to 32 one-sector lines."""
+        L2's, a lower bound); `store_gap`, `dram_store_gap`: the gap of a store to 32 one-sector
+        lines in the L2 and through DRAM (the latter needs `dram`)."""
         (lat_l2, gap_l2), (lat_s, gap_s) = l2, scatter
         spread = max((lat_s - lat_l2) / slowest_extra(SCATTER_LINES), 0.0)
         dram_spread = spread
@@ -256,11 +264,15 @@ class ScatterCost:
         def per_line(gap: float) -> float:
             return max(gap / SCATTER_LINES / gap_l2, 0.0) if gap_l2 > 0 else 0.0
 
+        dram_store = 0.0
+        if dram is not None and dram_store_gap is not None and dram[1] > 0:
+            dram_store = max(dram_store_gap / SCATTER_LINES / dram[1], 0.0)
         return ScatterCost(
             demand=per_line(gap_s),
             spread=spread,
             dram_spread=dram_spread,
             store=None if store_gap is None else per_line(store_gap),
+            dram_store=dram_store,
         )
 
 
@@ -313,14 +325,19 @@ def op_costs(
         mem.l2_hit * lat[R["l2"]] + (1.0 - mem.l2_hit) * lat[R["dram"]]
     )
 
-    def l2_dram(
-        sectors: float, lines: float, share: float, per_line: float = scatter.demand
-    ) -> tuple[float, float]:
-        """(l2, dram) demand of a request; `share`: the part that leaves the L1; `per_line`:
-        what each line costs the L2 beyond its bytes (a load's, or a store's)."""
+    def l2_dram(sectors: float, lines: float, share: float) -> tuple[float, float]:
+        """(l2, dram) demand of a load; `share`: the part that leaves the L1."""
         return (
-            share * max(sectors / 4.0, per_line * lines),
+            share * max(sectors / 4.0, scatter.demand * lines),
             mem.dram_frac * share * sectors / 4.0,
+        )
+
+    def store_l2_dram(sectors: float, lines: float) -> tuple[float, float]:
+        """(l2, dram) demand of a store: each line costs the L2 a scattered store's share, and
+        DRAM, for the part that goes there, the larger of its bytes and its lines."""
+        return (
+            max(sectors / 4.0, scatter.store_demand * lines),
+            mem.dram_frac * max(sectors / 4.0, scatter.dram_store * lines),
         )
 
     for i, op in enumerate(ops):
@@ -347,8 +364,9 @@ def op_costs(
             if access is not None and i in access:
                 sectors, lines, wave = access[i]
             demand[i, R["smem"]] = wave
-            line_cost = scatter.store_demand if k == GSTORE else scatter.demand
-            demand[i, R["l2"]], demand[i, R["dram"]] = l2_dram(sectors, lines, 1.0, line_cost)
+            demand[i, R["l2"]], demand[i, R["dram"]] = (
+                store_l2_dram(sectors, lines) if k == GSTORE else l2_dram(sectors, lines, 1.0)
+            )
         elif k in (CONST, SREG):
             latency[i] = lat[R["smem"]]
         else:
