@@ -15,11 +15,9 @@ Writes $OUT/dram_scatter_store.json (else ./dram_scatter_store.json).
 
 from __future__ import annotations
 
-import json
-import os
-
 import cupy as cp
 import numpy as np
+from device_timing import median_event_ms, save
 
 SOURCE = r"""
 extern "C" __global__ void k(unsigned int* __restrict__ buf, unsigned long long lines_total,
@@ -66,26 +64,15 @@ def main() -> int:
     for mode, name in modes:
         ms = {}
         for laps in LAPS:
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            vals = []
-            for r in range(6):
-                flush.fill(r)
-                cp.cuda.Device().synchronize()
-                start.record()
-                fn((blocks,), (threads,), (buf, np.uint64(lines_total), np.int32(laps),
-                                           np.int32(mode), sink))  # fmt: skip
-                end.record()
-                end.synchronize()
-                if r:
-                    vals.append(cp.cuda.get_elapsed_time(start, end))
-            ms[laps] = float(np.median(vals))
+            args = (buf, np.uint64(lines_total), np.int32(laps), np.int32(mode), sink)
+            ms[laps] = median_event_ms(
+                lambda args=args: fn((blocks,), (threads,), args), before=lambda: flush.fill(1)
+            )
         per_sm = warps * 8 * (LAPS[1] - LAPS[0]) / sms  # 32-line requests per SM
         cycles = (ms[LAPS[1]] - ms[LAPS[0]]) * 1e3 * CLOCK_MHZ / per_sm
         out[name] = {"ms": ms, "cycles_per_32_line_request_per_sm": cycles}
         print(f"{name:20s} {cycles:8.2f} cycles per 32-line request per SM", flush=True)
-    path = os.path.join(os.environ.get("OUT", "."), "dram_scatter_store.json")
-    with open(path, "w") as fh:
-        json.dump(out, fh, indent=1)
+    save("dram_scatter_store.json", out)
     return 0
 
 

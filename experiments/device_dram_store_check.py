@@ -15,11 +15,9 @@ Writes $OUT/dram_store.json (else ./dram_store.json).
 
 from __future__ import annotations
 
-import json
-import os
-
 import cupy as cp
 import numpy as np
+from device_timing import median_event_ms, save
 
 SOURCE = r"""
 extern "C" __global__ void k(const unsigned int* __restrict__ a, unsigned int* __restrict__ b,
@@ -51,18 +49,11 @@ def main() -> int:
         for words in SIZES:
             a = cp.ones(words, dtype=cp.uint32)
             b = cp.zeros(words, dtype=cp.uint32)
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            vals = []
-            for r in range(6):
-                flush.fill(r)
-                cp.cuda.Device().synchronize()
-                start.record()
-                fn((sms * 8,), (256,), (a, b, np.int64(words), np.int32(mode), sink))
-                end.record()
-                end.synchronize()
-                if r:
-                    vals.append(cp.cuda.get_elapsed_time(start, end))
-            ms[words] = float(np.median(vals))
+            args = (a, b, np.int64(words), np.int32(mode), sink)
+            ms[words] = median_event_ms(
+                lambda args=args: fn((sms * 8,), (256,), args),
+                before=lambda: flush.fill(1),
+            )
             del a, b
         dt = (ms[SIZES[1]] - ms[SIZES[0]]) * 1e-3
         per_sm = (SIZES[1] - SIZES[0]) / 32 / sms  # warp requests of 128 B per SM, per array
@@ -70,9 +61,7 @@ def main() -> int:
         moved = (SIZES[1] - SIZES[0]) * 4 * (2 if mode == 2 else 1) / dt / 1e9
         out[name] = {"ms": ms, "cycles_per_request_per_sm": cycles, "gbs_moved": moved}
         print(f"{name:22s} {cycles:6.2f} cycles per request per SM, {moved:7.0f} GB/s", flush=True)
-    path = os.path.join(os.environ.get("OUT", "."), "dram_store.json")
-    with open(path, "w") as fh:
-        json.dump(out, fh, indent=1)
+    save("dram_store.json", out)
     return 0
 
 

@@ -16,12 +16,11 @@ Writes $OUT/scatter_store.json (else ./scatter_store.json).
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 
 import cupy as cp
 import numpy as np
+from device_timing import median_event_ms, save
 
 SOURCE = r"""
 extern "C" __global__ void k(unsigned int* buf, unsigned int window_lines, int laps, int mode,
@@ -71,24 +70,13 @@ def main() -> int:
     for mode, name in MODES.items():
         ms = {}
         for laps in LAPS:
-            start, end = cp.cuda.Event(), cp.cuda.Event()
-            vals = []
-            for i in range(6):
-                start.record()
-                args = (buf, np.uint32(window // 128), np.int32(laps), np.int32(mode), sink)
-                fn((blocks,), (threads,), args)
-                end.record()
-                end.synchronize()
-                if i:  # the first launch warms the window
-                    vals.append(cp.cuda.get_elapsed_time(start, end))
-            ms[laps] = float(np.median(vals))
+            args = (buf, np.uint32(window // 128), np.int32(laps), np.int32(mode), sink)
+            ms[laps] = median_event_ms(lambda a=args: fn((blocks,), (threads,), a))
         per_sm = blocks * threads // 32 * 8 * (LAPS[1] - LAPS[0]) / sms
         cycles = (ms[LAPS[1]] - ms[LAPS[0]]) * 1e3 * clock / per_sm
         out[name] = {"ms": ms, "cycles_per_warp_instruction_per_sm": cycles}
         print(f"{name:28s} {cycles:7.2f} cycles per warp instruction per SM", flush=True)
-    path = os.path.join(os.environ.get("OUT", "."), "scatter_store.json")
-    with open(path, "w") as fh:
-        json.dump(out, fh, indent=1)
+    save("scatter_store.json", out)
     return 0
 
 
