@@ -43,8 +43,8 @@ addresses (`gap_l2_scatter_store_cycles`, kp_scatter_store): the L2 serves a sca
 about half the rate of a scattered load (108 against 49 cycles per request per SM on the H200, a
 first check on 2026-11-29), and the emulator charges stores with it; a store has no latency a
 later instruction waits on, so none is measured. `dram_scatter` likewise writes its fresh lines
-(`gap_dram_scatter_store_cycles`: 386 against 140 cycles in the first check). A coalesced request moves four sectors under
-one tag lookup; a scattered one needs a lookup per sector, so the L2 serves fewer bytes. The
+(`gap_dram_scatter_store_cycles`: 386 against 140 cycles in the first check). A coalesced
+request moves four sectors under one tag lookup; a scattered one needs a lookup per sector, so the L2 serves fewer bytes. The
 emulator charges a request of `lines` lines at least `lines` × gap_l2_scatter / 32 (`ops`). It is
 optional: a profile measured before it has none, and the emulator then charges bytes alone.
 
@@ -344,9 +344,8 @@ def analyse(name: str, raw: Mapping[str, Any], clock_mhz: float) -> dict[str, An
         out["extra"]["chase_effective_sm_clock_mhz"] = float(cyc / ns * 1000.0)
         if "store_stream" in raw:  # the same scattered requests as stores (`extra_fields`)
             st = raw["store_stream"]
-            out[f"gap_{name}_store_cycles"] = stream_gap(
-                st["variants"], st["warps"], st["sm_count"], clock_mhz
-            )
+            (field,) = extra_fields(name)
+            out[field] = stream_gap(st["variants"], st["warps"], st["sm_count"], clock_mhz)
         lines = int(raw.get("lines_per_request", 1))
         if lines == 1:
             bw = REQUEST_BYTES * stream["sm_count"] * clock_mhz * 1e6 / out[f"gap_{name}_cycles"]
@@ -676,8 +675,8 @@ def analyse_repeats(
     estimates = {f: summarize(samples[f]) for f in FIELDS}
     prov: dict[str, Any] = {}
     for name in BENCHMARKS:
-        for kind in ("lat", "gap", *(["store"] if extra_fields(name) else [])):
-            f = f"gap_{name}_store_cycles" if kind == "store" else f"{kind}_{name}_cycles"
+        kinds = [("lat", f"lat_{name}_cycles"), ("gap", f"gap_{name}_cycles")]
+        for kind, f in kinds + [("store", f) for f in extra_fields(name)]:
             e, ref = estimates[f], refs[f]
             entry: dict[str, Any] = {
                 "method": method_text(name, kind, config),
