@@ -128,6 +128,27 @@ def test_algorithm_1_latency_and_gap_limited_cases() -> None:
     assert res.emulated == pytest.approx(39 * 8 + 4, rel=0.02)
 
 
+def test_loop_iterations_left_out_cost_at_least_every_warps_demand() -> None:
+    # Four warps, a loop of 10 iterations of 3 independent FFMAs, 4 iterations in the trace.
+    # Issue costs 1 cycle a warp instruction and nothing stalls, so the scheduler keeps one
+    # warp until it ends: each warp's own period is 3 cycles, but the 6 iterations left out
+    # of all four warps take 4 x 6 x 3 issue cycles, 120 cycles in all, not 48 + 6 x 3.
+    n = 12
+    trace = Trace(
+        np.zeros(n, dtype=np.int64),
+        np.ones(n),
+        [()] * n,
+        [LoopInfo(0, "loop", 1.0, accounted=4.0, count=10.0, instances=[[0, 3, 6, 9]], unroll=4)],
+    )
+    params = _params(1, 0.01)
+    params.gap[ops.R["issue"]] = 1.0
+    fp32 = [ops.StaticOp(ops.COMPUTE, ops.R["fp32"])]
+    res = emulate_sm(trace, fp32, params, ops.NO_CACHE, active_warps=4, warps_per_block=4)
+    assert res.emulated == pytest.approx(48, abs=2)
+    assert res.periods["loop"] == pytest.approx(12)
+    assert res.cycles == pytest.approx(48 + 6 * 12, abs=2)
+
+
 def test_a_scattered_request_costs_the_l2_per_line_and_dram_per_byte() -> None:
     # The measured pair: a coalesced request (lat 290, gap 4) and one of 32 one-sector lines
     # (lat 352, gap 64): 0.5 of a coalesced request's gap per line; the 62 extra cycles are the

@@ -22,6 +22,10 @@ Loops: the trace holds K iterations of each loop; the steady-state period P of a
 mean over warps of the time between the starts of its last two emitted iterations, and the
 iterations not emitted add P_own each (P minus the emitted inner iterations' periods), so an
 emulation costs the same for N = 512 or N = 8192 ("loop bodies once per trip-count class").
+P is at least the busiest resource's cycles for one iteration of every sampled warp: a warp
+that never stalls keeps the scheduler (greedy) and runs its iterations back to back while the
+others wait, so its own period is its demand alone, not the SM's (poly, a chain of FFMAs
+shorter than four warps' issue: P was a quarter of the SM's).
 
 Grid: with M active blocks per SM (occupancy), B blocks and n SMs, full = floor(B / (M n))
 waves of M blocks per SM and, if blocks remain, one tail wave with ceil(rest / n) blocks per SM:
@@ -349,10 +353,11 @@ def emulate_sm(
                     at = fd
             ready[w] = at
         cur = w
-    busy = (amounts.sum(axis=0) * S).tolist()
-    busy[issue_r] = sum(issue_cost) * S
+    demand = amounts.copy()
+    demand[:, issue_r] = issue_cost
+    busy = (demand.sum(axis=0) * S).tolist()
     emulated = max(maxfin)
-    periods = _loop_periods(trace, started)
+    periods = _loop_periods(trace, started, demand * S)
     extra = sum(lp.missing * periods.get(lp.name, 0.0) for lp in trace.loops)
     res = SMResult(0.0, emulated, periods, np.asarray(busy), S * n, dispatch)
     res.cycles = res.wave_cycles(emulated + extra)
@@ -370,9 +375,14 @@ def _next_ready(fw: list[float], dep: tuple[int, ...], floor: float) -> float:
     return r
 
 
-def _loop_periods(trace: Trace, started: list[dict[int, float]]) -> dict[str, float]:
-    """Own steady-state period of every loop (see the module docstring)."""
+def _loop_periods(
+    trace: Trace, started: list[dict[int, float]], demand: np.ndarray
+) -> dict[str, float]:
+    """Own steady-state period of every loop (see the module docstring). `demand`: per trace
+    position, the cycles it takes of each resource for all the sampled warps together."""
     full: list[float] = []
+    # Demand of positions [a, b) on each resource: cum[b] - cum[a].
+    cum = np.vstack([np.zeros((1, demand.shape[1])), np.cumsum(demand, axis=0)])
     for lp in trace.loops:
         per: list[float] = []
         for inst in lp.instances:
@@ -381,7 +391,11 @@ def _loop_periods(trace: Trace, started: list[dict[int, float]]) -> dict[str, fl
             a, b = inst[-2], inst[-1]
             d = [s[b] - s[a] for s in started if a in s and b in s]
             if d:
-                per.append(sum(d) / len(d))
+                # A warp the scheduler never had to leave runs its iterations back to back
+                # while the other warps wait, so its period is its own demand, not the SM's:
+                # an iteration of every warp takes at least its busiest resource's cycles.
+                floor = float((cum[b] - cum[a]).max())
+                per.append(max(sum(d) / len(d), floor))
         full.append(float(np.median(per)) if per else 0.0)
     out: dict[str, float] = {}
     for i, lp in enumerate(trace.loops):
