@@ -7,7 +7,8 @@ Compute finds its L2 tag lookups the busiest unit (75 %) where the emulator name
 cycles per warp instruction, every SM busy (8 blocks of 256 threads each), an L2-resident 8 MiB
 window, loads through the L2 (ld.global.cg); a request's 32 lanes split into L groups of 32/L
 consecutive words, each group in its own line (L = 1: one line, 4 sectors; 4: one sector a line;
-8: half a sector a line, rownorm's; 32: one word a line, the l2_scatter benchmark's). The slope of
+8: half a sector a line, rownorm's; 32: one word a line, the l2_scatter benchmark's), lines 9
+apart so every request of a lap has its own lines, and each lap a fresh stretch. The slope of
 CUDA-event time between 20 and 60 laps cancels the launch.
 
     python experiments/device_l2_lines_check.py [SM_CLOCK_MHZ]     (device machine, CuPy)
@@ -35,8 +36,9 @@ extern "C" __global__ void k(const unsigned int* buf, unsigned int window_lines,
     for (int lap = 0; lap < laps; ++lap) {
         #pragma unroll
         for (int k = 0; k < 8; ++k) {
-            unsigned int req = (warp * 8 + k) + lap * 97u * 256u;
-            unsigned int line = (req * 32u + group * 33u) & (window_lines - 1);
+            unsigned int req = (warp * 8 + k) + lap * 97u * 256u;  // lap: a step on
+            // 9 lines apart (odd, so a bijection of the window): every request its own lines
+            unsigned int line = ((req * lines + group) * 9u) & (window_lines - 1);
             acc += __ldcg(buf + line * 32u + word);
         }
     }
