@@ -126,3 +126,14 @@ def test_kernels_without_unrolled_loops_compile_the_same(
     u1, u2 = sorted(disasm)
     for k in ("kp_chase_warp", "kp_stream"):
         assert disasm[u1][k] == disasm[u2][k]
+
+
+def test_the_l2_gap_loads_eight_whole_lines_a_lap_through_the_l2(
+    disasm: dict[int, dict[str, list[str]]],
+) -> None:
+    # kp_l2_lines: 8 coalesced requests a lap, each its own line, ld.global.cg (the L2, not the
+    # L1), as kp_scatter's 8 scattered ones: stream_gap counts 8 requests per warp and lap.
+    code = disasm[min(disasm)]["kp_l2_lines"]
+    loads = [i for i in code if opcode(i).startswith("LDG")]
+    assert [opcode(i) for i in loads] == ["LDG.E.STRONG.GPU"] * 8
+    assert disasm[min(disasm)]["kp_l2_lines"] == disasm[max(disasm)]["kp_l2_lines"]

@@ -32,11 +32,16 @@ Resources and how each is measured (kernels in `klaraptor/cuda/resources.cu`):
 | imad  | IMAD                                  | x = x * a + b                  | same                        |
 | smem  | LDS.32, conflict-free (128 B/warp)    | j = smem[j] (lane l in bank l) | same                        |
 | issue | 12 FFMA + 2 × (LOP3 + IADD3) per step | one warp: cycles / instruction | cycles / instruction per SM |
-| l2    | LDG.64.STRONG.GPU, 128-B line         | warp pointer chase, 8 MiB      | streaming reads of 8.25 MiB |
+| l2    | LDG.64.STRONG.GPU, 128-B line         | warp pointer chase, 8 MiB      | whole-line reads, 8 MiB     |
 | l2_scatter | LDG.E.64/LDG.E, 32 lines × 1 sector | a pointer chase per lane, 8 MiB | scattered reads, 8 MiB |
 | dram  | same                                  | warp chase, fresh lines        | streaming reads of ~1 GiB   |
 | launch| a thread block started (no instruction)| one empty block per SM, events | empty blocks, two grid sizes|
 
+`l2`'s gap is measured on l2_scatter's addresses (every request its own line, each lap further on
+in the 8 MiB window; kp_l2_lines), so the two gaps compare like with like: a warp re-reading its
+same 8 lines every lap (kp_stream, the method before) costs the H200's L2 4.29 cycles a request
+against 3.40 this way (`experiments/device_l2_lines_check.py`: one sector in each of L lines costs
+1.5-1.6 cycles a line from L = 4 to 32, the scattered gap's 50.4 / 32).
 `l2_scatter` is the same L2 under the requests of a column walk: each warp instruction touches 32
 lines, one sector each. Its gap is per such request. The same benchmark then stores to those
 addresses (`gap_l2_scatter_store_cycles`, kp_scatter_store): the L2 serves a scattered store at
@@ -410,8 +415,9 @@ def method_text(name: str, kind: str, cfg: ResourceConfig) -> str:
                 f"the next address; {where}; globaltimer ns per load × sm_clock_mhz"
             )
         what = (
-            f"one row (1 KiB per warp, 8.25 MiB on an H200) re-read {cfg.stream_l2_laps} "
-            "times (L2-resident, warmed first)"
+            f"every request its own line (9 lines apart) in the {cfg.chase_l2_bytes >> 20} MiB "
+            f"window of l2_scatter, each lap further on, {cfg.stream_l2_laps} laps "
+            "(L2-resident, warmed first; kp_l2_lines)"
             if name == "l2"
             else f"{cfg.stream_dram_rows} rows of 1 KiB per warp (~0.5 and 1 GiB), L2 flushed "
             "before each run"

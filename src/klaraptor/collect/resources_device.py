@@ -232,15 +232,26 @@ def _stream_shape(d: Device) -> tuple[int, int]:
 
 
 def bench_l2(d: Device) -> dict[str, Any]:
+    """The L2's latency (a pointer chase) and its gap for coalesced requests: 8 whole-line
+    loads per warp and lap, every request its own line, in the L2-resident window the scattered
+    benchmark uses (kp_l2_lines, kp_scatter's addresses); `rows` 1 for `stream_gap`."""
     cfg = d.cfg
     n_lines = cfg.chase_l2_bytes // REQUEST_BYTES
+    if n_lines & (n_lines - 1):
+        raise ValueError("chase_l2_bytes / 128 must be a power of two (the L2 window)")
     warps, row_bytes = _stream_shape(d)
     buf = d.stream_buffer(max(cfg.chase_l2_bytes, row_bytes))
     start = _write_chase(d, buf, d.rng.permutation(n_lines))
     _chase(d, start, n_lines)  # loads every line into L2
     samples = [_chase(d, start, n_lines) for _ in range(cfg.chase_l2_laps)]
     variants = [
-        {"rows": 1, "laps": laps, "ms": _stream(d, buf, 1, laps, flush=False)}
+        {
+            "rows": 1,
+            "laps": laps,
+            "ms": _scatter(
+                d, buf, n_lines, laps, L2_SCATTER_LAP_LINES, False, kernel="kp_l2_lines"
+            ),
+        }
         for laps in cfg.stream_l2_laps
     ]
     return {

@@ -399,6 +399,39 @@ extern "C" __global__ void __launch_bounds__(256, 8)
     }
 }
 
+// Coalesced reads through the L2, kp_scatter's way: each of the 8 warp instructions per lap
+// loads one whole 128-B line (lane l word l), every request its own line (lines 9 apart: odd,
+// so the requests of a lap cover the window without repeats), each lap `lap_lines` requests
+// further on in the L2-resident window. The L2's gap for coalesced requests, measured on the
+// same addresses as its gap for scattered ones (kp_scatter), so their ratio compares like with
+// like (kp_stream re-reads each warp's same 8 lines every lap: 4.29 against 3.40 cycles a
+// request on the H200, experiments/device_l2_lines_check.py).
+extern "C" __global__ void __launch_bounds__(256, 8)
+    kp_l2_lines(const unsigned int* __restrict__ buf, unsigned int window_lines,
+                unsigned int lap_lines, int laps, int flag, unsigned int* __restrict__ sink)
+{
+    const unsigned int lane = threadIdx.x % 32u;
+    const unsigned int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32u;
+    const unsigned int mask = window_lines - 1u;
+    unsigned int acc = 0;
+#pragma unroll 1
+    for (int lap = 0; lap < laps; ++lap) {
+        const unsigned int first = warp * 8u + (unsigned int)lap * lap_lines;
+        unsigned int v[8];
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            v[k] = kp_ldcg(buf + 32u * (((first + k) * 9u) & mask) + lane);
+        }
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            acc += v[k];
+        }
+    }
+    if (flag) {
+        sink[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+    }
+}
+
 // Scattered writes: kp_scatter's addresses, but each of the 8 warp instructions is a store
 // (st.global.cg of one word, lane l to word 0 of its own 128-B line: 32 lines of one partly
 // written 32-B sector each, the pattern of a column of an output or of an in-place update).
