@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import sys
 
-import cupy as cp
-import numpy as np
-from device_timing import median_event_ms, save
+from device_timing import WINDOW_BYTES, save, window_cycles
 
 SOURCE = r"""
 extern "C" __global__ void k(const unsigned int* buf, unsigned int window_lines, int laps,
@@ -46,30 +44,15 @@ extern "C" __global__ void k(const unsigned int* buf, unsigned int window_lines,
 }
 """
 LINES = (1, 2, 4, 8, 16, 32)
-LAPS = (20, 60)
 
 
 def main() -> int:
     clock = float(sys.argv[1]) if len(sys.argv) > 1 else 1980.0
-    fn = cp.RawModule(code=SOURCE, options=("-std=c++17",)).get_function("k")
-    sms = cp.cuda.Device(0).attributes["MultiProcessorCount"]
-    window = 8 << 20
-    buf = cp.zeros(window // 4, dtype=cp.uint32)
-    blocks, threads = sms * 8, 256
-    sink = cp.zeros(blocks * threads, dtype=cp.uint32)
-    out = {"clock_mhz": clock, "window_bytes": window, "rows": []}
-    for L in LINES:
-        ms = {}
-        for laps in LAPS:
-            args = (buf, np.uint32(window // 128), np.int32(laps), np.int32(L), sink)
-            ms[laps] = median_event_ms(lambda a=args: fn((blocks,), (threads,), a))
-        per_sm = blocks * threads // 32 * 8 * (LAPS[1] - LAPS[0]) / sms
-        cycles = (ms[LAPS[1]] - ms[LAPS[0]]) * 1e3 * clock / per_sm
+    out = {"clock_mhz": clock, "window_bytes": WINDOW_BYTES, "rows": []}
+    for L, got in window_cycles(SOURCE, list(LINES), clock).items():
         sectors = L * max(1, (32 // L) * 4 // 32)
-        out["rows"].append({"lines": L, "sectors": sectors, "ms": ms, "cycles": cycles})
-        print(
-            f"L={L:2d} sectors={sectors:2d} {cycles:7.2f} cycles per warp load per SM", flush=True
-        )
+        out["rows"].append({"lines": L, "sectors": sectors, **got})
+        print(f"L={L:2d} sectors={sectors:2d} {got['cycles']:7.2f} cycles per warp load per SM")
     save("l2_lines_check.json", out)
     return 0
 

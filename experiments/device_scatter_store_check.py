@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import sys
 
-import cupy as cp
-import numpy as np
-from device_timing import median_event_ms, save
+from device_timing import save, window_cycles
 
 SOURCE = r"""
 extern "C" __global__ void k(unsigned int* buf, unsigned int window_lines, int laps, int mode,
@@ -55,27 +53,15 @@ MODES = {
     5: "coalesced store",
     6: "coalesced RMW",
 }
-LAPS = (20, 60)
 
 
 def main() -> int:
     clock = float(sys.argv[1]) if len(sys.argv) > 1 else 1980.0
-    fn = cp.RawModule(code=SOURCE, options=("-std=c++17",)).get_function("k")
-    sms = cp.cuda.Device(0).attributes["MultiProcessorCount"]
-    window = 8 << 20
-    buf = cp.zeros(window // 4, dtype=cp.uint32)
-    blocks, threads = sms * 8, 256
-    sink = cp.zeros(blocks * threads, dtype=cp.uint32)
     out = {}
-    for mode, name in MODES.items():
-        ms = {}
-        for laps in LAPS:
-            args = (buf, np.uint32(window // 128), np.int32(laps), np.int32(mode), sink)
-            ms[laps] = median_event_ms(lambda a=args: fn((blocks,), (threads,), a))
-        per_sm = blocks * threads // 32 * 8 * (LAPS[1] - LAPS[0]) / sms
-        cycles = (ms[LAPS[1]] - ms[LAPS[0]]) * 1e3 * clock / per_sm
-        out[name] = {"ms": ms, "cycles_per_warp_instruction_per_sm": cycles}
-        print(f"{name:28s} {cycles:7.2f} cycles per warp instruction per SM", flush=True)
+    for mode, got in window_cycles(SOURCE, list(MODES), clock).items():
+        name = MODES[mode]
+        out[name] = {"ms": got["ms"], "cycles_per_warp_instruction_per_sm": got["cycles"]}
+        print(f"{name:28s} {got['cycles']:7.2f} cycles per warp instruction per SM", flush=True)
     save("scatter_store.json", out)
     return 0
 

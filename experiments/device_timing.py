@@ -37,3 +37,27 @@ def save(name: str, out: Any) -> None:
     """`out` as JSON in $OUT/`name` (else ./`name`)."""
     with open(os.path.join(os.environ.get("OUT", "."), name), "w") as fh:
         json.dump(out, fh, indent=1)
+
+
+WINDOW_BYTES = 8 << 20  # an L2-resident window on the H200 (50 MiB L2)
+LAPS = (20, 60)
+
+
+def window_cycles(source: str, variants: list[int], clock_mhz: float) -> dict[int, dict[str, Any]]:
+    """Per variant v: `k(buf, window_lines, laps, v, sink)` of `source` on every SM (8 blocks of
+    256 threads each), 8 warp instructions per lap, in an L2-resident window, timed at LAPS laps;
+    the slope between them (which cancels the launch) in SM cycles per warp instruction per SM."""
+    fn = cp.RawModule(code=source, options=("-std=c++17",)).get_function("k")
+    sms = cp.cuda.Device(0).attributes["MultiProcessorCount"]
+    buf = cp.zeros(WINDOW_BYTES // 4, dtype=cp.uint32)
+    blocks, threads = sms * 8, 256
+    sink = cp.zeros(blocks * threads, dtype=cp.uint32)
+    per_sm = blocks * threads // 32 * 8 * (LAPS[1] - LAPS[0]) / sms
+    out = {}
+    for v in variants:
+        ms = {}
+        for laps in LAPS:
+            args = (buf, np.uint32(WINDOW_BYTES // 128), np.int32(laps), np.int32(v), sink)
+            ms[laps] = median_event_ms(lambda a=args: fn((blocks,), (threads,), a))
+        out[v] = {"ms": ms, "cycles": (ms[LAPS[1]] - ms[LAPS[0]]) * 1e3 * clock_mhz / per_sm}
+    return out
