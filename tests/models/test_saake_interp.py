@@ -10,6 +10,7 @@ from klaraptor import suite
 from klaraptor.models.saake import interp
 from klaraptor.models.saake.isa_source import kernel_isa
 from klaraptor.models.saake.tripcounts import COUNTERS, block_counters, count_classes
+from tests.isa.helpers import needs_tools
 
 
 def _per_warp(name: str, D: int, block: tuple[int, int, int]) -> float:
@@ -76,3 +77,40 @@ def test_a_kernel_whose_loops_follow_its_data_needs_counters() -> None:
         (256, 1, 1),
     )
     assert got.counts is None and "data" in got.reason
+
+
+@needs_tools
+def test_a_loop_whose_lanes_diverge_inside_is_fast_forwarded_exactly() -> None:
+    # n-body's tile loop at TILE = 32 with 64 threads: only the first 32 threads stage the tile,
+    # so every iteration diverges inside. The probe follows both sides; before, it gave up, and
+    # every tile iteration was interpreted (1,024 at N = 32768: 15 s a block).
+    spec = suite.get("tunables.nbody.nbody_tiles")
+    pv = spec.param_values({"TILE": 32, "UNROLL": 1})
+    isa, _ = kernel_isa(spec, variant=pv)
+    classes = count_classes(isa)
+    got = [
+        interp.counts_from_parameters(
+            interp.WarpInterpreter(isa, fast_forward=ff),
+            classes,
+            spec,
+            spec.size(2048),
+            (64, 1, 1),
+            variant=pv,
+        )
+        for ff in (True, False)
+    ]
+    assert got[0].counts is not None and np.allclose(got[0].counts, got[1].counts)
+    # The blocks run do not grow with N: the tile loop itself is skipped (580 and 2,308 blocks
+    # at N = 2048 and 8192 when only the loops inside it were).
+    steps = []
+    for n in (2048, 8192):
+        gx, gy, gz = (int(v) for v in spec.grid_arrays({"N": n}, 64.0, 1.0, 1.0, pv))
+        words = dict(interp.param_words(spec.make_args(spec.size(n), np.random.default_rng(0),
+                                                        device=False)))  # fmt: skip
+        launch = interp.Launch((64, 1, 1), (gx, gy, gz), words)
+        picks = interp.sample_warps((gx, gy, gz), 2)
+        run = interp.WarpInterpreter(isa).run(
+            launch, [(c, w) for c, w, _ in picks], [w for _, _, w in picks]
+        )
+        steps.append(run.steps)
+    assert steps[0] == steps[1] < 200

@@ -405,30 +405,36 @@ class WarpInterpreter(OpcodeSemantics):
     ) -> np.ndarray | None:
         """One iteration from `state` with `mask`'s lanes: the lanes that come back to the
         header (lanes may leave where a block branches back to it, or by exiting), or None when
-        the iteration runs a block that the path `want` did not, diverges elsewhere or meets
-        data. Loops inside the iteration run in full (the path may have fast-forwarded them)."""
+        the iteration runs a block that the path `want` did not or meets data. Loops inside the
+        iteration run in full (the path may have fast-forwarded them). Lanes that diverge inside
+        the iteration (n-body's tile staging loop, entered only by the block's first TILE
+        threads) are followed side by side: the pending block of the lowest address runs next
+        with every lane waiting there, so the sides meet again where their paths join (a loop
+        body's blocks run in address order; an inner loop's back edge goes to a lower one)."""
         saved, alive = self.state, self.alive
         self.state, self.alive = state.copy(), self.alive.copy()
         allowed = set(want)
+        inside = self.in_loop[header]
         try:
-            b, m = header, mask.copy()
+            pending: dict[int, np.ndarray] = {header: mask.copy()}
+            stay = np.zeros(self.n, dtype=bool)
             sink = WarpRun(np.zeros(len(self.cfg.blocks)))
             for _ in range(PROBE_BLOCKS):
+                if not pending:
+                    return stay
+                b = min(pending)
+                m = pending.pop(b)
                 if b not in allowed:
                     return None
                 nxt = self._block(b, _Entry(b, m, None), sink, 0, np.zeros(self.n, dtype=bool))
                 if sink.data_branches or sink.skipped_calls:
                     return None
-                back = [mm for blk, mm in nxt if blk == header]
-                if back:
-                    # A latch: the lanes going back stay; the others must leave the loop.
-                    others = [blk for blk, _ in nxt if blk != header]
-                    if any(blk in self.in_loop[header] for blk in others):
-                        return None
-                    return back[0]
-                if len(nxt) != 1:
-                    return None if nxt else np.zeros(self.n, dtype=bool)
-                b, m = nxt[0]
+                for blk, mm in nxt:
+                    if blk == header:
+                        stay |= mm  # back at the header: these lanes stay in the loop
+                    elif blk in inside:
+                        pending[blk] = pending[blk] | mm if blk in pending else mm.copy()
+                    # else: these lanes leave the loop
             return None
         except DataDependent:
             return None
