@@ -236,24 +236,13 @@ def bench_l2(d: Device) -> dict[str, Any]:
     loads per warp and lap, every request its own line, in the L2-resident window the scattered
     benchmark uses (kp_l2_lines, kp_scatter's addresses); `rows` 1 for `stream_gap`."""
     cfg = d.cfg
-    n_lines = cfg.chase_l2_bytes // REQUEST_BYTES
-    if n_lines & (n_lines - 1):
-        raise ValueError("chase_l2_bytes / 128 must be a power of two (the L2 window)")
+    n_lines = _l2_window_lines(cfg)
     warps, row_bytes = _stream_shape(d)
     buf = d.stream_buffer(max(cfg.chase_l2_bytes, row_bytes))
     start = _write_chase(d, buf, d.rng.permutation(n_lines))
     _chase(d, start, n_lines)  # loads every line into L2
     samples = [_chase(d, start, n_lines) for _ in range(cfg.chase_l2_laps)]
-    variants = [
-        {
-            "rows": 1,
-            "laps": laps,
-            "ms": _scatter(
-                d, buf, n_lines, laps, L2_SCATTER_LAP_LINES, False, kernel="kp_l2_lines"
-            ),
-        }
-        for laps in cfg.stream_l2_laps
-    ]
+    variants = _l2_window_laps(d, buf, n_lines, "kp_l2_lines")
     return {
         "kind": "memory",
         "chase": {"steps": n_lines, "bytes": cfg.chase_l2_bytes, "samples": samples},
@@ -269,6 +258,28 @@ def bench_l2(d: Device) -> dict[str, Any]:
 # Lines a lap of kp_scatter moves on in the L2-resident window: a short step, so consecutive
 # laps touch different lines of the same warmed window.
 L2_SCATTER_LAP_LINES = 97 * 256
+
+
+def _l2_window_lines(cfg: ResourceConfig) -> int:
+    """Lines of the L2-resident window that kp_scatter and kp_l2_lines wrap in (a power of
+    two: they mask the line index)."""
+    n_lines = cfg.chase_l2_bytes // REQUEST_BYTES
+    if n_lines & (n_lines - 1):
+        raise ValueError("chase_l2_bytes / 128 must be a power of two (the L2 window)")
+    return n_lines
+
+
+def _l2_window_laps(d: Device, buf: Any, n_lines: int, kernel: str) -> list[dict[str, Any]]:
+    """`kernel` (kp_scatter's arguments) timed at each of `stream_l2_laps` laps in the warmed
+    L2 window, as `stream_gap` reads them (8 requests per warp and lap, `rows` 1)."""
+    return [
+        {
+            "rows": 1,
+            "laps": laps,
+            "ms": _scatter(d, buf, n_lines, laps, L2_SCATTER_LAP_LINES, False, kernel=kernel),
+        }
+        for laps in d.cfg.stream_l2_laps
+    ]
 
 
 def _scatter(
@@ -300,9 +311,7 @@ def bench_l2_scatter(d: Device) -> dict[str, Any]:
     """The L2 under scattered warp requests: 32 lines of one sector each (kp_scatter,
     kp_chase_scatter), in the same L2-resident window as `bench_l2`."""
     cfg = d.cfg
-    n_lines = cfg.chase_l2_bytes // REQUEST_BYTES
-    if n_lines & (n_lines - 1):
-        raise ValueError("chase_l2_bytes / 128 must be a power of two (the scatter window)")
+    n_lines = _l2_window_lines(cfg)
     warps, _ = _stream_shape(d)
     buf = d.stream_buffer(cfg.chase_l2_bytes)
     order = d.rng.permutation(n_lines)
@@ -310,27 +319,11 @@ def bench_l2_scatter(d: Device) -> dict[str, Any]:
     starts, steps = _scatter_chase(d, buf, order)
     _chase(d, starts, steps, "kp_chase_scatter")  # loads every line into L2
     samples = [_chase(d, starts, steps, "kp_chase_scatter") for _ in range(cfg.chase_l2_laps)]
-    variants = [
-        {
-            "rows": 1,
-            "laps": laps,
-            "ms": _scatter(d, buf, n_lines, laps, L2_SCATTER_LAP_LINES, flush=False),
-        }
-        for laps in cfg.stream_l2_laps
-    ]
+    variants = _l2_window_laps(d, buf, n_lines, "kp_scatter")
     # The same addresses written (kp_scatter_store), after the loads (the window stays warm):
     # the gap of a scattered store, which the L2 serves at about half the rate of a scattered
     # load (H200, 2026-11-29: 108 against 49 cycles per request per SM).
-    stores = [
-        {
-            "rows": 1,
-            "laps": laps,
-            "ms": _scatter(
-                d, buf, n_lines, laps, L2_SCATTER_LAP_LINES, False, kernel="kp_scatter_store"
-            ),
-        }
-        for laps in cfg.stream_l2_laps
-    ]
+    stores = _l2_window_laps(d, buf, n_lines, "kp_scatter_store")
     return {
         "kind": "memory",
         "chase": {"steps": steps, "bytes": cfg.chase_l2_bytes, "samples": samples},
