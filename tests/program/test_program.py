@@ -814,3 +814,19 @@ def test_specialize_random_batchable_programs_agree() -> None:
             for k in outs:
                 assert all(map(same, got[k], want[k])), (case, k, n, fn.source)
     assert batched >= 30
+
+
+def test_a_scalar_pick_of_a_branch_folded_to_one_value_keeps_the_array_shape() -> None:
+    # where(s, t or y s, y s + 1), s a remaining scalar, t fixed and nonzero everywhere:
+    # `t or y s` is all true whatever s is, so it folds to the one value 1.0 while the other
+    # branch stays an array; the pick between them must still return an array of the fixed
+    # inputs' shape (it returned 1.0 as a 0-d value for s != 0; found by
+    # test_random_programs_agree_property).
+    s, t, y = var("s"), var("t"), var("y")
+    prog = Program("p", ["s", "t", "y"], [("o", where(s, t | (y * s), y * s + 1))], ["o"])
+    fixed = {"t": np.array([-1e300, np.inf, -2.5, -1.0, -np.inf]), "y": np.arange(5.0)}
+    for sv in (7.5, 0.0):
+        got = prog.specialize(fixed)(s=sv)["o"]
+        ref = prog.evaluate(**fixed, s=sv)["o"]
+        assert got.shape == ref.shape == (5,)
+        assert np.array_equal(got, ref)

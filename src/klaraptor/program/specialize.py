@@ -685,10 +685,21 @@ class _Writer(RuntimeBounds):
             return None
         if op == "where" and spec.kind[ops[0]] == _SCALAR:
             a, b = ops[1], ops[2]
-            if spec.shape_of(a) == shape and spec.shape_of(b) == shape:
+            if self.array_of_shape(a, shape) and self.array_of_shape(b, shape):
                 fa, fb = self.array_operand(a), self.array_operand(b)
                 return f"({fa} if {self.fx(ops[0])} != 0.0 else {fb})"
         return None
+
+    def array_of_shape(self, o: int, shape: tuple[int, ...]) -> bool:
+        """Whether operand ``o`` is, as written (`array_operand`), an array of ``shape``: a fixed
+        value folded to a float is written as a 0-d array, whatever shape its instruction has."""
+        spec = self.spec
+        if spec.shape_of(o) != shape:
+            return False
+        if spec.kind[o] == _FIXED:
+            v = spec.value[o]
+            return isinstance(v, np.ndarray) and v.shape == shape
+        return True
 
     def returns(
         self, names: tuple[str, ...], as_tuple: bool
